@@ -1,4 +1,11 @@
 //! pir-core (in progress)
 #![deny(unsafe_op_in_unsafe_fn)]
 pub mod arith;
+pub mod db;
+pub mod error;
+pub mod kernel;
 pub mod ntt;
+pub mod params;
+pub mod rns;
+pub mod sampler;
+pub use error::{Error, Result};

@@ -1,0 +1,120 @@
+//! The crate's single error type.
+
+/// Everything that can go wrong in pir-core. Parsing untrusted bytes returns
+/// one of the wire variants; nothing in this crate panics on input.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The parameter-set id is not one this build knows.
+    #[error("unknown parameter set id {0:#06x}")]
+    UnknownParamSet(u16),
+    /// The parameter set violates a structural constraint.
+    #[error("parameter set {0} is inconsistent")]
+    InvalidParams(&'static str),
+    /// ℓ1 or ℓ2 is zero or above 2^18.
+    #[error("database shape {ell1}x{ell2} outside 1..=2^18 per dimension")]
+    ShapeTooLarge {
+        /// ℓ1
+        ell1: usize,
+        /// ℓ2
+        ell2: usize,
+    },
+    /// The correctness bound (Theorem 3.4) exceeds 2^-40 for this shape.
+    #[error("database shape {ell1}x{ell2} has correctness error 2^{log2_delta:.1} > 2^-40")]
+    CorrectnessBound {
+        /// ℓ1
+        ell1: usize,
+        /// ℓ2
+        ell2: usize,
+        /// log2 of the bound
+        log2_delta: f64,
+    },
+    /// A record is not in Z_N.
+    #[error("record value {value} at index {index} is not below N = {modulus}")]
+    RecordOutOfRange {
+        /// flat index
+        index: usize,
+        /// value
+        value: u8,
+        /// N
+        modulus: u32,
+    },
+    /// Data length does not match the declared shape.
+    #[error("expected {expected} records, got {got}")]
+    LengthMismatch {
+        /// expected
+        expected: usize,
+        /// got
+        got: usize,
+    },
+    /// A row/column/bit index is outside the database.
+    #[error("index {index} outside database of {len}")]
+    IndexOutOfRange {
+        /// requested
+        index: u64,
+        /// size
+        len: u64,
+    },
+    /// Wire: the first bytes are not a pir-core message of this kind.
+    #[error("not a {0} message (bad magic)")]
+    BadMagic(&'static str),
+    /// Wire: unknown format version.
+    #[error("unsupported wire version {0}")]
+    UnsupportedVersion(u8),
+    /// Wire: the message was built for another parameter set.
+    #[error("message is for parameter set {got:#06x}, expected {expected:#06x}")]
+    WrongParamSet {
+        /// ours
+        expected: u16,
+        /// theirs
+        got: u16,
+    },
+    /// Wire: the message was built for another public seed (database version).
+    #[error("message was built for public seed {got}, the database uses {expected}")]
+    WrongSeed {
+        /// ours (hex)
+        expected: String,
+        /// theirs (hex)
+        got: String,
+    },
+    /// Wire: the message was built for another database shape.
+    #[error("message is for a {got_ell1}x{got_ell2} database, expected {ell1}x{ell2}")]
+    WrongShape {
+        /// ours
+        ell1: usize,
+        /// ours
+        ell2: usize,
+        /// theirs
+        got_ell1: usize,
+        /// theirs
+        got_ell2: usize,
+    },
+    /// Wire: the message ends early.
+    #[error("message truncated: need {needed} bytes, have {have}")]
+    Truncated {
+        /// bytes needed
+        needed: usize,
+        /// bytes available
+        have: usize,
+    },
+    /// Wire: bytes after the end of the message.
+    #[error("{0} trailing bytes after the message")]
+    TrailingBytes(usize),
+    /// Wire: a coefficient is not reduced (≥ its modulus) or padding bits are set.
+    #[error("{field}[{index}] out of range")]
+    OutOfRange {
+        /// which field
+        field: &'static str,
+        /// element index
+        index: usize,
+    },
+    /// A batch of queries was empty or mixed databases.
+    #[error("invalid batch: {0}")]
+    InvalidBatch(&'static str),
+    /// The operating system's random number generator failed.
+    #[error("OS random number generator failed: {0}")]
+    Rng(String),
+}
+
+/// Result alias for this crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,278 @@
+//! The server's inner loops: the SimplePIR pass c1ᵀ·D (YPIR Construction
+//! 3.1, Answer step 1) and the DoublePIR pass c2ᵀ·[H; T]ᵀ (step 2).
+//!
+//! This is the only module allowed to use `unsafe`: each SIMD kernel is
+//! selected by runtime CPU-feature detection and has a scalar twin that the
+//! tests compare it against. The default build runs on any x86-64 and on
+//! wasm32 (scalar).
+//!
+//! SimplePIR arithmetic: records are `i8` (representative in [−N/2, N/2)),
+//! c1 ∈ Z_{2^32}. Writing c = lo + 2^16·hi with lo, hi signed 16-bit, each
+//! product c·d is lo·d + 2^16·(hi·d) mod 2^32, and lo·d, hi·d fit in 23 bits,
+//! so `pmaddwd` (16×16→32 with pairwise add) computes both halves with plain
+//! wrapping 32-bit accumulators: no reduction is ever needed because q1 = 2^32
+//! is the machine word (YPIR §4.1 "Modulus selection").
+
+#![allow(unsafe_code)]
+
+/// A SimplePIR query vector c1 split into signed 16-bit halves, zero-padded to
+/// a multiple of 16 entries: c1[i] ≡ lo[i] + 2^16·hi[i] (mod 2^32).
+#[derive(Clone, Debug)]
+pub struct SplitQuery {
+    lo: Vec<i16>,
+    hi: Vec<i16>,
+    len: usize,
+}
+
+impl SplitQuery {
+    /// Splits c1.
+    pub fn new(c1: &[u32]) -> Self {
+        let padded = c1.len().div_ceil(16) * 16;
+        let mut lo = vec![0i16; padded];
+        let mut hi = vec![0i16; padded];
+        for (i, &c) in c1.iter().enumerate() {
+            let l = c as u16 as i16;
+            lo[i] = l;
+            hi[i] = (c.wrapping_sub(l as i32 as u32) >> 16) as u16 as i16;
+        }
+        SplitQuery { lo, hi, len: c1.len() }
+    }
+}
+
+/// Which implementation [`simplepir`] uses on this machine.
+pub fn simplepir_impl() -> &'static str {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx2") {
+            return "avx2";
+        }
+    }
+    "scalar"
+}
+
+/// Scalar reference: out[j] = Σ_i c1[i]·D[i][j] mod 2^32 over columns
+/// `cols` (each ℓ1 bytes, column-major slices of the database).
+pub fn simplepir_scalar(db: &[u8], ell1: usize, c1: &[u32], out: &mut [u32]) {
+    for (j, o) in out.iter_mut().enumerate() {
+        let col = &db[j * ell1..(j + 1) * ell1];
+        let mut acc = 0u32;
+        for (&d, &c) in col.iter().zip(c1) {
+            acc = acc.wrapping_add(c.wrapping_mul(d as i8 as i32 as u32));
+        }
+        *o = acc;
+    }
+}
+
+/// Bytes of database per cache tile when answering a batch: one tile is
+/// read from memory once and then reused by every query of the batch.
+const BATCH_TILE_BYTES: usize = 256 * 1024;
+
+/// out[q][j] = Σ_i c1_q[i]·D[i][j] mod 2^32 for every query q, with one pass
+/// over the database (§4.3 cross-client batching: the database is processed
+/// in cache-sized tiles of columns and every query consumes a tile before the
+/// next one is loaded).
+pub fn simplepir(db: &[u8], ell1: usize, ell2: usize, queries: &[SplitQuery], out: &mut [Vec<u32>]) {
+    assert_eq!(queries.len(), out.len());
+    assert_eq!(db.len(), ell1 * ell2);
+    let tile_cols = (BATCH_TILE_BYTES / ell1.max(1)).max(4) / 4 * 4;
+    let mut j0 = 0;
+    while j0 < ell2 {
+        let j1 = (j0 + tile_cols).min(ell2);
+        for (q, o) in queries.iter().zip(out.iter_mut()) {
+            debug_assert_eq!(q.len, ell1);
+            columns(db, ell1, j0, j1, q, &mut o[j0..j1]);
+        }
+        j0 = j1;
+    }
+}
+
+fn columns(db: &[u8], ell1: usize, j0: usize, j1: usize, q: &SplitQuery, out: &mut [u32]) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: the avx2 feature was detected at runtime just above.
+            unsafe { avx2::columns(db, ell1, j0, j1, q, out) };
+            return;
+        }
+    }
+    columns_split_scalar(db, ell1, j0, j1, q, out);
+}
+
+/// Scalar twin of the SIMD kernel using the same lo/hi split.
+fn columns_split_scalar(db: &[u8], ell1: usize, j0: usize, j1: usize, q: &SplitQuery, out: &mut [u32]) {
+    for (j, o) in (j0..j1).zip(out.iter_mut()) {
+        let col = &db[j * ell1..(j + 1) * ell1];
+        let (mut lo, mut hi) = (0i32, 0i32);
+        for (i, &d) in col.iter().enumerate() {
+            let d = d as i8 as i32;
+            lo = lo.wrapping_add(q.lo[i] as i32 * d);
+            hi = hi.wrapping_add(q.hi[i] as i32 * d);
+        }
+        *o = (lo as u32).wrapping_add((hi as u32) << 16);
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    use super::SplitQuery;
+    use std::arch::x86_64::*;
+
+    /// Horizontal wrapping sum of eight i32 lanes.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    unsafe fn hsum(v: __m256i) -> u32 {
+        let hi = _mm256_extracti128_si256(v, 1);
+        let lo = _mm256_castsi256_si128(v);
+        let s = _mm_add_epi32(hi, lo);
+        let s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0b01_00_11_10));
+        let s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0b10_11_00_01));
+        _mm_cvtsi128_si32(s) as u32
+    }
+
+    /// AVX2 kernel: four columns at a time, 16 rows per step, `pmaddwd` on
+    /// sign-extended records against the lo/hi halves of c1.
+    ///
+    /// # Safety
+    /// The caller must have checked that the CPU supports AVX2.
+    #[target_feature(enable = "avx2")]
+    pub unsafe fn columns(db: &[u8], ell1: usize, j0: usize, j1: usize, q: &SplitQuery, out: &mut [u32]) {
+        // SAFETY: every pointer offset below stays inside `db` (column
+        // (j + c) spans [(j+c)·ell1, (j+c+1)·ell1) with j + c < j1 <= ell2 and
+        // i + 16 <= n16 <= ell1) or inside q.lo / q.hi (length >= n16); the
+        // loads are unaligned loads; AVX2 availability is the caller's contract.
+        unsafe {
+            let n16 = ell1 / 16 * 16;
+            let lo = q.lo.as_ptr();
+            let hi = q.hi.as_ptr();
+            let mut j = j0;
+            while j < j1 {
+                let nc = (j1 - j).min(4);
+                let mut acc_lo = [_mm256_setzero_si256(); 4];
+                let mut acc_hi = [_mm256_setzero_si256(); 4];
+                let base = db.as_ptr().add(j * ell1);
+                let mut i = 0;
+                if nc == 4 {
+                    while i < n16 {
+                        // SAFETY: i + 16 <= n16 <= ell1, so the 16-byte loads stay
+                        // inside column j..j+4 (each ell1 bytes, in bounds because
+                        // j + 4 <= j1 <= ell2), and lo/hi have ≥ n16 entries.
+                        let l = _mm256_loadu_si256(lo.add(i) as *const __m256i);
+                        let h = _mm256_loadu_si256(hi.add(i) as *const __m256i);
+                        for c in 0..4 {
+                            let d = _mm256_cvtepi8_epi16(_mm_loadu_si128(base.add(c * ell1 + i) as *const __m128i));
+                            acc_lo[c] = _mm256_add_epi32(acc_lo[c], _mm256_madd_epi16(d, l));
+                            acc_hi[c] = _mm256_add_epi32(acc_hi[c], _mm256_madd_epi16(d, h));
+                        }
+                        i += 16;
+                    }
+                } else {
+                    while i < n16 {
+                        // SAFETY: as above, for the nc < 4 remaining columns.
+                        let l = _mm256_loadu_si256(lo.add(i) as *const __m256i);
+                        let h = _mm256_loadu_si256(hi.add(i) as *const __m256i);
+                        for c in 0..nc {
+                            let d = _mm256_cvtepi8_epi16(_mm_loadu_si128(base.add(c * ell1 + i) as *const __m128i));
+                            acc_lo[c] = _mm256_add_epi32(acc_lo[c], _mm256_madd_epi16(d, l));
+                            acc_hi[c] = _mm256_add_epi32(acc_hi[c], _mm256_madd_epi16(d, h));
+                        }
+                        i += 16;
+                    }
+                }
+                for c in 0..nc {
+                    let mut l = hsum(acc_lo[c]);
+                    let mut h = hsum(acc_hi[c]);
+                    // scalar tail rows
+                    let col = &db[(j + c) * ell1..(j + c + 1) * ell1];
+                    for (r, &d) in col.iter().enumerate().skip(n16) {
+                        let d = d as i8 as i32;
+                        l = l.wrapping_add((q.lo[r] as i32 * d) as u32);
+                        h = h.wrapping_add((q.hi[r] as i32 * d) as u32);
+                    }
+                    out[j - j0 + c] = l.wrapping_add(h << 16);
+                }
+                j += nc;
+            }
+        }
+    }
+}
+
+/// DoublePIR pass: for each row r of the row-major `rows` (n_rows × ℓ2,
+/// signed digits |x| ≤ p/2), out[r] = (Σ_j c2[j]·x_{r,j} mod P0, … mod P1)
+/// where `c2` holds the ℓ2 residues mod P0 followed by the ℓ2 residues mod P1.
+/// Products are < 2^42 and at most 2^18 are summed, so one signed 64-bit
+/// accumulator per prime never overflows and is reduced once (YPIR §4,
+/// footnote 8: reduce only when a sum could overflow).
+pub fn doublepir(rows: &[i16], ell2: usize, c2s: &[&[u32]], out: &mut [Vec<[u32; 2]>]) {
+    let n_rows = rows.len() / ell2.max(1);
+    for r in 0..n_rows {
+        let row = &rows[r * ell2..(r + 1) * ell2];
+        for (c2, o) in c2s.iter().zip(out.iter_mut()) {
+            let (c0, c1) = c2.split_at(ell2);
+            o[r] = dot_row(row, c0, c1);
+        }
+    }
+}
+
+#[inline]
+fn dot_row(row: &[i16], c0: &[u32], c1: &[u32]) -> [u32; 2] {
+    let mut a0 = 0i64;
+    let mut a1 = 0i64;
+    for ((&x, &u), &v) in row.iter().zip(c0).zip(c1) {
+        a0 += x as i64 * u as i64;
+        a1 += x as i64 * v as i64;
+    }
+    [
+        crate::arith::reduce_signed(&crate::arith::MOD0, a0),
+        crate::arith::reduce_signed(&crate::arith::MOD1, a1),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lcg(s: &mut u64) -> u64 {
+        *s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        *s >> 16
+    }
+
+    #[test]
+    fn simd_kernel_matches_scalar_reference() {
+        let mut s = 1;
+        for (ell1, ell2) in [(1usize, 1usize), (16, 4), (17, 5), (100, 9), (1024, 13), (4096, 64)] {
+            let db: Vec<u8> = (0..ell1 * ell2).map(|_| lcg(&mut s) as u8).collect();
+            let mut qs: Vec<Vec<u32>> = Vec::new();
+            for _ in 0..3 {
+                qs.push((0..ell1).map(|_| lcg(&mut s) as u32).collect());
+            }
+            let split: Vec<SplitQuery> = qs.iter().map(|q| SplitQuery::new(q)).collect();
+            let mut out = vec![vec![0u32; ell2]; 3];
+            simplepir(&db, ell1, ell2, &split, &mut out);
+            for (q, o) in qs.iter().zip(&out) {
+                let mut want = vec![0u32; ell2];
+                simplepir_scalar(&db, ell1, q, &mut want);
+                assert_eq!(o, &want, "{ell1}x{ell2} via {}", simplepir_impl());
+                let mut twin = vec![0u32; ell2];
+                columns_split_scalar(&db, ell1, 0, ell2, &SplitQuery::new(q), &mut twin);
+                assert_eq!(twin, want);
+            }
+        }
+    }
+
+    #[test]
+    fn doublepir_matches_wide_arithmetic() {
+        let mut s = 9;
+        let ell2 = 300;
+        let rows: Vec<i16> = (0..3 * ell2).map(|_| (lcg(&mut s) % 32768) as i16 - 16384).collect();
+        let mut c2: Vec<u32> = (0..ell2).map(|_| (lcg(&mut s) % crate::arith::P0 as u64) as u32).collect();
+        c2.extend((0..ell2).map(|_| (lcg(&mut s) % crate::arith::P1 as u64) as u32));
+        let mut out = vec![vec![[0u32; 2]; 3]];
+        doublepir(&rows, ell2, &[&c2], &mut out);
+        for r in 0..3 {
+            for (h, p) in [crate::arith::P0, crate::arith::P1].iter().enumerate() {
+                let want: i128 = (0..ell2).map(|j| rows[r * ell2 + j] as i128 * c2[h * ell2 + j] as i128).sum();
+                assert_eq!(out[0][r][h] as i128, want.rem_euclid(*p as i128));
+            }
+        }
+    }
+}

@@ -1,0 +1,172 @@
+//! Polynomials over R_{d,q2} in residue (CRT) form, and the per-parameter-set
+//! context of precomputed tables shared by client and server.
+//!
+//! An "RNS polynomial" is a `[u32]` of length 2d: residues mod P0 in the
+//! first half and mod P1 in the second, either coefficients (natural order)
+//! or NTT slots (bit-reversed order, see [`crate::ntt`]).
+
+use crate::arith::{Crt, Modulus, MODS};
+use crate::ntt::CrtNtt;
+use crate::params::Params;
+
+/// Forward NTT of both halves.
+pub fn forward(ntt: &CrtNtt, a: &mut [u32]) {
+    let n = ntt.n();
+    let (a0, a1) = a.split_at_mut(n);
+    ntt.t[0].forward(a0);
+    ntt.t[1].forward(a1);
+}
+
+/// Inverse NTT of both halves.
+pub fn inverse(ntt: &CrtNtt, a: &mut [u32]) {
+    let n = ntt.n();
+    let (a0, a1) = a.split_at_mut(n);
+    ntt.t[0].inverse(a0);
+    ntt.t[1].inverse(a1);
+}
+
+/// Writes the residues of signed coefficients into an RNS polynomial.
+pub fn from_signed(coeffs: &[i64], out: &mut [u32]) {
+    let n = coeffs.len();
+    for (h, m) in MODS.iter().enumerate() {
+        for (o, &c) in out[h * n..(h + 1) * n].iter_mut().zip(coeffs) {
+            *o = crate::arith::reduce_signed(m, c);
+        }
+    }
+}
+
+/// out = a ⊙ b (pointwise, NTT domain).
+pub fn mul(a: &[u32], b: &[u32], out: &mut [u32]) {
+    let n = a.len() / 2;
+    for (h, m) in MODS.iter().enumerate() {
+        let r = h * n..(h + 1) * n;
+        for ((o, &x), &y) in out[r.clone()].iter_mut().zip(&a[r.clone()]).zip(&b[r]) {
+            *o = m.mul(x, y);
+        }
+    }
+}
+
+/// acc += a ⊙ b with 64-bit lazy accumulators (caller reduces; each term < 2^56).
+pub fn mul_acc_lazy(a: &[u32], b: &[u32], acc: &mut [u64]) {
+    for ((o, &x), &y) in acc.iter_mut().zip(a).zip(b) {
+        *o += x as u64 * y as u64;
+    }
+}
+
+/// Reduces lazy accumulators into an RNS polynomial.
+pub fn reduce_acc(acc: &[u64], out: &mut [u32]) {
+    let n = acc.len() / 2;
+    for (h, m) in MODS.iter().enumerate() {
+        for (o, &x) in out[h * n..(h + 1) * n].iter_mut().zip(&acc[h * n..(h + 1) * n]) {
+            *o = m.reduce(x);
+        }
+    }
+}
+
+/// a += b.
+pub fn add_assign(a: &mut [u32], b: &[u32]) {
+    let n = a.len() / 2;
+    for (h, m) in MODS.iter().enumerate() {
+        let r = h * n..(h + 1) * n;
+        for (x, &y) in a[r.clone()].iter_mut().zip(&b[r]) {
+            *x = m.add(*x, y);
+        }
+    }
+}
+
+/// Coefficients mod q2 (in [0, q2)) of an RNS polynomial in coefficient form.
+pub fn to_q2(crt: &Crt, a: &[u32], out: &mut [u64]) {
+    let n = a.len() / 2;
+    for (i, o) in out.iter_mut().enumerate().take(n) {
+        *o = crt.combine(a[i], a[n + i]);
+    }
+}
+
+/// Constants of one level t of the CDKS tree (YPIR Construction 2.8):
+/// the automorphism τ_{2^t+1} as an NTT-slot permutation and the monomial
+/// x^{d2/2^t} in NTT form with Shoup quotients.
+#[derive(Clone, Debug)]
+pub struct LevelConsts {
+    /// Automorphism exponent g = 2^t + 1.
+    pub g: usize,
+    /// τ_g(f)[i] = f[perm[i]] (same for both primes).
+    pub perm: Vec<u32>,
+    /// NTT(x^{d2/2^t}), RNS layout.
+    pub mono: Vec<u32>,
+    /// Shoup quotients of `mono`.
+    pub mono_shoup: Vec<u32>,
+}
+
+/// Everything derived from a parameter set alone.
+#[derive(Clone, Debug)]
+pub struct Context {
+    /// The parameter set.
+    pub params: Params,
+    /// NTT tables at dimension d1 (hint over the CRT primes; client c1).
+    pub ntt1: CrtNtt,
+    /// NTT tables at dimension d2.
+    pub ntt2: CrtNtt,
+    /// CRT helper for q2.
+    pub crt: Crt,
+    /// Levels t = 1..=log d2 (index t−1).
+    pub levels: Vec<LevelConsts>,
+    /// NTT(δ · (−x)) with δ = d2^{-1} mod q2: maps the NTT of h = A2-product
+    /// polynomial to the CDKS input ã (see `server` module docs).
+    pub neg_x_dinv: Vec<u32>,
+    /// z^k mod (P0, P1) for k < t.
+    pub z_pows: Vec<[u32; 2]>,
+}
+
+impl Context {
+    /// Builds all tables for `params`.
+    pub fn new(params: Params) -> Self {
+        let d2 = params.d2;
+        let ntt1 = CrtNtt::new(params.d1);
+        let ntt2 = CrtNtt::new(d2);
+        let levels = (1..=params.log_d2())
+            .map(|t| {
+                let g = (1 << t) + 1;
+                let k = d2 >> t;
+                let mut mono = Vec::with_capacity(2 * d2);
+                let mut mono_shoup = Vec::with_capacity(2 * d2);
+                for h in 0..2 {
+                    let m = ntt2.t[h].monomial(k);
+                    mono_shoup.extend(m.iter().map(|&w| MODS[h].shoup(w)));
+                    mono.extend(m);
+                }
+                LevelConsts {
+                    g,
+                    perm: ntt2.t[0].automorphism_perm(g),
+                    mono,
+                    mono_shoup,
+                }
+            })
+            .collect();
+        let mut neg_x_dinv = Vec::with_capacity(2 * d2);
+        for h in 0..2 {
+            let m: Modulus = MODS[h];
+            let dinv = m.inv(d2 as u32 % m.p);
+            let mono = ntt2.t[h].monomial(1);
+            neg_x_dinv.extend(mono.iter().map(|&x| m.neg(m.mul(x, dinv))));
+        }
+        let z = params.z() % crate::arith::Q2;
+        let z_pows = (0..params.gadget_len())
+            .map(|k| {
+                let mut r = [1u32; 2];
+                for (h, m) in MODS.iter().enumerate() {
+                    r[h] = m.pow(m.reduce(z), k as u64);
+                }
+                r
+            })
+            .collect();
+        Context {
+            params,
+            ntt1,
+            ntt2,
+            crt: Crt::new(),
+            levels,
+            neg_x_dinv,
+            z_pows,
+        }
+    }
+}
