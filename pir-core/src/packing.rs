@@ -1,0 +1,324 @@
+//! CDKS LWE-to-RLWE packing (YPIR Construction 2.8) with the preprocessing of
+//! YPIR §4.2.
+//!
+//! The d2 inputs of CDKS.Pack are the leaves of a binary tree: node (t, r)
+//! at level t ∈ [1, log d2] covers the leaves ≡ r (mod 2^{log d2 − t}); its
+//! even child is (t−1, r) and its odd child (t−1, r + 2^{log d2 − t}). Each
+//! node computes, with k = d2/2^t and τ = τ_{2^t+1},
+//!
+//! ```text
+//! c+ = c_even + x^k·c_odd,   c− = c_even − x^k·c_odd
+//! G  = NTT(g_z^{-1}(τ(c−.a)))                      (t digit polynomials)
+//! out.a = c+.a + Σ_k W_a[k] ⊙ G[k]                (Automorph, Eq. 2.2)
+//! out.b = c+.b + τ(c−.b) + Σ_k W_b[k] ⊙ G[k]
+//! ```
+//!
+//! Everything on the `a` side depends only on the public seed and the
+//! database, except for the leaves that carry the κ rows of T. So at setup
+//! we compute, for every node whose subtree holds no T leaf ("static"), its
+//! `a` output and its cached digits G in NTT form. Online only the ≤ log d2
+//! nodes on the T leaves' paths need NTTs (O(κ + log d2), §4.2), and every
+//! other node costs pointwise products with the client's W_b rows.
+//!
+//! The `b` side is linear, so we split it: with a = 0 everywhere the tree
+//! maps constant leaves b_i to d2·Σ b_i x^i exactly (Eq. 2.3), hence
+//! out.b = d2·Σ_i b_i x^i + KS, where KS is the same tree run on the
+//! key-switching terms alone. The server adds the leaf part directly in
+//! coefficient form and runs the tree only for KS.
+
+use crate::arith::{gadget_decompose, MODS};
+use crate::rns::{self, Context};
+
+/// Kind of a tree node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    /// All leaves below are zero: output is zero.
+    Zero,
+    /// No T leaf below: `a` side precomputed.
+    Static,
+    /// Holds a T leaf: `a` side computed online.
+    Dynamic,
+}
+
+/// What a leaf holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Leaf {
+    /// Unused slot.
+    Zero,
+    /// Dense hint row r (a-part known at setup).
+    Hint(usize),
+    /// Row r of T (a-part depends on the query).
+    T(usize),
+}
+
+/// Setup-time state of the packing tree.
+#[derive(Clone, Debug)]
+pub struct PackPrecomp {
+    log_d2: usize,
+    d2: usize,
+    t: usize,
+    /// kinds[level][r], level 0 = leaves.
+    kinds: Vec<Vec<Kind>>,
+    /// leaves[i].
+    leaves: Vec<Leaf>,
+    /// Cached digits of static nodes: g_off[level][r] indexes `g_data`
+    /// (t·2·d2 words per node) or is usize::MAX.
+    g_off: Vec<Vec<usize>>,
+    g_data: Vec<u32>,
+    /// `a` outputs of static nodes (and leaves) whose parent is dynamic,
+    /// keyed by (level, r).
+    a_static: Vec<((usize, usize), Vec<u32>)>,
+}
+
+/// Online inputs of one query.
+pub struct PackInputs<'a> {
+    /// Client's W_b rows, NTT form: (log d2)·t polynomials of 2·d2 words.
+    pub wb: &'a [u32],
+    /// Public W_a rows from the seed, same layout.
+    pub wa: &'a [u32],
+    /// `a` parts of the κ T leaves (NTT form), by T row.
+    pub t_leaf_a: &'a [Vec<u32>],
+}
+
+/// Output of the tree: the packed ciphertext minus the leaf `b` part.
+pub struct PackOutput {
+    /// Random component c0 (NTT form).
+    pub a: Vec<u32>,
+    /// Key-switching part of c1 (NTT form).
+    pub ks: Vec<u32>,
+}
+
+/// Digits of τ(c−.a) in NTT form: `c_minus` (NTT form) is consumed.
+fn digits_ntt(ctx: &Context, level: usize, c_minus: &[u32], out: &mut [u32]) {
+    let d2 = ctx.params.d2;
+    let t = ctx.params.gadget_len();
+    let perm = &ctx.levels[level - 1].perm;
+    let mut buf = vec![0u32; 2 * d2];
+    for h in 0..2 {
+        for i in 0..d2 {
+            buf[h * d2 + i] = c_minus[h * d2 + perm[i] as usize];
+        }
+    }
+    rns::inverse(&ctx.ntt2, &mut buf);
+    let mut digits = vec![0i64; t];
+    let z_bits = ctx.params.z_bits;
+    for i in 0..d2 {
+        let x = ctx.crt.combine(buf[i], buf[d2 + i]);
+        gadget_decompose(x, crate::arith::Q2, z_bits, t, &mut digits);
+        for (k, &dg) in digits.iter().enumerate() {
+            out[k * 2 * d2 + i] = crate::arith::reduce_signed(&MODS[0], dg);
+            out[k * 2 * d2 + d2 + i] = crate::arith::reduce_signed(&MODS[1], dg);
+        }
+    }
+    for k in 0..t {
+        rns::forward(&ctx.ntt2, &mut out[k * 2 * d2..(k + 1) * 2 * d2]);
+    }
+}
+
+/// (c+, c−) of two children (None = zero), NTT form.
+fn plus_minus(ctx: &Context, level: usize, e: Option<&[u32]>, o: Option<&[u32]>) -> (Vec<u32>, Vec<u32>) {
+    let d2 = ctx.params.d2;
+    let lc = &ctx.levels[level - 1];
+    let mut plus = vec![0u32; 2 * d2];
+    let mut minus = vec![0u32; 2 * d2];
+    for (h, m) in MODS.iter().enumerate() {
+        for i in h * d2..(h + 1) * d2 {
+            let xo = match o {
+                Some(o) => m.mul_shoup(o[i], lc.mono[i], lc.mono_shoup[i]),
+                None => 0,
+            };
+            let ev = e.map_or(0, |e| e[i]);
+            plus[i] = m.add(ev, xo);
+            minus[i] = m.sub(ev, xo);
+        }
+    }
+    (plus, minus)
+}
+
+/// out += Σ_k W[level][k] ⊙ G[k].
+fn add_keyswitch(ctx: &Context, w: &[u32], level: usize, g: &[u32], out: &mut [u32]) {
+    let d2 = ctx.params.d2;
+    let t = ctx.params.gadget_len();
+    let n = 2 * d2;
+    let wl = &w[(level - 1) * t * n..level * t * n];
+    for (h, m) in MODS.iter().enumerate() {
+        for i in h * d2..(h + 1) * d2 {
+            let mut acc = out[i] as u64;
+            for k in 0..t {
+                acc += wl[k * n + i] as u64 * g[k * n + i] as u64;
+            }
+            out[i] = m.reduce(acc);
+        }
+    }
+}
+
+/// KS side of a node: ks_e + x^k ks_o + τ(ks_e − x^k ks_o).
+fn combine_b(ctx: &Context, level: usize, e: Option<&[u32]>, o: Option<&[u32]>) -> Vec<u32> {
+    let d2 = ctx.params.d2;
+    if e.is_none() && o.is_none() {
+        return vec![0u32; 2 * d2];
+    }
+    let (mut plus, minus) = plus_minus(ctx, level, e, o);
+    let perm = &ctx.levels[level - 1].perm;
+    for (h, m) in MODS.iter().enumerate() {
+        let base = h * d2;
+        for i in 0..d2 {
+            plus[base + i] = m.add(plus[base + i], minus[base + perm[i] as usize]);
+        }
+    }
+    plus
+}
+
+impl PackPrecomp {
+    /// Setup: builds the tree over `leaves` whose hint leaves have `a` parts
+    /// `hint_a[r]` (NTT form), using the public W_a rows `wa`.
+    pub fn new(ctx: &Context, leaves: Vec<Leaf>, hint_a: &[Vec<u32>], wa: &[u32]) -> Self {
+        let d2 = ctx.params.d2;
+        let log_d2 = ctx.params.log_d2();
+        let t = ctx.params.gadget_len();
+        assert_eq!(leaves.len(), d2);
+        let mut kinds = vec![leaves
+            .iter()
+            .map(|l| match l {
+                Leaf::Zero => Kind::Zero,
+                Leaf::Hint(_) => Kind::Static,
+                Leaf::T(_) => Kind::Dynamic,
+            })
+            .collect::<Vec<_>>()];
+        // a outputs of the current level (static nodes only)
+        let mut level_a: Vec<Option<Vec<u32>>> = leaves
+            .iter()
+            .map(|l| match l {
+                Leaf::Hint(r) => Some(hint_a[*r].clone()),
+                _ => None,
+            })
+            .collect();
+        let mut g_off = vec![vec![]];
+        let mut g_data = Vec::new();
+        let mut a_static = Vec::new();
+        for level in 1..=log_d2 {
+            let n_nodes = d2 >> level;
+            let prev = &kinds[level - 1];
+            let mut k_here = Vec::with_capacity(n_nodes);
+            let mut off_here = vec![usize::MAX; n_nodes];
+            let mut a_here: Vec<Option<Vec<u32>>> = Vec::with_capacity(n_nodes);
+            for r in 0..n_nodes {
+                let (ke, ko) = (prev[r], prev[r + n_nodes]);
+                let kind = if ke == Kind::Dynamic || ko == Kind::Dynamic {
+                    Kind::Dynamic
+                } else if ke == Kind::Zero && ko == Kind::Zero {
+                    Kind::Zero
+                } else {
+                    Kind::Static
+                };
+                k_here.push(kind);
+                match kind {
+                    Kind::Zero => a_here.push(None),
+                    Kind::Dynamic => {
+                        for (child, kc) in [(r, ke), (r + n_nodes, ko)] {
+                            if kc == Kind::Static {
+                                let a = level_a[child].take().expect("static child has a");
+                                a_static.push(((level - 1, child), a));
+                            }
+                        }
+                        a_here.push(None);
+                    }
+                    Kind::Static => {
+                        let (plus, minus) =
+                            plus_minus(ctx, level, level_a[r].as_deref(), level_a[r + n_nodes].as_deref());
+                        let off = g_data.len();
+                        g_data.resize(off + t * 2 * d2, 0);
+                        digits_ntt(ctx, level, &minus, &mut g_data[off..]);
+                        let mut a = plus;
+                        add_keyswitch(ctx, wa, level, &g_data[off..off + t * 2 * d2], &mut a);
+                        off_here[r] = off;
+                        a_here.push(Some(a));
+                    }
+                }
+            }
+            kinds.push(k_here);
+            g_off.push(off_here);
+            level_a = a_here;
+        }
+        PackPrecomp {
+            log_d2,
+            d2,
+            t,
+            kinds,
+            leaves,
+            g_off,
+            g_data,
+            a_static,
+        }
+    }
+
+    /// Bytes of precomputed state.
+    pub fn size_bytes(&self) -> usize {
+        self.g_data.len() * 4 + self.a_static.iter().map(|(_, a)| a.len() * 4).sum::<usize>()
+    }
+
+    fn static_a(&self, level: usize, r: usize) -> &[u32] {
+        &self
+            .a_static
+            .iter()
+            .find(|(k, _)| *k == (level, r))
+            .expect("static child of a dynamic node is cached")
+            .1
+    }
+
+    /// Online packing for one query (Answer step 3 with §4.2).
+    pub fn pack(&self, ctx: &Context, inp: &PackInputs<'_>) -> PackOutput {
+        let root = self.eval(ctx, inp, self.log_d2, 0);
+        let (a, ks) = match root {
+            Some((a, ks)) => (a.unwrap_or_else(|| vec![0u32; 2 * self.d2]), ks),
+            None => (vec![0u32; 2 * self.d2], vec![0u32; 2 * self.d2]),
+        };
+        PackOutput { a, ks }
+    }
+
+    /// Returns (a if dynamic, ks) or None for zero nodes.
+    fn eval(&self, ctx: &Context, inp: &PackInputs<'_>, level: usize, r: usize) -> Option<(Option<Vec<u32>>, Vec<u32>)> {
+        let kind = self.kinds[level][r];
+        if kind == Kind::Zero {
+            return None;
+        }
+        if level == 0 {
+            return Some(match self.leaves[r] {
+                Leaf::T(row) => (Some(inp.t_leaf_a[row].clone()), vec![0u32; 2 * self.d2]),
+                _ => (None, vec![0u32; 2 * self.d2]),
+            });
+        }
+        let n_nodes = self.d2 >> level;
+        let e = self.eval(ctx, inp, level - 1, r);
+        let o = self.eval(ctx, inp, level - 1, r + n_nodes);
+        let ks_e = e.as_ref().map(|x| x.1.as_slice());
+        let ks_o = o.as_ref().map(|x| x.1.as_slice());
+        let mut ks = combine_b(ctx, level, ks_e, ks_o);
+        match kind {
+            Kind::Static => {
+                let off = self.g_off[level][r];
+                add_keyswitch(ctx, inp.wb, level, &self.g_data[off..off + self.t * 2 * self.d2], &mut ks);
+                Some((None, ks))
+            }
+            Kind::Dynamic => {
+                let child_a = |child: usize, out: &Option<(Option<Vec<u32>>, Vec<u32>)>| -> Option<Vec<u32>> {
+                    match self.kinds[level - 1][child] {
+                        Kind::Zero => None,
+                        Kind::Static => Some(self.static_a(level - 1, child).to_vec()),
+                        Kind::Dynamic => out.as_ref().and_then(|x| x.0.clone()),
+                    }
+                };
+                let a_e = child_a(r, &e);
+                let a_o = child_a(r + n_nodes, &o);
+                let (plus, minus) = plus_minus(ctx, level, a_e.as_deref(), a_o.as_deref());
+                let mut g = vec![0u32; self.t * 2 * self.d2];
+                digits_ntt(ctx, level, &minus, &mut g);
+                let mut a = plus;
+                add_keyswitch(ctx, inp.wa, level, &g, &mut a);
+                add_keyswitch(ctx, inp.wb, level, &g, &mut ks);
+                Some((Some(a), ks))
+            }
+            Kind::Zero => unreachable!(),
+        }
+    }
+}

@@ -1,0 +1,500 @@
+//! The server half: DBSetup and Answer of YPIR Construction 3.1 with the
+//! NTT hint (§4.1, App. B), the packing preprocessing (§4.2), one packed
+//! response ciphertext, and cross-client batching (§4.3).
+//!
+//! # The hint and the dense response layout
+//! DBSetup computes, column by column, A1·D over Z_{2^32} with the NTT
+//! (App. B: A1 = NCyclicMat(a1ᵀ), so NCyclicMat(a1,b)·d = NCoeffs(a1,b·d̂)
+//! where NCoeffs(d̂) = d), rounds it to q̃1 and, instead of the base-p digits
+//! G^{-1}_{d1,p} of Eq. (3.1), bit-packs the d1 values of log q̃1 bits of each
+//! column into K_H = ⌈d1·log q̃1 / log p⌉ chunks of log p bits (stored as
+//! signed representatives, so ‖H‖∞ ≤ p/2 as Theorem 3.4 assumes). With the κ
+//! digit rows of T this is K_H + κ ≤ d2 plaintext rows, so the whole
+//! DoublePIR response packs into ρ = 1 RLWE ciphertext.
+//!
+//! For a row h of that matrix the DoublePIR encoding has a-vector A2·hᵀ =
+//! NCoeffs(Σ_b a2,b·ĥ_b) and CDKS.Pack turns a-vector α into
+//! ã = Σ_j α_j x^{−j}. Since NCoeffs reverses coefficients, ã = −x·(Σ_b a2,b·ĥ_b),
+//! and the factor d2^{-1} of Eq. (3.2) is folded in: ã = d2^{-1}·(−x)·Σ_b a2,b·ĥ_b,
+//! all computed in the NTT domain.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use crate::arith::{reduce_signed, round_mod, round_pow2, MODS, Q2};
+use crate::db::Database;
+use crate::error::{Error, Result};
+use crate::kernel::{self, SplitQuery};
+use crate::packing::{Leaf, PackInputs, PackPrecomp};
+use crate::params::{DbShape, Layout, Params, LOG_Q1};
+use crate::rns::{self, Context};
+use crate::sampler::{hex, PublicSeed};
+use crate::wire::{Query, Response};
+
+/// Server state of one database version: the output dbp of DBSetup.
+pub struct Server {
+    ctx: Arc<Context>,
+    shape: DbShape,
+    seed: PublicSeed,
+    seed_id: [u8; 8],
+    db: Database,
+    /// Dense hint rows, row-major K_H × ℓ2 (signed log p-bit chunks).
+    hint: Vec<i16>,
+    /// a2 in NTT form (m2 polynomials).
+    a2: Vec<u32>,
+    /// Public random rows of the packing key (NTT form).
+    pack_a: Vec<u32>,
+    pack: PackPrecomp,
+    layout: Layout,
+}
+
+/// Time spent in each step of one (batched) answer.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct AnswerTimings {
+    /// Step 1: c1ᵀ·D (all queries of the batch).
+    pub simplepir: f64,
+    /// Step 2: c2ᵀ·[H; T]ᵀ and the T leaves.
+    pub doublepir: f64,
+    /// Steps 3–4: packing and modulus switching.
+    pub packing: f64,
+}
+
+impl std::fmt::Debug for Server {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Server")
+            .field("params", &self.ctx.params.name)
+            .field("shape", &self.shape)
+            .field("seed", &self.seed)
+            .finish()
+    }
+}
+
+/// Signed representative of a log p-bit chunk.
+#[inline]
+fn chunk_signed(c: u32, p_bits: u32) -> i16 {
+    let p = 1i32 << p_bits;
+    let c = c as i32;
+    (if c >= p / 2 { c - p } else { c }) as i16
+}
+
+/// Packs `vals` (each `w` bits) into chunks of `pb` bits, LSB first.
+fn pack_chunks(vals: &[u32], w: u32, pb: u32, out: &mut [i16]) {
+    let mut acc: u64 = 0;
+    let mut nbits = 0u32;
+    let mut k = 0;
+    let mask = (1u64 << pb) - 1;
+    for &v in vals {
+        acc |= (v as u64) << nbits;
+        nbits += w;
+        while nbits >= pb {
+            out[k] = chunk_signed((acc & mask) as u32, pb);
+            k += 1;
+            acc >>= pb;
+            nbits -= pb;
+        }
+    }
+    if nbits > 0 {
+        out[k] = chunk_signed((acc & mask) as u32, pb);
+        k += 1;
+    }
+    debug_assert_eq!(k, out.len());
+}
+
+/// Inverse of [`pack_chunks`] on unsigned chunk values.
+pub(crate) fn unpack_chunks(chunks: &[u32], w: u32, pb: u32, out: &mut [u32]) {
+    let mut acc: u64 = 0;
+    let mut nbits = 0u32;
+    let mut it = chunks.iter();
+    let mask = (1u64 << w) - 1;
+    for o in out.iter_mut() {
+        while nbits < w {
+            acc |= (*it.next().unwrap_or(&0) as u64) << nbits;
+            nbits += pb;
+        }
+        *o = (acc & mask) as u32;
+        acc >>= w;
+        nbits -= w;
+    }
+}
+
+/// Signed base-p digits (κ of them) of a centred value in Z_{q̃1}.
+#[inline]
+pub(crate) fn t_digits(y: u32, q1t_bits: u32, p_bits: u32, kappa: usize, out: &mut [i16]) {
+    let q = 1i64 << q1t_bits;
+    let mut v = y as i64;
+    if v >= q / 2 {
+        v -= q;
+    }
+    let p = 1i64 << p_bits;
+    for (k, o) in out.iter_mut().enumerate().take(kappa) {
+        if k + 1 == kappa {
+            *o = v as i16;
+        } else {
+            let mut d = v & (p - 1);
+            if d >= p / 2 {
+                d -= p;
+            }
+            *o = d as i16;
+            v = (v - d) >> p_bits;
+        }
+    }
+}
+
+impl Server {
+    /// DBSetup(1^λ, D) with the public seed `seed` (fresh per database
+    /// version). Refuses shapes whose correctness error exceeds 2^-40.
+    pub fn setup(params: Params, db: Database, seed: PublicSeed) -> Result<Server> {
+        Self::setup_with_context(Arc::new(Context::new(params)), db, seed)
+    }
+
+    /// [`Server::setup`] reusing a prebuilt [`Context`].
+    pub fn setup_with_context(ctx: Arc<Context>, db: Database, seed: PublicSeed) -> Result<Server> {
+        let params = ctx.params;
+        let shape = db.shape();
+        params.check_shape(shape)?;
+        if db.record_bits() != params.record_bits {
+            return Err(Error::InvalidParams("database record size differs from N"));
+        }
+        let layout = params.layout();
+        let hint = Self::compute_hint(&ctx, &db, &seed);
+        let m2 = params.m2(shape);
+        let a2 = seed.expand_a2(m2, params.d2);
+        let pack_a = seed.expand_pack(params.log_d2(), params.gadget_len(), params.d2);
+        // leaf a parts of the hint rows (H2 of Eq. 3.1 in CDKS form)
+        let kh = params.hint_rows();
+        let hint_a = Self::rows_a(&ctx, &hint, kh, shape.ell2, &a2);
+        let mut leaves = vec![Leaf::Zero; params.d2];
+        for (r, &pos) in layout.pos_hint.iter().enumerate() {
+            leaves[pos] = Leaf::Hint(r);
+        }
+        for (r, &pos) in layout.pos_t.iter().enumerate() {
+            leaves[pos] = Leaf::T(r);
+        }
+        let pack = PackPrecomp::new(&ctx, leaves, &hint_a, &pack_a);
+        Ok(Server {
+            seed_id: seed.id(),
+            ctx,
+            shape,
+            seed,
+            db,
+            hint,
+            a2,
+            pack_a,
+            pack,
+            layout,
+        })
+    }
+
+    /// The parameter set.
+    pub fn params(&self) -> &Params {
+        &self.ctx.params
+    }
+    /// The database shape.
+    pub fn shape(&self) -> DbShape {
+        self.shape
+    }
+    /// The public seed (published to clients).
+    pub fn seed(&self) -> PublicSeed {
+        self.seed
+    }
+    /// The database.
+    pub fn database(&self) -> &Database {
+        &self.db
+    }
+    /// Bytes of server state beyond the database (hint rows, packing
+    /// precomputation, expanded public randomness).
+    pub fn state_bytes(&self) -> usize {
+        self.hint.len() * 2 + self.a2.len() * 4 + self.pack_a.len() * 4 + self.pack.size_bytes()
+    }
+
+    /// Dense hint: K_H × ℓ2 row-major chunks of ⌊A1·D⌉_{q1,q̃1} (App. B).
+    fn compute_hint(ctx: &Context, db: &Database, seed: &PublicSeed) -> Vec<i16> {
+        let params = ctx.params;
+        let shape = db.shape();
+        let (d1, ell1, ell2) = (params.d1, shape.ell1, shape.ell2);
+        let m1 = params.m1(shape);
+        let kh = params.hint_rows();
+        // a1 lifted to (−2^31, 2^31] and transformed over both primes
+        let a1 = seed.expand_a1(m1, d1);
+        let mut a1_ntt = vec![0u32; m1 * 2 * d1];
+        for b in 0..m1 {
+            let signed: Vec<i64> = a1[b * d1..(b + 1) * d1].iter().map(|&x| x as i32 as i64).collect();
+            let dst = &mut a1_ntt[b * 2 * d1..(b + 1) * 2 * d1];
+            rns::from_signed(&signed, dst);
+            rns::forward(&ctx.ntt1, dst);
+        }
+        // Blocks summed per inverse NTT so that |Σ| ≤ G·d1·2^31·2^7 < q2/2.
+        let group = ((1usize << 16) / d1).max(1);
+        let column = |j: usize, out: &mut [i16]| {
+            let col = db.column(j);
+            let mut buf = vec![0u32; 2 * d1];
+            let mut acc = vec![0u64; 2 * d1];
+            let mut hsum = vec![0u32; d1];
+            let mut b = 0;
+            while b < m1 {
+                let b_end = (b + group).min(m1);
+                acc.iter_mut().for_each(|x| *x = 0);
+                for blk in b..b_end {
+                    // d̂ with NCoeffs(d̂) = rows blk·d1 .. of column j
+                    for i in 0..d1 {
+                        let row = blk * d1 + d1 - 1 - i;
+                        let v = if row < ell1 { col[row] as i8 as i64 } else { 0 };
+                        buf[i] = reduce_signed(&MODS[0], v);
+                        buf[d1 + i] = reduce_signed(&MODS[1], v);
+                    }
+                    rns::forward(&ctx.ntt1, &mut buf);
+                    rns::mul_acc_lazy(&a1_ntt[blk * 2 * d1..(blk + 1) * 2 * d1], &buf, &mut acc);
+                }
+                rns::reduce_acc(&acc, &mut buf);
+                rns::inverse(&ctx.ntt1, &mut buf);
+                for i in 0..d1 {
+                    let x = ctx.crt.combine(buf[i], buf[d1 + i]);
+                    let v = crate::arith::centre(x, Q2) as u64 as u32; // mod 2^32
+                    hsum[d1 - 1 - i] = hsum[d1 - 1 - i].wrapping_add(v);
+                }
+                b = b_end;
+            }
+            for h in hsum.iter_mut() {
+                *h = round_pow2(*h as u64, LOG_Q1, params.q1_tilde_bits) as u32;
+            }
+            pack_chunks(&hsum, params.q1_tilde_bits, params.p_bits, out);
+        };
+        let mut hint = vec![0i16; kh * ell2];
+        const CHUNK: usize = 64;
+        let mut cols = vec![0i16; CHUNK * kh];
+        let mut j0 = 0;
+        while j0 < ell2 {
+            let j1 = (j0 + CHUNK).min(ell2);
+            #[cfg(feature = "parallel")]
+            {
+                use rayon::prelude::*;
+                cols[..(j1 - j0) * kh]
+                    .par_chunks_mut(kh)
+                    .enumerate()
+                    .for_each(|(k, out)| column(j0 + k, out));
+            }
+            #[cfg(not(feature = "parallel"))]
+            for (k, out) in cols[..(j1 - j0) * kh].chunks_mut(kh).enumerate() {
+                column(j0 + k, out);
+            }
+            for k in 0..j1 - j0 {
+                for r in 0..kh {
+                    hint[r * ell2 + j0 + k] = cols[k * kh + r];
+                }
+            }
+            j0 = j1;
+        }
+        hint
+    }
+
+    /// CDKS input a-parts ã = d2^{-1}·(−x)·Σ_b a2,b·ĥ_b of rows (NTT form).
+    fn rows_a(ctx: &Context, rows: &[i16], n_rows: usize, ell2: usize, a2: &[u32]) -> Vec<Vec<u32>> {
+        let one = |r: usize| -> Vec<u32> {
+            let d2 = ctx.params.d2;
+            let m2 = ell2.div_ceil(d2);
+            let row = &rows[r * ell2..(r + 1) * ell2];
+            let mut buf = vec![0u32; 2 * d2];
+            let mut acc = vec![0u64; 2 * d2];
+            for b in 0..m2 {
+                for i in 0..d2 {
+                    let j = b * d2 + d2 - 1 - i;
+                    let v = if j < ell2 { row[j] as i64 } else { 0 };
+                    buf[i] = reduce_signed(&MODS[0], v);
+                    buf[d2 + i] = reduce_signed(&MODS[1], v);
+                }
+                rns::forward(&ctx.ntt2, &mut buf);
+                rns::mul_acc_lazy(&a2[b * 2 * d2..(b + 1) * 2 * d2], &buf, &mut acc);
+            }
+            rns::reduce_acc(&acc, &mut buf);
+            let mut out = vec![0u32; 2 * d2];
+            rns::mul(&buf, &ctx.neg_x_dinv, &mut out);
+            out
+        };
+        #[cfg(feature = "parallel")]
+        {
+            use rayon::prelude::*;
+            (0..n_rows).into_par_iter().map(one).collect()
+        }
+        #[cfg(not(feature = "parallel"))]
+        {
+            (0..n_rows).map(one).collect()
+        }
+    }
+
+    fn check_query(&self, q: &Query) -> Result<()> {
+        let params = &self.ctx.params;
+        if q.param_id != params.id {
+            return Err(Error::WrongParamSet {
+                expected: params.id,
+                got: q.param_id,
+            });
+        }
+        if q.seed_id != self.seed_id {
+            return Err(Error::WrongSeed {
+                expected: hex(&self.seed_id),
+                got: hex(&q.seed_id),
+            });
+        }
+        if q.shape != self.shape {
+            return Err(Error::WrongShape {
+                ell1: self.shape.ell1,
+                ell2: self.shape.ell2,
+                got_ell1: q.shape.ell1,
+                got_ell2: q.shape.ell2,
+            });
+        }
+        let pk_len = params.log_d2() * params.gadget_len() * 2 * params.d2;
+        if q.pk_b.len() != pk_len || q.c1.len() != self.shape.ell1 || q.c2.len() != 2 * self.shape.ell2 {
+            return Err(Error::LengthMismatch {
+                expected: pk_len + self.shape.ell1 + 2 * self.shape.ell2,
+                got: q.pk_b.len() + q.c1.len() + q.c2.len(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Answer(dbp, q) on wire bytes.
+    pub fn answer_bytes(&self, query: &[u8]) -> Result<Vec<u8>> {
+        let q = Query::from_bytes(query)?;
+        Ok(self.answer(&q)?.to_bytes())
+    }
+
+    /// Answer(dbp, q).
+    pub fn answer(&self, q: &Query) -> Result<Response> {
+        Ok(self.answer_batch(std::slice::from_ref(q))?.remove(0))
+    }
+
+    /// Answers k queries with one pass over the database (§4.3).
+    pub fn answer_batch(&self, qs: &[Query]) -> Result<Vec<Response>> {
+        Ok(self.answer_batch_timed(qs)?.0)
+    }
+
+    /// [`Server::answer_batch`] with a per-step time breakdown.
+    pub fn answer_batch_timed(&self, qs: &[Query]) -> Result<(Vec<Response>, AnswerTimings)> {
+        if qs.is_empty() {
+            return Err(Error::InvalidBatch("no queries"));
+        }
+        for q in qs {
+            self.check_query(q)?;
+        }
+        let params = &self.ctx.params;
+        let (ell1, ell2) = (self.shape.ell1, self.shape.ell2);
+        let kappa = params.kappa();
+        let mut tm = AnswerTimings::default();
+
+        // Step 1: SimplePIR pass, one scan for the whole batch.
+        let t0 = Instant::now();
+        let split: Vec<SplitQuery> = qs.iter().map(|q| SplitQuery::new(&q.c1)).collect();
+        let mut y1 = vec![vec![0u32; ell2]; qs.len()];
+        kernel::simplepir(self.db.as_bytes(), ell1, ell2, &split, &mut y1);
+        // T = g_p^{-1}(⌊c1ᵀD⌉_{q1,q̃1}), κ rows × ℓ2 per query.
+        let t_rows: Vec<Vec<i16>> = y1
+            .iter()
+            .map(|y| {
+                let mut t = vec![0i16; kappa * ell2];
+                let mut dg = vec![0i16; kappa];
+                for (j, &v) in y.iter().enumerate() {
+                    let r = round_pow2(v as u64, LOG_Q1, params.q1_tilde_bits) as u32;
+                    t_digits(r, params.q1_tilde_bits, params.p_bits, kappa, &mut dg);
+                    for k in 0..kappa {
+                        t[k * ell2 + j] = dg[k];
+                    }
+                }
+                t
+            })
+            .collect();
+        tm.simplepir = t0.elapsed().as_secs_f64();
+
+        // Step 2: DoublePIR pass over the hint rows (one scan for the batch)
+        // and over each query's T rows.
+        let t1 = Instant::now();
+        let c2s: Vec<&[u32]> = qs.iter().map(|q| q.c2.as_slice()).collect();
+        let kh = params.hint_rows();
+        let mut yh = vec![vec![[0u32; 2]; kh]; qs.len()];
+        kernel::doublepir(&self.hint, ell2, &c2s, &mut yh);
+        let mut yt = Vec::with_capacity(qs.len());
+        let mut t_leaf_a = Vec::with_capacity(qs.len());
+        for (q, t) in qs.iter().zip(&t_rows) {
+            let mut o = vec![vec![[0u32; 2]; kappa]];
+            kernel::doublepir(t, ell2, &[q.c2.as_slice()], &mut o);
+            yt.push(o.remove(0));
+            t_leaf_a.push(Self::rows_a(&self.ctx, t, kappa, ell2, &self.a2));
+        }
+        tm.doublepir = t1.elapsed().as_secs_f64();
+
+        // Steps 3–4: packing with the §4.2 precomputation, modulus switching.
+        let t2 = Instant::now();
+        let d2 = params.d2;
+        let mut out = Vec::with_capacity(qs.len());
+        for (i, q) in qs.iter().enumerate() {
+            let packed = self.pack.pack(
+                &self.ctx,
+                &PackInputs {
+                    wb: &q.pk_b,
+                    wa: &self.pack_a,
+                    t_leaf_a: &t_leaf_a[i],
+                },
+            );
+            let mut a = packed.a;
+            rns::inverse(&self.ctx.ntt2, &mut a);
+            let mut b = packed.ks;
+            rns::inverse(&self.ctx.ntt2, &mut b);
+            // leaf part d2·Σ b_i x^i = Σ_i y_i x^i (the d2^{-1} of Eq. 3.2 cancels)
+            for (r, &pos) in self.layout.pos_hint.iter().enumerate() {
+                for h in 0..2 {
+                    b[h * d2 + pos] = MODS[h].add(b[h * d2 + pos], yh[i][r][h]);
+                }
+            }
+            for (r, &pos) in self.layout.pos_t.iter().enumerate() {
+                for h in 0..2 {
+                    b[h * d2 + pos] = MODS[h].add(b[h * d2 + pos], yt[i][r][h]);
+                }
+            }
+            let q21 = 1u64 << params.q2_1_tilde_bits;
+            let q22 = 1u64 << params.q2_2_tilde_bits;
+            let c0 = (0..d2)
+                .map(|k| round_mod(self.ctx.crt.combine(a[k], a[d2 + k]), Q2, q21) as u32)
+                .collect();
+            let c1 = (0..self.layout.n_used)
+                .map(|k| round_mod(self.ctx.crt.combine(b[k], b[d2 + k]), Q2, q22) as u32)
+                .collect();
+            out.push(Response {
+                param_id: q.param_id,
+                seed_id: self.seed_id,
+                c0,
+                c1,
+            });
+        }
+        tm.packing = t2.elapsed().as_secs_f64();
+        Ok((out, tm))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunk_packing_round_trip() {
+        let vals: Vec<u32> = (0..64u32).map(|i| (i * 2654435761u32) >> 4).collect();
+        let n = (64 * 28usize).div_ceil(15);
+        let mut chunks = vec![0i16; n];
+        pack_chunks(&vals, 28, 15, &mut chunks);
+        let unsigned: Vec<u32> = chunks.iter().map(|&c| (c as i32).rem_euclid(1 << 15) as u32).collect();
+        let mut back = vec![0u32; 64];
+        unpack_chunks(&unsigned, 28, 15, &mut back);
+        assert_eq!(back, vals);
+        assert!(chunks.iter().all(|&c| (-(1 << 14)..(1 << 14)).contains(&(c as i32))));
+    }
+
+    #[test]
+    fn t_digits_round_trip() {
+        let mut dg = [0i16; 2];
+        for y in [0u32, 1, (1 << 27) - 1, 1 << 27, (1 << 27) + 1, (1 << 28) - 1, 12345678] {
+            t_digits(y, 28, 15, 2, &mut dg);
+            let v = dg[0] as i64 + ((dg[1] as i64) << 15);
+            assert_eq!(v.rem_euclid(1 << 28) as u32, y);
+            assert!(dg.iter().all(|&d| (-(1 << 14)..(1 << 14)).contains(&(d as i32))));
+        }
+    }
+}
