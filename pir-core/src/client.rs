@@ -17,7 +17,7 @@ use std::sync::Arc;
 use crate::arith::{reduce_signed, round_pow2, Crt, MODS, Q2};
 use crate::db::locate_bit;
 use crate::error::{Error, Result};
-use crate::params::{DbShape, Layout, Params, LOG_Q1};
+use crate::params::{DbShape, Layout, Params};
 use crate::rns::{self, Context};
 use crate::sampler::{GaussianSampler, PublicSeed, SecretRng};
 use crate::server::unpack_chunks;
@@ -72,6 +72,48 @@ impl QueryKey {
 fn centre_ct(x: u64, q: u64) -> i64 {
     let over = ((q / 2).wrapping_sub(x) >> 63) as i64; // 1 if x > q/2
     x as i64 - (q as i64 & -over)
+}
+
+/// CDKS.Setup (Construction 2.8) with the random rows from the seed
+/// (Remark A.4): for t = 1..log d2 and k < t_len, the b row
+/// s2·a_{t,k} + e_{t,k} − τ_{2^t+1}(s2)·z^k of W_t, in NTT form.
+pub(crate) fn packing_key(
+    ctx: &Context,
+    s2_ntt: &[u32],
+    pack_a: &[u32],
+    chi2: &GaussianSampler,
+    rng: &mut SecretRng,
+) -> Vec<u32> {
+    let params = &ctx.params;
+    let d2 = params.d2;
+    let t_len = params.gadget_len();
+    let n = 2 * d2;
+    let mut pk_b = vec![0u32; params.log_d2() * t_len * n];
+    let mut e_buf = vec![0i64; d2];
+    let mut e_ntt = vec![0u32; n];
+    for level in 1..=params.log_d2() {
+        let perm = &ctx.levels[level - 1].perm;
+        for k in 0..t_len {
+            let off = ((level - 1) * t_len + k) * n;
+            chi2.fill(rng, &mut e_buf);
+            rns::from_signed(&e_buf, &mut e_ntt);
+            rns::forward(&ctx.ntt2, &mut e_ntt);
+            for h in 0..2 {
+                let m = &MODS[h];
+                let zk = ctx.z_pows[k][h];
+                for i in 0..d2 {
+                    let j = h * d2 + i;
+                    let sa = m.mul(s2_ntt[j], pack_a[off + j]);
+                    let tau_s = s2_ntt[h * d2 + perm[i] as usize];
+                    let v = m.add(sa, e_ntt[j]);
+                    pk_b[off + j] = m.sub(v, m.mul(tau_s, zk));
+                }
+            }
+        }
+    }
+    e_buf.fill(0);
+    e_ntt.fill(0);
+    pk_b
 }
 
 impl Client {
@@ -198,34 +240,8 @@ impl Client {
             }
         }
 
-        // Packing key (CDKS.Setup): for t = 1..log d2, W_t b rows
-        // s2·a_{t,k} + e_{t,k} − τ_{2^t+1}(s2)·z^k, in NTT form.
-        let t_len = params.gadget_len();
-        let n = 2 * d2;
-        let mut pk_b = vec![0u32; params.log_d2() * t_len * n];
-        let mut e_buf = vec![0i64; d2];
-        let mut e_ntt = vec![0u32; n];
-        for level in 1..=params.log_d2() {
-            let perm = &self.ctx.levels[level - 1].perm;
-            for k in 0..t_len {
-                let off = ((level - 1) * t_len + k) * n;
-                self.chi2.fill(rng, &mut e_buf);
-                rns::from_signed(&e_buf, &mut e_ntt);
-                rns::forward(&self.ctx.ntt2, &mut e_ntt);
-                for h in 0..2 {
-                    let m = &MODS[h];
-                    let zk = self.ctx.z_pows[k][h];
-                    for i in 0..d2 {
-                        let j = h * d2 + i;
-                        let sa = m.mul(s2_ntt[j], self.pack_a[off + j]);
-                        let tau_s = s2_ntt[h * d2 + perm[i] as usize];
-                        let v = m.add(sa, e_ntt[j]);
-                        pk_b[off + j] = m.sub(v, m.mul(tau_s, zk));
-                    }
-                }
-            }
-        }
-        e_buf.fill(0);
+        // Packing key (CDKS.Setup).
+        let pk_b = packing_key(&self.ctx, &s2_ntt, &self.pack_a, &self.chi2, rng);
         s1_ntt.fill(0);
         s2_ntt.fill(0);
         Ok((
@@ -247,8 +263,7 @@ impl Client {
         ))
     }
 
-    /// Extract(qk, resp): the record D[row][col] ∈ Z_N.
-    pub fn extract(&self, key: &QueryKey, resp: &Response) -> Result<u8> {
+    fn check_response(&self, key: &QueryKey, resp: &Response) -> Result<()> {
         let params = &self.ctx.params;
         if resp.param_id != params.id {
             return Err(Error::WrongParamSet {
@@ -262,17 +277,22 @@ impl Client {
                 got: crate::sampler::hex(&resp.seed_id),
             });
         }
-        let d2 = params.d2;
-        let n_used = self.layout.n_used;
+        let (d2, n_used) = (params.d2, self.layout.n_used);
         if resp.c0.len() != d2 || resp.c1.len() != n_used {
             return Err(Error::LengthMismatch {
                 expected: d2 + n_used,
                 got: resp.c0.len() + resp.c1.len(),
             });
         }
+        Ok(())
+    }
+
+    /// v'_i = ⌊−s2·c0⌉_{q̃21,q̃22} + c1 (mod q̃22) for the used slots.
+    /// The product is exact over the CRT primes (|s2·c0| ≤ d2·2^27·B2 < q2/2).
+    fn phase(&self, key: &QueryKey, resp: &Response) -> Vec<u64> {
+        let params = &self.ctx.params;
+        let d2 = params.d2;
         let (b21, b22) = (params.q2_1_tilde_bits, params.q2_2_tilde_bits);
-        // v' = ⌊−s2·c0⌉_{q̃21,q̃22} + c1; the product is exact over the CRT
-        // primes (|s2·c0| ≤ d2·2^27·B2 < q2/2).
         let q21 = 1u64 << b21;
         let c0_signed: Vec<i64> = resp.c0.iter().map(|&x| centre_ct(x as u64 & (q21 - 1), q21)).collect();
         let mut c0n = vec![0u32; 2 * d2];
@@ -286,26 +306,36 @@ impl Client {
         rns::inverse(&self.ctx.ntt2, &mut prod);
         s2n.fill(0);
         let crt = Crt::new();
-        let mut w = vec![0u32; n_used];
-        for (i, wi) in w.iter_mut().enumerate() {
-            let sc = centre_ct(crt.combine(prod[i], prod[d2 + i]), Q2);
-            let neg = (sc.wrapping_neg() as u64) & (q21 - 1);
-            let r = round_pow2(neg, b21, b22);
-            let v = (r + resp.c1[i] as u64) & ((1u64 << b22) - 1);
-            *wi = round_pow2(v, b22, params.p_bits) as u32;
-        }
-        // Decode the dense hint chunks and the T digits.
+        (0..self.layout.n_used)
+            .map(|i| {
+                let sc = centre_ct(crt.combine(prod[i], prod[d2 + i]), Q2);
+                let neg = (sc.wrapping_neg() as u64) & (q21 - 1);
+                let r = round_pow2(neg, b21, b22);
+                (r + resp.c1[i] as u64) & ((1u64 << b22) - 1)
+            })
+            .collect()
+    }
+
+    /// Extract(qk, resp): the record D[row][col] ∈ Z_N.
+    pub fn extract(&self, key: &QueryKey, resp: &Response) -> Result<u8> {
+        self.check_response(key, resp)?;
+        let params = &self.ctx.params;
         let pb = params.p_bits;
+        let w: Vec<u32> = self
+            .phase(key, resp)
+            .iter()
+            .map(|&v| round_pow2(v, params.q2_2_tilde_bits, pb) as u32)
+            .collect();
+        // Decode the dense hint chunks and the T digits.
         let chunks: Vec<u32> = self.layout.pos_hint.iter().map(|&p| w[p]).collect();
         let mut h = vec![0u32; params.d1];
         unpack_chunks(&chunks, params.q1_tilde_bits, pb, &mut h);
         let q1t = 1u64 << params.q1_tilde_bits;
-        let p = 1i64 << pb;
+        let p = 1u64 << pb;
         let mut y = 0i64;
         for (k, &pos) in self.layout.pos_t.iter().enumerate() {
-            let d = centre_ct(w[pos] as u64, p as u64);
-            // signed digit in [−p/2, p/2): the centred lift maps p/2 to +p/2,
-            // which is ≡ −p/2 and only possible for the top digit.
+            // signed digit in [−p/2, p/2]
+            let d = centre_ct(w[pos] as u64, p);
             y += d << (pb as usize * k);
         }
         // μ' = y − ⟨s1, h⟩ mod q̃1, μ = ⌊μ'⌉_{q̃1,N}
@@ -314,9 +344,27 @@ impl Client {
             acc = acc.wrapping_sub(s.wrapping_mul(hv as i64));
         }
         let mu_prime = (acc as u64) & (q1t - 1);
-        let mu = round_pow2(mu_prime, params.q1_tilde_bits, params.record_bits);
-        let _ = LOG_Q1;
-        Ok(mu as u8)
+        Ok(round_pow2(mu_prime, params.q1_tilde_bits, params.record_bits) as u8)
+    }
+
+    /// Diagnostic: the empirical variance (in units of q̃_{2,2}, squared) of
+    /// the decryption noise of a response, i.e. of v' minus the nearest
+    /// multiple of q̃_{2,2}/p over the used slots. While decoding succeeds
+    /// this is exactly the noise Theorem 3.4 bounds by σ_double²/(2π).
+    pub fn noise_variance(&self, key: &QueryKey, resp: &Response) -> Result<f64> {
+        self.check_response(key, resp)?;
+        let params = &self.ctx.params;
+        let step = 1i64 << (params.q2_2_tilde_bits - params.p_bits);
+        let v = self.phase(key, resp);
+        let sum: f64 = v
+            .iter()
+            .map(|&x| {
+                let r = (x as i64).rem_euclid(step);
+                let e = if r >= step / 2 { r - step } else { r };
+                (e * e) as f64
+            })
+            .sum();
+        Ok(sum / v.len() as f64)
     }
 
     /// Extract one bit of a bit database.

@@ -474,9 +474,93 @@ impl Server {
 mod tests {
     use super::*;
 
+    use crate::params::{DbShape, TOY};
+
+    /// Entry (i, j) of NCyclicMat(g) (YPIR §2): α_{j−i} for j ≥ i, −α_{d+j−i} otherwise.
+    fn ncyclic(g: &[i128], i: usize, j: usize) -> i128 {
+        let d = g.len();
+        if j >= i {
+            g[j - i]
+        } else {
+            -g[d + j - i]
+        }
+    }
+
+    #[test]
+    fn ntt_hint_equals_naive_product() {
+        // Ragged shape (not multiples of d1 = 64, d2 = 128): Remark 3.3.
+        let params = TOY;
+        let shape = DbShape { ell1: 150, ell2: 300 };
+        let mut s = 5u64;
+        let db = Database::from_fn(shape, 8, |_, _| {
+            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (s >> 33) as u8
+        })
+        .unwrap();
+        let seed = PublicSeed([3u8; 32]);
+        let ctx = Context::new(params);
+        let hint = Server::compute_hint(&ctx, &db, &seed);
+        let (d1, d2) = (params.d1, params.d2);
+        let m1 = params.m1(shape);
+        let a1: Vec<i128> = seed.expand_a1(m1, d1).iter().map(|&x| x as i128).collect();
+        let kh = params.hint_rows();
+        for j in 0..shape.ell2 {
+            // naive A1·D[:, j] with A1 = [NCyclicMat(a1,1) | … ] truncated to ℓ1 columns
+            let mut col = vec![0u32; d1];
+            for (k, c) in col.iter_mut().enumerate() {
+                let mut acc = 0i128;
+                for i in 0..shape.ell1 {
+                    let (b, ii) = (i / d1, i % d1);
+                    let a = ncyclic(&a1[b * d1..(b + 1) * d1], k, ii);
+                    acc += a * db.get(i, j).unwrap() as i8 as i128;
+                }
+                *c = round_pow2(acc.rem_euclid(1 << 32) as u64, 32, params.q1_tilde_bits) as u32;
+            }
+            let mut want = vec![0i16; kh];
+            pack_chunks(&col, params.q1_tilde_bits, params.p_bits, &mut want);
+            let got: Vec<i16> = (0..kh).map(|r| hint[r * shape.ell2 + j]).collect();
+            assert_eq!(got, want, "column {j}");
+        }
+
+        // H2 = A2·Hᵀ: the CDKS input ã_r must be d2^{-1}·Σ_j α_{r,j} x^{−j}
+        // with α_r = A2·(row r of H)ᵀ computed naively.
+        let m2 = params.m2(shape);
+        let a2_ntt = seed.expand_a2(m2, d2);
+        let rows_a = Server::rows_a(&ctx, &hint, 3, shape.ell2, &a2_ntt);
+        for (r, ra) in rows_a.iter().enumerate() {
+            let mut coeffs = ra.clone();
+            rns::inverse(&ctx.ntt2, &mut coeffs);
+            for h in 0..2 {
+                let m = MODS[h];
+                let mut a2c = a2_ntt.clone();
+                // coefficient form of a2 mod this prime
+                let polys: Vec<Vec<i128>> = (0..m2)
+                    .map(|b| {
+                        let mut v = a2c[b * 2 * d2 + h * d2..b * 2 * d2 + (h + 1) * d2].to_vec();
+                        ctx.ntt2.t[h].inverse(&mut v);
+                        v.iter().map(|&x| x as i128).collect()
+                    })
+                    .collect();
+                a2c.clear();
+                let dinv = m.inv(d2 as u32) as i128;
+                for k in 0..d2 {
+                    // α_{r,k} = Σ_j A2[k][j]·H[r][j]
+                    let mut alpha = 0i128;
+                    for j in 0..shape.ell2 {
+                        alpha += ncyclic(&polys[j / d2], k, j % d2) * hint[r * shape.ell2 + j] as i128;
+                    }
+                    // coefficient of x^{−k}: x^0 for k = 0, −x^{d−k} otherwise
+                    let (pos, sign) = if k == 0 { (0, 1) } else { (d2 - k, -1) };
+                    let want = (sign * alpha * dinv).rem_euclid(m.p as i128) as u32;
+                    assert_eq!(coeffs[h * d2 + pos], want, "row {r} k {k}");
+                }
+            }
+        }
+    }
+
     #[test]
     fn chunk_packing_round_trip() {
-        let vals: Vec<u32> = (0..64u32).map(|i| (i * 2654435761u32) >> 4).collect();
+        let vals: Vec<u32> = (0..64u32).map(|i| i.wrapping_mul(2654435761u32) >> 4).collect();
         let n = (64 * 28usize).div_ceil(15);
         let mut chunks = vec![0i16; n];
         pack_chunks(&vals, 28, 15, &mut chunks);

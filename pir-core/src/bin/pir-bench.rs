@@ -1,1 +1,196 @@
-fn main() {}
+//! `pir-bench`: YPIR single-bit retrieval benchmark with Table 1 parameters.
+//!
+//! Builds a random bit database of 2^B bits, runs DBSetup, then T trials of
+//! Query → Answer → Extract on random bits, and prints one JSON object.
+//! Bandwidth is measured in the same run (a summing pass over the database
+//! buffer itself, single thread), so `bw_fraction` is a ratio taken under
+//! the same machine conditions as the answers.
+
+use std::time::Instant;
+
+use anyhow::{bail, Context as _, Result};
+use clap::Parser;
+use pir_core::client::Client;
+use pir_core::db::BitDatabase;
+use pir_core::params::{DbShape, TABLE1};
+use pir_core::sampler::PublicSeed;
+use pir_core::server::Server;
+use pir_core::wire::{Query, Response};
+use rand_chacha::ChaCha8Rng;
+use rand_core::{RngCore, SeedableRng};
+
+#[derive(Parser, Debug)]
+#[command(about = "YPIR benchmark (Table 1 parameters, single-bit records)")]
+struct Args {
+    /// log2 of the number of bits in the database (20..=35).
+    #[arg(long, default_value_t = 30)]
+    db_bits: u32,
+    /// Number of timed trials.
+    #[arg(long, default_value_t = 5)]
+    trials: usize,
+    /// Queries answered together with one pass over the database (§4.3).
+    #[arg(long, default_value_t = 1)]
+    batch: usize,
+    /// Worker threads for setup and answering.
+    #[arg(long, default_value_t = 1)]
+    threads: usize,
+    /// Print one JSON object (otherwise a short human summary as well).
+    #[arg(long)]
+    json: bool,
+}
+
+/// Single-thread read bandwidth over `buf` in GB/s (best of `reps`): sums
+/// the buffer as little-endian u64 words with eight independent accumulators
+/// (plain vectorisable loads, no stores).
+fn read_bandwidth(buf: &[u8], reps: usize) -> f64 {
+    let mut best = 0f64;
+    for _ in 0..reps {
+        let t = Instant::now();
+        let mut acc = [0u64; 8];
+        let mut chunks = buf.chunks_exact(64);
+        for c in &mut chunks {
+            for (k, a) in acc.iter_mut().enumerate() {
+                let mut w = [0u8; 8];
+                w.copy_from_slice(&c[8 * k..8 * k + 8]);
+                *a = a.wrapping_add(u64::from_le_bytes(w));
+            }
+        }
+        let tail: u64 = chunks.remainder().iter().map(|&b| b as u64).sum();
+        std::hint::black_box((acc, tail));
+        let s = t.elapsed().as_secs_f64();
+        best = best.max(buf.len() as f64 / s / 1e9);
+    }
+    best
+}
+
+fn peak_rss_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse::<u64>().ok()))
+        })
+        .map(|kb| kb * 1024)
+        .unwrap_or(0)
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+fn main() -> Result<()> {
+    let args = Args::parse();
+    if !(20..=35).contains(&args.db_bits) {
+        bail!("--db-bits must be in 20..=35");
+    }
+    if args.batch == 0 || args.trials == 0 || args.threads == 0 {
+        bail!("--batch, --trials and --threads must be positive");
+    }
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(args.threads)
+        .build()
+        .context("thread pool")?;
+    pool.install(|| run(&args))
+}
+
+fn run(args: &Args) -> Result<()> {
+    let params = TABLE1;
+    let bits = 1u64 << args.db_bits;
+    let shape = DbShape::for_bits(bits, 8);
+    let correctness = params.check_shape(shape)?;
+
+    // Random bitmap.
+    let mut rng = ChaCha8Rng::seed_from_u64(args.db_bits as u64);
+    let mut bitmap = vec![0u8; (bits / 8) as usize];
+    rng.fill_bytes(&mut bitmap);
+    let bitdb = BitDatabase::from_bitmap(bits, &bitmap)?;
+    drop(bitmap);
+    let db_bytes = bitdb.database().as_bytes().len();
+
+    let seed = PublicSeed::random()?;
+    let t = Instant::now();
+    let server = Server::setup(params, bitdb.database().clone(), seed)?;
+    let prep_seconds = t.elapsed().as_secs_f64();
+    let client = Client::new(params, shape, seed)?;
+
+    let mut answer_ms = Vec::new();
+    let (mut sp, mut dp, mut pk) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut qms, mut ems) = (Vec::new(), Vec::new());
+    let mut bw = Vec::new();
+    let mut all_correct = true;
+    let mut query_bytes = 0;
+    let mut response_bytes = 0;
+    for _ in 0..args.trials {
+        bw.push(read_bandwidth(server.database().as_bytes(), 1));
+        let mut qs = Vec::new();
+        let mut keys = Vec::new();
+        for _ in 0..args.batch {
+            let bit = rng.next_u64() % bits;
+            let t = Instant::now();
+            let (q, key, b) = client.query_bit(bits, bit)?;
+            let qb = q.to_bytes();
+            qms.push(t.elapsed().as_secs_f64() * 1e3);
+            query_bytes = qb.len();
+            qs.push(Query::from_bytes(&qb)?);
+            keys.push((key, b, bitdb.get(bit)?));
+        }
+        let t = Instant::now();
+        let (resps, tm) = server.answer_batch_timed(&qs)?;
+        let resp_bytes: Vec<Vec<u8>> = resps.iter().map(|r| r.to_bytes()).collect();
+        answer_ms.push(t.elapsed().as_secs_f64() * 1e3);
+        sp.push(tm.simplepir * 1e3);
+        dp.push(tm.doublepir * 1e3);
+        pk.push(tm.packing * 1e3);
+        for (rb, (key, b, want)) in resp_bytes.iter().zip(&keys) {
+            response_bytes = rb.len();
+            let t = Instant::now();
+            let r = Response::from_bytes(rb)?;
+            let got = client.extract_bit(key, &r, *b)?;
+            ems.push(t.elapsed().as_secs_f64() * 1e3);
+            all_correct &= got == *want;
+        }
+    }
+    let mem_bw = bw.iter().cloned().fold(0f64, f64::max);
+    let ans_min = answer_ms.iter().cloned().fold(f64::INFINITY, f64::min);
+    let ans_med = median(&mut answer_ms.clone());
+    let throughput = args.batch as f64 * db_bytes as f64 / (ans_min / 1e3) / 1e9;
+    let out = serde_json::json!({
+        "db_bits": args.db_bits,
+        "rows": shape.ell1,
+        "cols": shape.ell2,
+        "db_bytes": db_bytes,
+        "batch": args.batch,
+        "threads": args.threads,
+        "trials": args.trials,
+        "kernel": pir_core::kernel::simplepir_impl(),
+        "prep_seconds": prep_seconds,
+        "prep_mb_per_s": db_bytes as f64 / prep_seconds / 1e6,
+        "query_bytes": query_bytes,
+        "response_bytes": response_bytes,
+        "answer_ms_min": ans_min,
+        "answer_ms_median": ans_med,
+        "simplepir_ms": median(&mut sp),
+        "doublepir_ms": median(&mut dp),
+        "packing_ms": median(&mut pk),
+        "throughput_gb_s": throughput,
+        "client_query_ms": median(&mut qms),
+        "client_extract_ms": median(&mut ems),
+        "mem_bw_gb_s": mem_bw,
+        "bw_fraction": throughput / mem_bw,
+        "server_state_bytes": server.state_bytes(),
+        "peak_rss_bytes": peak_rss_bytes(),
+        "log2_delta": correctness.log2_delta,
+        "all_correct": all_correct,
+    });
+    if args.json {
+        println!("{out}");
+    } else {
+        println!("{}", serde_json::to_string_pretty(&out)?);
+    }
+    if !all_correct {
+        bail!("an extracted bit was wrong");
+    }
+    Ok(())
+}
