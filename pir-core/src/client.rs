@@ -372,3 +372,90 @@ impl Client {
         Ok(self.extract(key, resp)? >> bit & 1 == 1)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::arith::round_mod;
+    use crate::params::TABLE1;
+    use rand_core::RngCore;
+
+    /// Lemma 2.4: ModReduce_{q̃21,q̃22} of an RLWE encoding of Δ2·μ leaves
+    /// error e' = e'_1 + e'_2 with |e'_1| ≤ ½(2 + q̃22 mod p + (q̃22/q2)(q2 mod p))
+    /// and e'_2 subgaussian with σ'² = (q̃22/q̃21)²·d2·s2²/4 + (q̃22/q2)²·σ_e².
+    #[test]
+    fn modulus_switching_error_within_lemma_2_4() {
+        let params = TABLE1;
+        let shape = DbShape { ell1: 64, ell2: 64 };
+        let client = Client::new(params, shape, PublicSeed([1u8; 32])).unwrap();
+        let ctx = &client.ctx;
+        let d2 = params.d2;
+        let mut rng = SecretRng::from_test_seed(3);
+        let mut s2 = vec![0i64; d2];
+        client.chi2.fill(&mut rng, &mut s2);
+        let mut e = vec![0i64; d2];
+        client.chi2.fill(&mut rng, &mut e);
+        let mu: Vec<u64> = (0..d2).map(|_| rng.next_u64() % params.p()).collect();
+        // b = s·a + Δ2·μ + e over R_{q2}
+        let a: Vec<u64> = (0..d2).map(|_| rng.next_u64() % Q2).collect();
+        let mut a_rns = vec![0u32; 2 * d2];
+        let mut s_rns = vec![0u32; 2 * d2];
+        for i in 0..d2 {
+            a_rns[i] = MODS[0].reduce(a[i]);
+            a_rns[d2 + i] = MODS[1].reduce(a[i]);
+        }
+        rns::from_signed(&s2, &mut s_rns);
+        rns::forward(&ctx.ntt2, &mut a_rns);
+        rns::forward(&ctx.ntt2, &mut s_rns);
+        let mut sa = vec![0u32; 2 * d2];
+        rns::mul(&a_rns, &s_rns, &mut sa);
+        rns::inverse(&ctx.ntt2, &mut sa);
+        let crt = Crt::new();
+        let delta = params.delta2() as u128;
+        let b: Vec<u64> = (0..d2)
+            .map(|i| {
+                let v = crt.combine(sa[i], sa[d2 + i]) as u128 + delta * mu[i] as u128 + e[i].rem_euclid(Q2 as i64) as u128;
+                (v % Q2 as u128) as u64
+            })
+            .collect();
+        let (q21, q22) = (1u64 << params.q2_1_tilde_bits, 1u64 << params.q2_2_tilde_bits);
+        let layout = params.layout();
+        let resp = Response {
+            param_id: params.id,
+            seed_id: client.seed_id,
+            c0: a.iter().map(|&x| round_mod(x, Q2, q21) as u32).collect(),
+            c1: b[..layout.n_used].iter().map(|&x| round_mod(x, Q2, q22) as u32).collect(),
+        };
+        let key = QueryKey {
+            s1: vec![0; params.d1],
+            s2: s2.clone(),
+            row: 0,
+            col: 0,
+            seed_id: client.seed_id,
+        };
+        let v = client.phase(&key, &resp);
+        let step = (q22 / params.p()) as i64; // ⌊q̃22/p⌋
+        let q2f = Q2 as f64;
+        let e1 = 0.5 * (2.0 + 0.0 + (q22 as f64 / q2f) * (Q2 % params.p()) as f64);
+        let sig_e_sq = params.s2 * params.s2;
+        let sigma = ((q22 as f64 / q21 as f64).powi(2) * d2 as f64 * params.s2 * params.s2 / 4.0
+            + (q22 as f64 / q2f).powi(2) * sig_e_sq)
+            .sqrt();
+        let mut max = 0f64;
+        for (i, &vi) in v.iter().enumerate() {
+            let err = crate::arith::centre((vi + q22 - (step as u64 * mu[i]) % q22) % q22, q22);
+            max = max.max(err.abs() as f64);
+        }
+        // Pr[|e'_2| > 4σ'] ≤ 2·exp(−16π) per coefficient.
+        assert!(max <= e1 + 4.0 * sigma, "max {max} bound {}", e1 + 4.0 * sigma);
+    }
+
+    #[test]
+    fn centre_is_branch_free_and_correct() {
+        for q in [1u64 << 20, Q2] {
+            for x in [0, 1, q / 2 - 1, q / 2, q / 2 + 1, q - 1] {
+                assert_eq!(centre_ct(x, q), crate::arith::centre(x, q));
+            }
+        }
+    }
+}

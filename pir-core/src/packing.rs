@@ -322,3 +322,138 @@ impl PackPrecomp {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::arith::{centre, reduce_signed, Crt, Q2};
+    use crate::client::packing_key;
+    use crate::params::{Params, SMALL, TOY};
+    use crate::sampler::{GaussianSampler, PublicSeed, SecretRng};
+    use rand_core::RngCore;
+
+    /// Packs random LWE encodings under s2 with the precomputed tree and
+    /// checks the packed RLWE ciphertext decrypts, slot by slot, to the direct
+    /// decryption b_i − ⟨α_i, s2⟩ of each unpacked encoding (Theorem 2.9).
+    fn check(params: Params, leaves: Vec<Leaf>) {
+        let ctx = Context::new(params);
+        let d2 = params.d2;
+        let mut rng = SecretRng::from_test_seed(17);
+        let chi2 = GaussianSampler::new(params.s2);
+        let mut s2 = vec![0i64; d2];
+        chi2.fill(&mut rng, &mut s2);
+        let mut s2_ntt = vec![0u32; 2 * d2];
+        rns::from_signed(&s2, &mut s2_ntt);
+        rns::forward(&ctx.ntt2, &mut s2_ntt);
+        let seed = PublicSeed([9u8; 32]);
+        let pack_a = seed.expand_pack(params.log_d2(), params.gadget_len(), d2);
+        let wb = packing_key(&ctx, &s2_ntt, &pack_a, &chi2, &mut rng);
+        let crt = Crt::new();
+        let dinv = [MODS[0].inv(d2 as u32), MODS[1].inv(d2 as u32)];
+
+        // One LWE encoding per non-zero leaf.
+        let mut hint_a = Vec::new();
+        let mut t_a = vec![Vec::new(); leaves.iter().filter(|l| matches!(l, Leaf::T(_))).count()];
+        let mut direct = vec![0u64; d2]; // b_i − ⟨α_i, s2⟩ mod q2
+        let mut leaf_b = vec![0u32; 2 * d2];
+        let mut leaves_fixed = leaves.clone();
+        for (i, leaf) in leaves.iter().enumerate() {
+            if *leaf == Leaf::Zero {
+                continue;
+            }
+            let alpha: Vec<u64> = (0..d2).map(|_| rng.next_u64() % Q2).collect();
+            let mu = (rng.next_u64() % (1 << 15)) * params.delta2() % Q2;
+            let dot: u128 = alpha.iter().zip(&s2).map(|(&a, &s)| a as u128 * (s.rem_euclid(Q2 as i64) as u128)).sum();
+            let b = ((dot + mu as u128) % Q2 as u128) as u64;
+            direct[i] = ((b as u128 + Q2 as u128 * 2 - dot % Q2 as u128) % Q2 as u128) as u64;
+            assert_eq!(direct[i], mu);
+            // ã = Σ_j α_j x^{−j}, scaled by d2^{-1}; leaf b contributes b·x^i
+            let mut a = vec![0u32; 2 * d2];
+            for h in 0..2 {
+                let m = MODS[h];
+                for (j, &al) in alpha.iter().enumerate() {
+                    let v = m.mul(m.reduce(al), dinv[h]);
+                    if j == 0 {
+                        a[h * d2] = v;
+                    } else {
+                        a[h * d2 + d2 - j] = m.neg(v);
+                    }
+                }
+                leaf_b[h * d2 + i] = m.reduce(b);
+            }
+            rns::forward(&ctx.ntt2, &mut a);
+            match leaf {
+                Leaf::Hint(_) => {
+                    leaves_fixed[i] = Leaf::Hint(hint_a.len());
+                    hint_a.push(a);
+                }
+                Leaf::T(r) => t_a[*r] = a,
+                Leaf::Zero => {}
+            }
+        }
+        let pre = PackPrecomp::new(&ctx, leaves_fixed, &hint_a, &pack_a);
+        let out = pre.pack(
+            &ctx,
+            &PackInputs {
+                wb: &wb,
+                wa: &pack_a,
+                t_leaf_a: &t_a,
+            },
+        );
+        // decrypt: c1 − s2·c0
+        let mut sa = vec![0u32; 2 * d2];
+        rns::mul(&out.a, &s2_ntt, &mut sa);
+        let mut c1 = out.ks.clone();
+        rns::inverse(&ctx.ntt2, &mut c1);
+        rns::inverse(&ctx.ntt2, &mut sa);
+        let mut max_err = 0i64;
+        for i in 0..d2 {
+            let v0 = MODS[0].sub(MODS[0].add(c1[i], leaf_b[i]), sa[i]);
+            let v1 = MODS[1].sub(MODS[1].add(c1[d2 + i], leaf_b[d2 + i]), sa[d2 + i]);
+            let got = crt.combine(v0, v1);
+            let err = centre((got + Q2 - direct[i]) % Q2, Q2);
+            max_err = max_err.max(err.abs());
+        }
+        // Packing noise is ~2^31 (d2 = 128) to ~2^35 (d2 = 512); a wrong
+        // tree would give uniformly random errors of ~2^55.
+        assert!(max_err < 1 << 40, "max error 2^{:.1}", (max_err as f64).log2());
+        let _ = reduce_signed;
+    }
+
+    #[test]
+    fn packing_matches_direct_decryption_real_layout() {
+        for params in [TOY, SMALL] {
+            let layout = params.layout();
+            let mut leaves = vec![Leaf::Zero; params.d2];
+            for (r, &p) in layout.pos_hint.iter().enumerate() {
+                leaves[p] = Leaf::Hint(r);
+            }
+            for (r, &p) in layout.pos_t.iter().enumerate() {
+                leaves[p] = Leaf::T(r);
+            }
+            check(params, leaves);
+        }
+    }
+
+    #[test]
+    fn packing_matches_direct_decryption_arbitrary_layouts() {
+        let d2 = TOY.d2;
+        // T leaves with unrelated paths, zero gaps, a lone static leaf
+        let mut leaves = vec![Leaf::Zero; d2];
+        for i in (0..d2).step_by(3) {
+            leaves[i] = Leaf::Hint(0);
+        }
+        leaves[5] = Leaf::T(0);
+        leaves[77] = Leaf::T(1);
+        leaves[126] = Leaf::T(2);
+        check(TOY, leaves);
+        // everything static but one leaf; and all leaves dynamic-free
+        let mut leaves = vec![Leaf::Hint(0); d2];
+        leaves[0] = Leaf::T(0);
+        check(TOY, leaves);
+        let mut leaves = vec![Leaf::Zero; d2];
+        leaves[64] = Leaf::T(0);
+        leaves[3] = Leaf::Hint(0);
+        check(TOY, leaves);
+    }
+}
