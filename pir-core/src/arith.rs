@@ -291,7 +291,9 @@ mod tests {
         let crt = Crt::new();
         let mut s = 99u64;
         for _ in 0..10_000 {
-            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             let x = s % Q2;
             let (r0, r1) = Crt::split(x);
             assert_eq!(crt.combine(r0, r1), x);
@@ -305,11 +307,18 @@ mod tests {
     #[test]
     fn rounding_matches_definition() {
         // ⌊x⌉_{q,q'} = round(q'/q · lift(x)) mod q'
-        let cases: [(u64, u64); 4] = [(1 << 32, 1 << 28), (Q2, 1 << 28), (Q2, 1 << 20), (1 << 20, 1 << 15)];
+        let cases: [(u64, u64); 4] = [
+            (1 << 32, 1 << 28),
+            (Q2, 1 << 28),
+            (Q2, 1 << 20),
+            (1 << 20, 1 << 15),
+        ];
         let mut s = 7u64;
         for (q, qn) in cases {
             for _ in 0..5000 {
-                s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                s = s
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
                 let x = (s >> 3) % q;
                 let lifted = centre(x, q) as f64;
                 let expect = ((lifted * qn as f64 / q as f64) + 0.5).floor() as i64;
@@ -329,7 +338,9 @@ mod tests {
         let mut s = 3u64;
         let mut digits = [0i64; 3];
         for _ in 0..20_000 {
-            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             let x = (s >> 5) % Q2;
             gadget_decompose(x, Q2, 19, 3, &mut digits);
             let z = 1i128 << 19;

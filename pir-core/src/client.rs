@@ -132,7 +132,10 @@ impl Client {
         let a1 = seed.expand_a1(m1, d1);
         let mut a1_ntt = vec![0u32; m1 * 2 * d1];
         for b in 0..m1 {
-            let signed: Vec<i64> = a1[b * d1..(b + 1) * d1].iter().map(|&x| x as i32 as i64).collect();
+            let signed: Vec<i64> = a1[b * d1..(b + 1) * d1]
+                .iter()
+                .map(|&x| x as i32 as i64)
+                .collect();
             let dst = &mut a1_ntt[b * 2 * d1..(b + 1) * 2 * d1];
             rns::from_signed(&signed, dst);
             rns::forward(&ctx.ntt1, dst);
@@ -175,7 +178,12 @@ impl Client {
         Ok((q, k, loc.bit))
     }
 
-    pub(crate) fn query_with_rng(&self, row: usize, col: usize, rng: &mut SecretRng) -> Result<(Query, QueryKey)> {
+    pub(crate) fn query_with_rng(
+        &self,
+        row: usize,
+        col: usize,
+        rng: &mut SecretRng,
+    ) -> Result<(Query, QueryKey)> {
         let params = &self.ctx.params;
         let (ell1, ell2) = (self.shape.ell1, self.shape.ell2);
         if row >= ell1 || col >= ell2 {
@@ -200,7 +208,11 @@ impl Client {
         let crt = Crt::new();
         let m1 = params.m1(self.shape);
         for b in 0..m1 {
-            rns::mul(&self.a1_ntt[b * 2 * d1..(b + 1) * 2 * d1], &s1_ntt, &mut buf);
+            rns::mul(
+                &self.a1_ntt[b * 2 * d1..(b + 1) * 2 * d1],
+                &s1_ntt,
+                &mut buf,
+            );
             rns::inverse(&self.ctx.ntt1, &mut buf);
             for i in 0..d1 {
                 let idx = b * d1 + i;
@@ -294,7 +306,11 @@ impl Client {
         let d2 = params.d2;
         let (b21, b22) = (params.q2_1_tilde_bits, params.q2_2_tilde_bits);
         let q21 = 1u64 << b21;
-        let c0_signed: Vec<i64> = resp.c0.iter().map(|&x| centre_ct(x as u64 & (q21 - 1), q21)).collect();
+        let c0_signed: Vec<i64> = resp
+            .c0
+            .iter()
+            .map(|&x| centre_ct(x as u64 & (q21 - 1), q21))
+            .collect();
         let mut c0n = vec![0u32; 2 * d2];
         rns::from_signed(&c0_signed, &mut c0n);
         rns::forward(&self.ctx.ntt2, &mut c0n);
@@ -316,7 +332,7 @@ impl Client {
             .collect()
     }
 
-    /// Extract(qk, resp): the record D[row][col] ∈ Z_N.
+    /// Extract(qk, resp): the record `D[row][col]` ∈ Z_N.
     pub fn extract(&self, key: &QueryKey, resp: &Response) -> Result<u8> {
         self.check_response(key, resp)?;
         let params = &self.ctx.params;
@@ -414,17 +430,25 @@ mod tests {
         let delta = params.delta2() as u128;
         let b: Vec<u64> = (0..d2)
             .map(|i| {
-                let v = crt.combine(sa[i], sa[d2 + i]) as u128 + delta * mu[i] as u128 + e[i].rem_euclid(Q2 as i64) as u128;
+                let v = crt.combine(sa[i], sa[d2 + i]) as u128
+                    + delta * mu[i] as u128
+                    + e[i].rem_euclid(Q2 as i64) as u128;
                 (v % Q2 as u128) as u64
             })
             .collect();
-        let (q21, q22) = (1u64 << params.q2_1_tilde_bits, 1u64 << params.q2_2_tilde_bits);
+        let (q21, q22) = (
+            1u64 << params.q2_1_tilde_bits,
+            1u64 << params.q2_2_tilde_bits,
+        );
         let layout = params.layout();
         let resp = Response {
             param_id: params.id,
             seed_id: client.seed_id,
             c0: a.iter().map(|&x| round_mod(x, Q2, q21) as u32).collect(),
-            c1: b[..layout.n_used].iter().map(|&x| round_mod(x, Q2, q22) as u32).collect(),
+            c1: b[..layout.n_used]
+                .iter()
+                .map(|&x| round_mod(x, Q2, q22) as u32)
+                .collect(),
         };
         let key = QueryKey {
             s1: vec![0; params.d1],
@@ -447,7 +471,11 @@ mod tests {
             max = max.max(err.abs() as f64);
         }
         // Pr[|e'_2| > 4σ'] ≤ 2·exp(−16π) per coefficient.
-        assert!(max <= e1 + 4.0 * sigma, "max {max} bound {}", e1 + 4.0 * sigma);
+        assert!(
+            max <= e1 + 4.0 * sigma,
+            "max {max} bound {}",
+            e1 + 4.0 * sigma
+        );
     }
 
     #[test]

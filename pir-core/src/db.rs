@@ -24,7 +24,11 @@ pub struct Database {
 
 impl std::fmt::Debug for Database {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Database({}x{}, N=2^{})", self.shape.ell1, self.shape.ell2, self.record_bits)
+        write!(
+            f,
+            "Database({}x{}, N=2^{})",
+            self.shape.ell1, self.shape.ell2, self.record_bits
+        )
     }
 }
 
@@ -64,7 +68,11 @@ impl Database {
     }
 
     /// Builds a database from a function of (row, column).
-    pub fn from_fn(shape: DbShape, record_bits: u32, mut f: impl FnMut(usize, usize) -> u8) -> Result<Self> {
+    pub fn from_fn(
+        shape: DbShape,
+        record_bits: u32,
+        mut f: impl FnMut(usize, usize) -> u8,
+    ) -> Result<Self> {
         let mut data = Vec::with_capacity(shape.records());
         for j in 0..shape.ell2 {
             for i in 0..shape.ell1 {
@@ -171,7 +179,7 @@ impl BitDatabase {
                 got: bitmap.len(),
             });
         }
-        if bits % 8 != 0 && bitmap[bytes - 1] >> (bits % 8) != 0 {
+        if !bits.is_multiple_of(8) && bitmap[bytes - 1] >> (bits % 8) != 0 {
             return Err(Error::IndexOutOfRange {
                 index: bits,
                 len: bits,
@@ -207,7 +215,11 @@ impl BitDatabase {
     pub fn set(&mut self, bit: u64, value: bool) -> Result<BitLocation> {
         let l = self.locate(bit)?;
         let old = self.db.get(l.row, l.col)?;
-        let new = if value { old | 1 << l.bit } else { old & !(1 << l.bit) };
+        let new = if value {
+            old | 1 << l.bit
+        } else {
+            old & !(1 << l.bit)
+        };
         self.db.set(l.row, l.col, new)?;
         Ok(l)
     }
@@ -227,7 +239,10 @@ impl BitDatabase {
 /// usable by a client that only knows the shape and the bit count.
 pub fn locate_bit(shape: DbShape, bits: u64, bit: u64) -> Result<BitLocation> {
     if bit >= bits {
-        return Err(Error::IndexOutOfRange { index: bit, len: bits });
+        return Err(Error::IndexOutOfRange {
+            index: bit,
+            len: bits,
+        });
     }
     let byte = (bit / 8) as usize;
     Ok(BitLocation {
@@ -251,7 +266,7 @@ mod tests {
             let l = b.locate(bit).unwrap();
             assert_eq!(b.database().get(l.row, l.col).unwrap() >> l.bit & 1, 1);
         }
-        assert_eq!(b.get(1).unwrap(), false);
+        assert!(!b.get(1).unwrap());
         assert!(b.get(1000).is_err());
         let l = b.locate(8 * 17 + 3).unwrap();
         assert_eq!((l.row, l.col, l.bit), (1, 1, 3));

@@ -16,7 +16,7 @@
 #![allow(unsafe_code)]
 
 /// A SimplePIR query vector c1 split into signed 16-bit halves, zero-padded to
-/// a multiple of 16 entries: c1[i] ≡ lo[i] + 2^16·hi[i] (mod 2^32).
+/// a multiple of 16 entries: `c1[i] ≡ lo[i] + 2^16·hi[i] (mod 2^32)`.
 #[derive(Clone, Debug)]
 pub struct SplitQuery {
     lo: Vec<i16>,
@@ -35,7 +35,11 @@ impl SplitQuery {
             lo[i] = l;
             hi[i] = (c.wrapping_sub(l as i32 as u32) >> 16) as u16 as i16;
         }
-        SplitQuery { lo, hi, len: c1.len() }
+        SplitQuery {
+            lo,
+            hi,
+            len: c1.len(),
+        }
     }
 }
 
@@ -50,7 +54,7 @@ pub fn simplepir_impl() -> &'static str {
     "scalar"
 }
 
-/// Scalar reference: out[j] = Σ_i c1[i]·D[i][j] mod 2^32 over columns
+/// Scalar reference: `out[j] = Σ_i c1[i]·D[i][j] mod 2^32` over columns
 /// `cols` (each ℓ1 bytes, column-major slices of the database).
 pub fn simplepir_scalar(db: &[u8], ell1: usize, c1: &[u32], out: &mut [u32]) {
     for (j, o) in out.iter_mut().enumerate() {
@@ -67,11 +71,17 @@ pub fn simplepir_scalar(db: &[u8], ell1: usize, c1: &[u32], out: &mut [u32]) {
 /// read from memory once and then reused by every query of the batch.
 const BATCH_TILE_BYTES: usize = 256 * 1024;
 
-/// out[q][j] = Σ_i c1_q[i]·D[i][j] mod 2^32 for every query q, with one pass
+/// `out[q][j] = Σ_i c1_q[i]·D[i][j] mod 2^32` for every query q, with one pass
 /// over the database (§4.3 cross-client batching: the database is processed
 /// in cache-sized tiles of columns and every query consumes a tile before the
 /// next one is loaded).
-pub fn simplepir(db: &[u8], ell1: usize, ell2: usize, queries: &[SplitQuery], out: &mut [Vec<u32>]) {
+pub fn simplepir(
+    db: &[u8],
+    ell1: usize,
+    ell2: usize,
+    queries: &[SplitQuery],
+    out: &mut [Vec<u32>],
+) {
     assert_eq!(queries.len(), out.len());
     assert_eq!(db.len(), ell1 * ell2);
     let tile_cols = (BATCH_TILE_BYTES / ell1.max(1)).max(4) / 4 * 4;
@@ -99,7 +109,14 @@ fn columns(db: &[u8], ell1: usize, j0: usize, j1: usize, q: &SplitQuery, out: &m
 }
 
 /// Scalar twin of the SIMD kernel using the same lo/hi split.
-fn columns_split_scalar(db: &[u8], ell1: usize, j0: usize, j1: usize, q: &SplitQuery, out: &mut [u32]) {
+fn columns_split_scalar(
+    db: &[u8],
+    ell1: usize,
+    j0: usize,
+    j1: usize,
+    q: &SplitQuery,
+    out: &mut [u32],
+) {
     for (j, o) in (j0..j1).zip(out.iter_mut()) {
         let col = &db[j * ell1..(j + 1) * ell1];
         let (mut lo, mut hi) = (0i32, 0i32);
@@ -135,7 +152,14 @@ mod avx2 {
     /// # Safety
     /// The caller must have checked that the CPU supports AVX2.
     #[target_feature(enable = "avx2")]
-    pub unsafe fn columns(db: &[u8], ell1: usize, j0: usize, j1: usize, q: &SplitQuery, out: &mut [u32]) {
+    pub unsafe fn columns(
+        db: &[u8],
+        ell1: usize,
+        j0: usize,
+        j1: usize,
+        q: &SplitQuery,
+        out: &mut [u32],
+    ) {
         // SAFETY: every pointer offset below stays inside `db` (column
         // (j + c) spans [(j+c)·ell1, (j+c+1)·ell1) with j + c < j1 <= ell2 and
         // i + 16 <= n16 <= ell1) or inside q.lo / q.hi (length >= n16); the
@@ -159,7 +183,9 @@ mod avx2 {
                         let l = _mm256_loadu_si256(lo.add(i) as *const __m256i);
                         let h = _mm256_loadu_si256(hi.add(i) as *const __m256i);
                         for c in 0..4 {
-                            let d = _mm256_cvtepi8_epi16(_mm_loadu_si128(base.add(c * ell1 + i) as *const __m128i));
+                            let d = _mm256_cvtepi8_epi16(_mm_loadu_si128(
+                                base.add(c * ell1 + i) as *const __m128i
+                            ));
                             acc_lo[c] = _mm256_add_epi32(acc_lo[c], _mm256_madd_epi16(d, l));
                             acc_hi[c] = _mm256_add_epi32(acc_hi[c], _mm256_madd_epi16(d, h));
                         }
@@ -171,7 +197,9 @@ mod avx2 {
                         let l = _mm256_loadu_si256(lo.add(i) as *const __m256i);
                         let h = _mm256_loadu_si256(hi.add(i) as *const __m256i);
                         for c in 0..nc {
-                            let d = _mm256_cvtepi8_epi16(_mm_loadu_si128(base.add(c * ell1 + i) as *const __m128i));
+                            let d = _mm256_cvtepi8_epi16(_mm_loadu_si128(
+                                base.add(c * ell1 + i) as *const __m128i
+                            ));
                             acc_lo[c] = _mm256_add_epi32(acc_lo[c], _mm256_madd_epi16(d, l));
                             acc_hi[c] = _mm256_add_epi32(acc_hi[c], _mm256_madd_epi16(d, h));
                         }
@@ -197,7 +225,7 @@ mod avx2 {
 }
 
 /// DoublePIR pass: for each row r of the row-major `rows` (n_rows × ℓ2,
-/// signed digits |x| ≤ p/2), out[r] = (Σ_j c2[j]·x_{r,j} mod P0, … mod P1)
+/// signed digits |x| ≤ p/2), `out[r] = (Σ_j c2[j]·x[r][j] mod P0, … mod P1)`
 /// where `c2` holds the ℓ2 residues mod P0 followed by the ℓ2 residues mod P1.
 /// Products are < 2^42 and at most 2^18 are summed, so one signed 64-bit
 /// accumulator per prime never overflows and is reduced once (YPIR §4,
@@ -232,14 +260,23 @@ mod tests {
     use super::*;
 
     fn lcg(s: &mut u64) -> u64 {
-        *s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        *s = s
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         *s >> 16
     }
 
     #[test]
     fn simd_kernel_matches_scalar_reference() {
         let mut s = 1;
-        for (ell1, ell2) in [(1usize, 1usize), (16, 4), (17, 5), (100, 9), (1024, 13), (4096, 64)] {
+        for (ell1, ell2) in [
+            (1usize, 1usize),
+            (16, 4),
+            (17, 5),
+            (100, 9),
+            (1024, 13),
+            (4096, 64),
+        ] {
             let db: Vec<u8> = (0..ell1 * ell2).map(|_| lcg(&mut s) as u8).collect();
             let mut qs: Vec<Vec<u32>> = Vec::new();
             for _ in 0..3 {
@@ -263,14 +300,20 @@ mod tests {
     fn doublepir_matches_wide_arithmetic() {
         let mut s = 9;
         let ell2 = 300;
-        let rows: Vec<i16> = (0..3 * ell2).map(|_| (lcg(&mut s) % 32768) as i16 - 16384).collect();
-        let mut c2: Vec<u32> = (0..ell2).map(|_| (lcg(&mut s) % crate::arith::P0 as u64) as u32).collect();
+        let rows: Vec<i16> = (0..3 * ell2)
+            .map(|_| (lcg(&mut s) % 32768) as i16 - 16384)
+            .collect();
+        let mut c2: Vec<u32> = (0..ell2)
+            .map(|_| (lcg(&mut s) % crate::arith::P0 as u64) as u32)
+            .collect();
         c2.extend((0..ell2).map(|_| (lcg(&mut s) % crate::arith::P1 as u64) as u32));
         let mut out = vec![vec![[0u32; 2]; 3]];
         doublepir(&rows, ell2, &[&c2], &mut out);
         for r in 0..3 {
             for (h, p) in [crate::arith::P0, crate::arith::P1].iter().enumerate() {
-                let want: i128 = (0..ell2).map(|j| rows[r * ell2 + j] as i128 * c2[h * ell2 + j] as i128).sum();
+                let want: i128 = (0..ell2)
+                    .map(|j| rows[r * ell2 + j] as i128 * c2[h * ell2 + j] as i128)
+                    .sum();
                 assert_eq!(out[0][r][h] as i128, want.rem_euclid(*p as i128));
             }
         }

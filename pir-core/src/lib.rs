@@ -1,5 +1,88 @@
-//! pir-core (in progress)
+//! # pir-core: YPIR, hintless single-server PIR
+//!
+//! This crate implements YPIR (Menon–Wu, "YPIR: High-Throughput Single-Server
+//! PIR with Silent Preprocessing", Construction 3.1 with §4.1, §4.2, §4.3,
+//! App. B and App. C) as a library whose client half and server half talk
+//! only through bytes:
+//!
+//! ```
+//! use pir_core::{client::Client, db::BitDatabase, params::TABLE1, sampler::PublicSeed, server::Server};
+//! # fn main() -> pir_core::Result<()> {
+//! let mut bits = BitDatabase::zeros(1 << 20);
+//! bits.set(12345, true)?;
+//! let shape = bits.database().shape();
+//! let seed = PublicSeed::random()?;                  // fresh per database version
+//! let server = Server::setup(TABLE1, bits.into_database(), seed)?;   // DBSetup
+//! let client = Client::new(TABLE1, shape, seed)?;    // knows only (params, shape, seed)
+//! let (query, key, bit) = client.query_bit(1 << 20, 12345)?;          // Query
+//! let response = server.answer_bytes(&query.to_bytes())?;             // Answer
+//! let r = pir_core::wire::Response::from_bytes(&response)?;
+//! assert!(client.extract_bit(&key, &r, bit)?);                        // Extract
+//! # Ok(()) }
+//! ```
+//!
+//! ## Where things live
+//! | module | contents |
+//! |---|---|
+//! | [`arith`] | the CRT primes of q2, Barrett/Shoup reduction, rounding ⌊·⌉_{q,q'}, gadget g_z^{-1} |
+//! | [`ntt`] | negacyclic NTT (bit-reversed slots), automorphisms as slot permutations |
+//! | [`rns`] | polynomials over R_{d,q2} as residue pairs; per-parameter-set tables |
+//! | [`params`] | Table 1 and test sets, database shapes, the correctness bound δ (Thm 3.4) |
+//! | [`sampler`] | discrete Gaussian (constant-time CDT), OS-keyed secret stream, seed expansion |
+//! | [`db`] | record databases (1 byte per record, column-major) and bit databases |
+//! | [`kernel`] | SimplePIR and DoublePIR inner loops (the only `unsafe`: AVX2 with scalar twin) |
+//! | [`packing`] | CDKS LWE-to-RLWE packing with the §4.2 precomputation |
+//! | [`server`] | DBSetup (NTT hint, App. B) and Answer, batched answers (§4.3) |
+//! | [`client`] | Query and Extract |
+//! | [`wire`] | versioned byte format of queries and responses (`docs/wire-format.md`) |
+//!
+//! ## Notation
+//! One code name per paper symbol:
+//!
+//! | paper | code | Table 1 |
+//! |---|---|---|
+//! | d1 | [`params::Params::d1`] | 2^10 |
+//! | d2 | [`params::Params::d2`] | 2^11 |
+//! | q1 | [`params::LOG_Q1`] (q1 = 2^32, native `u32`) | 2^32 |
+//! | q2 | [`arith::Q2`] = [`arith::P0`]·[`arith::P1`] | ≈ 2^55.9 |
+//! | q̃1 | [`params::Params::q1_tilde_bits`] (log2) | 2^28 |
+//! | q̃2,1 | [`params::Params::q2_1_tilde_bits`] (log2) | 2^28 |
+//! | q̃2,2 | [`params::Params::q2_2_tilde_bits`] (log2) | 2^20 |
+//! | N | [`params::Params::record_modulus`] (`record_bits` = log2 N) | 2^8 |
+//! | p | [`params::Params::p`] (`p_bits` = log2 p) | 2^15 |
+//! | z | [`params::Params::z`] (`z_bits` = log2 z) | 2^19 |
+//! | t = ⌊log_z q2⌋ + 1 | [`params::Params::gadget_len`] | 3 |
+//! | κ | [`params::Params::kappa`] | 2 |
+//! | s1, s2 (χ1, χ2 widths) | [`params::Params::s1`], [`params::Params::s2`] | 11√(2π), 6.4√(2π) |
+//! | ℓ1, ℓ2 | [`params::DbShape::ell1`], [`params::DbShape::ell2`] | ≤ 2^18 |
+//! | m1, m2 | [`params::Params::m1`], [`params::Params::m2`] | ⌈ℓ/d⌉ |
+//! | Δ1, Δ2 | [`params::Params::delta1`], [`params::Params::delta2`] | ⌊q1/N⌋, ⌊q2/p⌋ |
+//! | δ (correctness error) | [`params::Correctness::log2_delta`] | ≤ 2^-40 |
+//! | a1, a2 | [`sampler::PublicSeed::expand_a1`], [`sampler::PublicSeed::expand_a2`] | |
+//! | s1, s2 (secrets), qk | [`client::QueryKey`] | |
+//! | c1, c2, pk | [`wire::Query::c1`], [`wire::Query::c2`], [`wire::Query::pk_b`] | |
+//! | H1 (as dense chunks), H2 | `server::Server::hint`, packing leaves | |
+//!
+//! ## Deviations from the paper, all deliberate
+//! * **One response ciphertext** (ρ = 1): the d1 hint values of log q̃1 bits
+//!   are bit-packed into ⌈d1·log q̃1/log p⌉ = 1912 p-bit plaintext rows instead
+//!   of κ·d1 = 2048 base-p digits, so with the κ = 2 rows of T they fit in the
+//!   d2 = 2048 slots of one RLWE ciphertext (see [`server`]). Only the 1914
+//!   used coefficients of c1 are sent: 11 967 bytes per response.
+//! * **The correctness bound** follows the proof of Theorem 3.4 with exact
+//!   second moments for uniform digits and roundings; the printed theorem
+//!   does not certify Table 1 (see [`params`]). A test measures the real noise
+//!   against the model (they agree within a few percent).
+//!
+//! `unsafe` is confined to [`kernel`]; everything else is safe Rust and runs on
+//! wasm32 (`cargo build -p pir-core --target wasm32-unknown-unknown
+//! --no-default-features`).
 #![deny(unsafe_op_in_unsafe_fn)]
+#![deny(unsafe_code)]
+#![warn(missing_docs)]
+// Loops over the two CRT residues index several parallel arrays at once.
+#![allow(clippy::needless_range_loop)]
+
 pub mod arith;
 pub mod client;
 pub mod db;
@@ -12,4 +95,5 @@ pub mod rns;
 pub mod sampler;
 pub mod server;
 pub mod wire;
+
 pub use error::{Error, Result};

@@ -1,4 +1,4 @@
-//! Negacyclic number-theoretic transform over Z_p[x]/(x^n + 1) for the two
+//! Negacyclic number-theoretic transform over Z_p\[x\]/(x^n + 1) for the two
 //! CRT primes of q2 (YPIR §2 "Polynomial rings", §4.1, App. B).
 //!
 //! Convention (fixed by the wire format, `docs/wire-format.md`): the forward
@@ -45,9 +45,9 @@ fn smallest_primitive_root(m: &Modulus) -> u32 {
     let mut r = p - 1;
     let mut f = 2;
     while f * f <= r {
-        if r % f == 0 {
+        if r.is_multiple_of(f) {
             factors.push(f);
-            while r % f == 0 {
+            while r.is_multiple_of(f) {
                 r /= f;
             }
         }
@@ -66,7 +66,11 @@ impl NttTable {
     /// (requires 2n | p − 1).
     pub fn new(m: Modulus, n: usize) -> Self {
         assert!(n.is_power_of_two() && n >= 2);
-        assert_eq!((m.p as usize - 1) % (2 * n), 0, "p is not NTT-friendly for n");
+        assert_eq!(
+            (m.p as usize - 1) % (2 * n),
+            0,
+            "p is not NTT-friendly for n"
+        );
         let log_n = n.trailing_zeros();
         let g = smallest_primitive_root(&m);
         let psi = m.pow(g, ((m.p - 1) as usize / (2 * n)) as u64);
@@ -169,7 +173,7 @@ impl NttTable {
             .collect()
     }
 
-    /// Permutation `perm` with τ_g(f)[i] = f[perm[i]] in the NTT domain, for
+    /// Permutation `perm` with `τ_g(f)[i] = f[perm[i]]` in the NTT domain, for
     /// the automorphism τ_g: f(x) ↦ f(x^g), g odd.
     pub fn automorphism_perm(&self, g: usize) -> Vec<u32> {
         let two_n = 2 * self.n;
@@ -269,7 +273,8 @@ pub(crate) mod tests {
                 let (mut fa, mut fb) = (a.clone(), b.clone());
                 tab.forward(&mut fa);
                 tab.forward(&mut fb);
-                let mut prod: Vec<u32> = fa.iter().zip(&fb).map(|(x, y)| tab.m.mul(*x, *y)).collect();
+                let mut prod: Vec<u32> =
+                    fa.iter().zip(&fb).map(|(x, y)| tab.m.mul(*x, *y)).collect();
                 tab.inverse(&mut prod);
                 if let Some(w) = want {
                     assert_eq!(prod, w, "n={n} p={p}");

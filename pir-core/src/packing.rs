@@ -116,7 +116,12 @@ fn digits_ntt(ctx: &Context, level: usize, c_minus: &[u32], out: &mut [u32]) {
 }
 
 /// (c+, c−) of two children (None = zero), NTT form.
-fn plus_minus(ctx: &Context, level: usize, e: Option<&[u32]>, o: Option<&[u32]>) -> (Vec<u32>, Vec<u32>) {
+fn plus_minus(
+    ctx: &Context,
+    level: usize,
+    e: Option<&[u32]>,
+    o: Option<&[u32]>,
+) -> (Vec<u32>, Vec<u32>) {
     let d2 = ctx.params.d2;
     let lc = &ctx.levels[level - 1];
     let mut plus = vec![0u32; 2 * d2];
@@ -224,8 +229,12 @@ impl PackPrecomp {
                         a_here.push(None);
                     }
                     Kind::Static => {
-                        let (plus, minus) =
-                            plus_minus(ctx, level, level_a[r].as_deref(), level_a[r + n_nodes].as_deref());
+                        let (plus, minus) = plus_minus(
+                            ctx,
+                            level,
+                            level_a[r].as_deref(),
+                            level_a[r + n_nodes].as_deref(),
+                        );
                         let off = g_data.len();
                         g_data.resize(off + t * 2 * d2, 0);
                         digits_ntt(ctx, level, &minus, &mut g_data[off..]);
@@ -254,7 +263,12 @@ impl PackPrecomp {
 
     /// Bytes of precomputed state.
     pub fn size_bytes(&self) -> usize {
-        self.g_data.len() * 4 + self.a_static.iter().map(|(_, a)| a.len() * 4).sum::<usize>()
+        self.g_data.len() * 4
+            + self
+                .a_static
+                .iter()
+                .map(|(_, a)| a.len() * 4)
+                .sum::<usize>()
     }
 
     fn static_a(&self, level: usize, r: usize) -> &[u32] {
@@ -268,40 +282,61 @@ impl PackPrecomp {
 
     /// Online packing for one query (Answer step 3 with §4.2).
     pub fn pack(&self, ctx: &Context, inp: &PackInputs<'_>) -> PackOutput {
-        let root = self.eval(ctx, inp, self.log_d2, 0);
-        let (a, ks) = match root {
-            Some((a, ks)) => (a.unwrap_or_else(|| vec![0u32; 2 * self.d2]), ks),
-            None => (vec![0u32; 2 * self.d2], vec![0u32; 2 * self.d2]),
-        };
-        PackOutput { a, ks }
+        let zero = || vec![0u32; 2 * self.d2];
+        match self.eval(ctx, inp, self.log_d2, 0) {
+            Some((a, ks)) => PackOutput {
+                a: a.unwrap_or_else(zero),
+                ks: ks.unwrap_or_else(zero),
+            },
+            None => PackOutput {
+                a: zero(),
+                ks: zero(),
+            },
+        }
     }
 
-    /// Returns (a if dynamic, ks) or None for zero nodes.
-    fn eval(&self, ctx: &Context, inp: &PackInputs<'_>, level: usize, r: usize) -> Option<(Option<Vec<u32>>, Vec<u32>)> {
+    /// Returns (a if dynamic, ks if non-zero) or None for zero nodes.
+    #[allow(clippy::type_complexity)]
+    fn eval(
+        &self,
+        ctx: &Context,
+        inp: &PackInputs<'_>,
+        level: usize,
+        r: usize,
+    ) -> Option<(Option<Vec<u32>>, Option<Vec<u32>>)> {
         let kind = self.kinds[level][r];
         if kind == Kind::Zero {
             return None;
         }
         if level == 0 {
+            // Leaves carry no key-switching term.
             return Some(match self.leaves[r] {
-                Leaf::T(row) => (Some(inp.t_leaf_a[row].clone()), vec![0u32; 2 * self.d2]),
-                _ => (None, vec![0u32; 2 * self.d2]),
+                Leaf::T(row) => (Some(inp.t_leaf_a[row].clone()), None),
+                _ => (None, None),
             });
         }
         let n_nodes = self.d2 >> level;
         let e = self.eval(ctx, inp, level - 1, r);
         let o = self.eval(ctx, inp, level - 1, r + n_nodes);
-        let ks_e = e.as_ref().map(|x| x.1.as_slice());
-        let ks_o = o.as_ref().map(|x| x.1.as_slice());
+        let ks_e = e.as_ref().and_then(|x| x.1.as_deref());
+        let ks_o = o.as_ref().and_then(|x| x.1.as_deref());
         let mut ks = combine_b(ctx, level, ks_e, ks_o);
         match kind {
             Kind::Static => {
                 let off = self.g_off[level][r];
-                add_keyswitch(ctx, inp.wb, level, &self.g_data[off..off + self.t * 2 * self.d2], &mut ks);
-                Some((None, ks))
+                add_keyswitch(
+                    ctx,
+                    inp.wb,
+                    level,
+                    &self.g_data[off..off + self.t * 2 * self.d2],
+                    &mut ks,
+                );
+                Some((None, Some(ks)))
             }
             Kind::Dynamic => {
-                let child_a = |child: usize, out: &Option<(Option<Vec<u32>>, Vec<u32>)>| -> Option<Vec<u32>> {
+                let child_a = |child: usize,
+                               out: &Option<(Option<Vec<u32>>, Option<Vec<u32>>)>|
+                 -> Option<Vec<u32>> {
                     match self.kinds[level - 1][child] {
                         Kind::Zero => None,
                         Kind::Static => Some(self.static_a(level - 1, child).to_vec()),
@@ -316,9 +351,9 @@ impl PackPrecomp {
                 let mut a = plus;
                 add_keyswitch(ctx, inp.wa, level, &g, &mut a);
                 add_keyswitch(ctx, inp.wb, level, &g, &mut ks);
-                Some((Some(a), ks))
+                Some((Some(a), Some(ks)))
             }
-            Kind::Zero => unreachable!(),
+            Kind::Zero => None,
         }
     }
 }
@@ -363,7 +398,11 @@ mod tests {
             }
             let alpha: Vec<u64> = (0..d2).map(|_| rng.next_u64() % Q2).collect();
             let mu = (rng.next_u64() % (1 << 15)) * params.delta2() % Q2;
-            let dot: u128 = alpha.iter().zip(&s2).map(|(&a, &s)| a as u128 * (s.rem_euclid(Q2 as i64) as u128)).sum();
+            let dot: u128 = alpha
+                .iter()
+                .zip(&s2)
+                .map(|(&a, &s)| a as u128 * (s.rem_euclid(Q2 as i64) as u128))
+                .sum();
             let b = ((dot + mu as u128) % Q2 as u128) as u64;
             direct[i] = ((b as u128 + Q2 as u128 * 2 - dot % Q2 as u128) % Q2 as u128) as u64;
             assert_eq!(direct[i], mu);
@@ -416,7 +455,11 @@ mod tests {
         }
         // Packing noise is ~2^31 (d2 = 128) to ~2^35 (d2 = 512); a wrong
         // tree would give uniformly random errors of ~2^55.
-        assert!(max_err < 1 << 40, "max error 2^{:.1}", (max_err as f64).log2());
+        assert!(
+            max_err < 1 << 40,
+            "max error 2^{:.1}",
+            (max_err as f64).log2()
+        );
         let _ = reduce_signed;
     }
 

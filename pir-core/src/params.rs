@@ -277,30 +277,39 @@ impl Params {
         let q22_mod_p = q22 % p;
 
         // τ values as in the proof (App. C.1), without the theorem's extra /2.
-        let tau_double = q22 / (2.0 * p) - q22_mod_p - 0.5 * (2.0 + q22_mod_p + (q22 / q2) * q2_mod_p);
-        let tau_simple = q1t / (2.0 * n) - q1t_mod_n - 0.5 * (2.0 + q1t_mod_n + (q1t / q1) * q1_mod_n);
+        let tau_double =
+            q22 / (2.0 * p) - q22_mod_p - 0.5 * (2.0 + q22_mod_p + (q22 / q2) * q2_mod_p);
+        let tau_simple =
+            q1t / (2.0 * n) - q1t_mod_n - 0.5 * (2.0 + q1t_mod_n + (q1t / q1) * q1_mod_n);
 
         // Refined second moments (module docs).
         let top = q2 / z.powf(t - 1.0);
         let digit_moment = ((t - 1.0) * z * z + top * top) / 12.0;
         let sigma_pack_sq = (d2 * d2 - 1.0) / 3.0 * d2 * s2sq * digit_moment;
         let sigma_scan_sq = l2 * (p / 2.0).powi(2) * s2sq;
-        let sigma_double_sq = (q22 / q21).powi(2) * d2 * s2sq / 12.0 + (q22 / q2).powi(2) * (sigma_scan_sq + sigma_pack_sq);
+        let sigma_double_sq = (q22 / q21).powi(2) * d2 * s2sq / 12.0
+            + (q22 / q2).powi(2) * (sigma_scan_sq + sigma_pack_sq);
         let sigma_simple_sq = d1 * s1sq / 12.0 + (q1t / q1).powi(2) * l1 * (n / 2.0).powi(2) * s1sq;
         let rho = 1.0; // one packed ciphertext (item 5)
-        let delta = 2.0 * d2 * rho * (-std::f64::consts::PI * tau_double.powi(2) / sigma_double_sq).exp()
-            + 2.0 * (-std::f64::consts::PI * tau_simple.powi(2) / sigma_simple_sq).exp();
+        let delta =
+            2.0 * d2 * rho * (-std::f64::consts::PI * tau_double.powi(2) / sigma_double_sq).exp()
+                + 2.0 * (-std::f64::consts::PI * tau_simple.powi(2) / sigma_simple_sq).exp();
 
         // Theorem 3.4 exactly as printed.
         let kappa_paper = self.kappa() as f64;
         let rho_paper = (kappa_paper * (d1 + 1.0) / d2).ceil();
-        let tau_d_lit = q22 / (2.0 * p) - q22_mod_p - 0.5 * (2.0 + q22_mod_p + (q22 / q2) * q2_mod_p);
+        let tau_d_lit =
+            q22 / (2.0 * p) - q22_mod_p - 0.5 * (2.0 + q22_mod_p + (q22 / q2) * q2_mod_p);
         let sig_d_lit = (q22 / q21).powi(2) * d2 * s2sq / 4.0
-            + (q22 / q2).powi(2) * (s2sq / 4.0) * (l2 * p * p + (d2 * d2 - 1.0) * (t * d2 * z * z) / 3.0);
-        let tau_s_lit = q1t / (2.0 * n) - q1t_mod_n - 0.5 * (2.0 + q1t_mod_n + (q1t / q1) * q1_mod_n) / 2.0;
+            + (q22 / q2).powi(2)
+                * (s2sq / 4.0)
+                * (l2 * p * p + (d2 * d2 - 1.0) * (t * d2 * z * z) / 3.0);
+        let tau_s_lit =
+            q1t / (2.0 * n) - q1t_mod_n - 0.5 * (2.0 + q1t_mod_n + (q1t / q1) * q1_mod_n) / 2.0;
         let sig_s_lit = d1 * s1sq / 4.0 + (q1t / q1).powi(2) * l1 * n * n * s1sq / 4.0;
-        let delta_lit = 2.0 * d2 * rho_paper * (-std::f64::consts::PI * tau_d_lit.powi(2) / sig_d_lit).exp()
-            + 2.0 * (-std::f64::consts::PI * tau_s_lit.powi(2) / sig_s_lit).exp();
+        let delta_lit =
+            2.0 * d2 * rho_paper * (-std::f64::consts::PI * tau_d_lit.powi(2) / sig_d_lit).exp()
+                + 2.0 * (-std::f64::consts::PI * tau_s_lit.powi(2) / sig_s_lit).exp();
 
         Correctness {
             log2_delta: delta.log2(),
@@ -322,7 +331,7 @@ impl Params {
             });
         }
         let c = self.correctness(shape);
-        if !(c.log2_delta <= LOG2_DELTA_TARGET) {
+        if c.log2_delta.is_nan() || c.log2_delta > LOG2_DELTA_TARGET {
             return Err(Error::CorrectnessBound {
                 ell1: shape.ell1,
                 ell2: shape.ell2,
@@ -387,7 +396,10 @@ mod tests {
             }
         }
         // the printed theorem with its union bound does not certify Table 1
-        let c = TABLE1.correctness(DbShape { ell1: 1 << 15, ell2: 1 << 15 });
+        let c = TABLE1.correctness(DbShape {
+            ell1: 1 << 15,
+            ell2: 1 << 15,
+        });
         assert!(c.log2_delta_literal > -40.0);
         assert!(c.log2_delta < -80.0);
     }
@@ -395,7 +407,10 @@ mod tests {
     #[test]
     fn refuses_oversized_and_noisy_shapes() {
         assert!(matches!(
-            TABLE1.check_shape(DbShape { ell1: (1 << 18) + 1, ell2: 1 }),
+            TABLE1.check_shape(DbShape {
+                ell1: (1 << 18) + 1,
+                ell2: 1
+            }),
             Err(Error::ShapeTooLarge { .. })
         ));
         assert!(matches!(
@@ -408,7 +423,10 @@ mod tests {
             ..TABLE1
         };
         assert!(matches!(
-            noisy.check_shape(DbShape { ell1: 1024, ell2: 1024 }),
+            noisy.check_shape(DbShape {
+                ell1: 1024,
+                ell2: 1024
+            }),
             Err(Error::CorrectnessBound { .. })
         ));
     }
@@ -416,10 +434,28 @@ mod tests {
     #[test]
     fn bit_database_shapes() {
         // 2^33 bits = 2^30 bytes -> 2^15 x 2^15
-        assert_eq!(DbShape::for_bits(1 << 33, 8), DbShape { ell1: 1 << 15, ell2: 1 << 15 });
+        assert_eq!(
+            DbShape::for_bits(1 << 33, 8),
+            DbShape {
+                ell1: 1 << 15,
+                ell2: 1 << 15
+            }
+        );
         // 2^34 bits = 2^31 bytes -> 2^16 x 2^15
-        assert_eq!(DbShape::for_bits(1 << 34, 8), DbShape { ell1: 1 << 16, ell2: 1 << 15 });
-        assert_eq!(DbShape::for_bits(1 << 20, 8), DbShape { ell1: 1 << 9, ell2: 1 << 8 });
+        assert_eq!(
+            DbShape::for_bits(1 << 34, 8),
+            DbShape {
+                ell1: 1 << 16,
+                ell2: 1 << 15
+            }
+        );
+        assert_eq!(
+            DbShape::for_bits(1 << 20, 8),
+            DbShape {
+                ell1: 1 << 9,
+                ell2: 1 << 8
+            }
+        );
         // not a power of two: 1000 bits -> 125 bytes -> log 7 -> 16 x 8
         assert_eq!(DbShape::for_bits(1000, 8), DbShape { ell1: 16, ell2: 8 });
         assert_eq!(DbShape::for_bits(1, 8), DbShape { ell1: 1, ell2: 1 });

@@ -57,7 +57,10 @@ pub fn mul_acc_lazy(a: &[u32], b: &[u32], acc: &mut [u64]) {
 pub fn reduce_acc(acc: &[u64], out: &mut [u32]) {
     let n = acc.len() / 2;
     for (h, m) in MODS.iter().enumerate() {
-        for (o, &x) in out[h * n..(h + 1) * n].iter_mut().zip(&acc[h * n..(h + 1) * n]) {
+        for (o, &x) in out[h * n..(h + 1) * n]
+            .iter_mut()
+            .zip(&acc[h * n..(h + 1) * n])
+        {
             *o = m.reduce(x);
         }
     }
@@ -89,7 +92,7 @@ pub fn to_q2(crt: &Crt, a: &[u32], out: &mut [u64]) {
 pub struct LevelConsts {
     /// Automorphism exponent g = 2^t + 1.
     pub g: usize,
-    /// τ_g(f)[i] = f[perm[i]] (same for both primes).
+    /// `τ_g(f)[i] = f[perm[i]]` (same for both primes).
     pub perm: Vec<u32>,
     /// NTT(x^{d2/2^t}), RNS layout.
     pub mono: Vec<u32>,

@@ -48,7 +48,11 @@ impl GaussianSampler {
             if scaled < 1.0 {
                 break;
             }
-            tail.push(if scaled >= u64::MAX as f64 { u64::MAX } else { scaled as u64 });
+            tail.push(if scaled >= u64::MAX as f64 {
+                u64::MAX
+            } else {
+                scaled as u64
+            });
         }
         GaussianSampler { tail, s }
     }
@@ -205,7 +209,11 @@ impl PublicSeed {
 /// randomness only (variable time).
 fn uniform_mod<R: RngCore>(r: &mut R, m: &Modulus) -> u32 {
     let bits = 32 - (m.p - 1).leading_zeros();
-    let mask = if bits == 32 { u32::MAX } else { (1u32 << bits) - 1 };
+    let mask = if bits == 32 {
+        u32::MAX
+    } else {
+        (1u32 << bits) - 1
+    };
     loop {
         let x = r.next_u32() & mask;
         if x < m.p {
@@ -236,7 +244,10 @@ mod tests {
             let var = sumsq / n as f64 - mean * mean;
             let want = s * s / (2.0 * std::f64::consts::PI); // std = s/√(2π)
             assert!(mean.abs() < 0.1, "mean {mean}");
-            assert!((var / want - 1.0).abs() < 0.02, "s={s}: var {var} want {want}");
+            assert!(
+                (var / want - 1.0).abs() < 0.02,
+                "s={s}: var {var} want {want}"
+            );
             assert!(max <= g.bound());
             // tail cut at ≥ 9 standard deviations
             assert!(g.bound() as f64 >= 9.0 * want.sqrt());

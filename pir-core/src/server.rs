@@ -218,7 +218,10 @@ impl Server {
         let a1 = seed.expand_a1(m1, d1);
         let mut a1_ntt = vec![0u32; m1 * 2 * d1];
         for b in 0..m1 {
-            let signed: Vec<i64> = a1[b * d1..(b + 1) * d1].iter().map(|&x| x as i32 as i64).collect();
+            let signed: Vec<i64> = a1[b * d1..(b + 1) * d1]
+                .iter()
+                .map(|&x| x as i32 as i64)
+                .collect();
             let dst = &mut a1_ntt[b * 2 * d1..(b + 1) * 2 * d1];
             rns::from_signed(&signed, dst);
             rns::forward(&ctx.ntt1, dst);
@@ -288,7 +291,13 @@ impl Server {
     }
 
     /// CDKS input a-parts ã = d2^{-1}·(−x)·Σ_b a2,b·ĥ_b of rows (NTT form).
-    fn rows_a(ctx: &Context, rows: &[i16], n_rows: usize, ell2: usize, a2: &[u32]) -> Vec<Vec<u32>> {
+    fn rows_a(
+        ctx: &Context,
+        rows: &[i16],
+        n_rows: usize,
+        ell2: usize,
+        a2: &[u32],
+    ) -> Vec<Vec<u32>> {
         let one = |r: usize| -> Vec<u32> {
             let d2 = ctx.params.d2;
             let m2 = ell2.div_ceil(d2);
@@ -344,7 +353,10 @@ impl Server {
             });
         }
         let pk_len = params.log_d2() * params.gadget_len() * 2 * params.d2;
-        if q.pk_b.len() != pk_len || q.c1.len() != self.shape.ell1 || q.c2.len() != 2 * self.shape.ell2 {
+        if q.pk_b.len() != pk_len
+            || q.c1.len() != self.shape.ell1
+            || q.c2.len() != 2 * self.shape.ell2
+        {
             return Err(Error::LengthMismatch {
                 expected: pk_len + self.shape.ell1 + 2 * self.shape.ell2,
                 got: q.pk_b.len() + q.c1.len() + q.c2.len(),
@@ -490,10 +502,15 @@ mod tests {
     fn ntt_hint_equals_naive_product() {
         // Ragged shape (not multiples of d1 = 64, d2 = 128): Remark 3.3.
         let params = TOY;
-        let shape = DbShape { ell1: 150, ell2: 300 };
+        let shape = DbShape {
+            ell1: 150,
+            ell2: 300,
+        };
         let mut s = 5u64;
         let db = Database::from_fn(shape, 8, |_, _| {
-            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             (s >> 33) as u8
         })
         .unwrap();
@@ -547,7 +564,8 @@ mod tests {
                     // α_{r,k} = Σ_j A2[k][j]·H[r][j]
                     let mut alpha = 0i128;
                     for j in 0..shape.ell2 {
-                        alpha += ncyclic(&polys[j / d2], k, j % d2) * hint[r * shape.ell2 + j] as i128;
+                        alpha +=
+                            ncyclic(&polys[j / d2], k, j % d2) * hint[r * shape.ell2 + j] as i128;
                     }
                     // coefficient of x^{−k}: x^0 for k = 0, −x^{d−k} otherwise
                     let (pos, sign) = if k == 0 { (0, 1) } else { (d2 - k, -1) };
@@ -560,25 +578,42 @@ mod tests {
 
     #[test]
     fn chunk_packing_round_trip() {
-        let vals: Vec<u32> = (0..64u32).map(|i| i.wrapping_mul(2654435761u32) >> 4).collect();
+        let vals: Vec<u32> = (0..64u32)
+            .map(|i| i.wrapping_mul(2654435761u32) >> 4)
+            .collect();
         let n = (64 * 28usize).div_ceil(15);
         let mut chunks = vec![0i16; n];
         pack_chunks(&vals, 28, 15, &mut chunks);
-        let unsigned: Vec<u32> = chunks.iter().map(|&c| (c as i32).rem_euclid(1 << 15) as u32).collect();
+        let unsigned: Vec<u32> = chunks
+            .iter()
+            .map(|&c| (c as i32).rem_euclid(1 << 15) as u32)
+            .collect();
         let mut back = vec![0u32; 64];
         unpack_chunks(&unsigned, 28, 15, &mut back);
         assert_eq!(back, vals);
-        assert!(chunks.iter().all(|&c| (-(1 << 14)..(1 << 14)).contains(&(c as i32))));
+        assert!(chunks
+            .iter()
+            .all(|&c| (-(1 << 14)..(1 << 14)).contains(&(c as i32))));
     }
 
     #[test]
     fn t_digits_round_trip() {
         let mut dg = [0i16; 2];
-        for y in [0u32, 1, (1 << 27) - 1, 1 << 27, (1 << 27) + 1, (1 << 28) - 1, 12345678] {
+        for y in [
+            0u32,
+            1,
+            (1 << 27) - 1,
+            1 << 27,
+            (1 << 27) + 1,
+            (1 << 28) - 1,
+            12345678,
+        ] {
             t_digits(y, 28, 15, 2, &mut dg);
             let v = dg[0] as i64 + ((dg[1] as i64) << 15);
             assert_eq!(v.rem_euclid(1 << 28) as u32, y);
-            assert!(dg.iter().all(|&d| (-(1 << 14)..(1 << 14)).contains(&(d as i32))));
+            assert!(dg
+                .iter()
+                .all(|&d| (-(1 << 14)..(1 << 14)).contains(&(d as i32))));
         }
     }
 }

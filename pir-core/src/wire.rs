@@ -128,7 +128,10 @@ impl<'a> BitReader<'a> {
     /// Ends a section: remaining padding bits must be zero.
     fn align(&mut self, field: &'static str) -> Result<()> {
         if self.acc != 0 {
-            return Err(Error::OutOfRange { field, index: usize::MAX });
+            return Err(Error::OutOfRange {
+                field,
+                index: usize::MAX,
+            });
         }
         self.acc = 0;
         self.nbits = 0;
@@ -167,12 +170,20 @@ fn put_residues(w: &mut BitWriter, poly: &[u32]) {
     }
 }
 
-fn get_residues(r: &mut BitReader<'_>, n: usize, out: &mut Vec<u32>, field: &'static str) -> Result<()> {
+fn get_residues(
+    r: &mut BitReader<'_>,
+    n: usize,
+    out: &mut Vec<u32>,
+    field: &'static str,
+) -> Result<()> {
     for (h, p) in [P0, P1].iter().enumerate() {
         for i in 0..n {
             let x = r.get(RESIDUE_BITS)? as u32;
             if x >= *p {
-                return Err(Error::OutOfRange { field, index: h * n + i });
+                return Err(Error::OutOfRange {
+                    field,
+                    index: h * n + i,
+                });
             }
             out.push(x);
         }
@@ -196,14 +207,17 @@ fn check_len(buf: &[u8], want: usize) -> Result<()> {
 impl Query {
     /// Serializes (wire version 1).
     pub fn to_bytes(&self) -> Vec<u8> {
-        let params = params::by_id(self.param_id).expect("queries are built from known parameter sets");
+        let params =
+            params::by_id(self.param_id).expect("queries are built from known parameter sets");
         let mut w = BitWriter::new(query_len(&params, self.shape));
         w.out.extend_from_slice(&QUERY_MAGIC);
         w.out.push(VERSION);
         w.out.extend_from_slice(&self.param_id.to_le_bytes());
         w.out.extend_from_slice(&self.seed_id);
-        w.out.extend_from_slice(&(self.shape.ell1 as u32).to_le_bytes());
-        w.out.extend_from_slice(&(self.shape.ell2 as u32).to_le_bytes());
+        w.out
+            .extend_from_slice(&(self.shape.ell1 as u32).to_le_bytes());
+        w.out
+            .extend_from_slice(&(self.shape.ell2 as u32).to_le_bytes());
         let n = 2 * params.d2;
         for poly in self.pk_b.chunks(n) {
             put_residues(&mut w, poly);
@@ -270,7 +284,8 @@ impl Query {
 impl Response {
     /// Serializes (wire version 1).
     pub fn to_bytes(&self) -> Vec<u8> {
-        let params = params::by_id(self.param_id).expect("responses are built from known parameter sets");
+        let params =
+            params::by_id(self.param_id).expect("responses are built from known parameter sets");
         let mut w = BitWriter::new(response_len(&params));
         w.out.extend_from_slice(&RESPONSE_MAGIC);
         w.out.push(VERSION);

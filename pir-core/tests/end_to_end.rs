@@ -7,7 +7,9 @@ use pir_core::server::Server;
 use pir_core::wire::{Query, Response};
 
 fn lcg(s: &mut u64) -> u64 {
-    *s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+    *s = s
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
     *s >> 24
 }
 
@@ -26,25 +28,67 @@ fn run(params: Params, shape: DbShape, queries: usize, seed: u64) {
         let rb = server.answer_bytes(&qb).unwrap();
         let resp = Response::from_bytes(&rb).unwrap();
         let got = client.extract(&key, &resp).unwrap();
-        assert_eq!(got, db.get(row, col).unwrap(), "{} {shape:?} ({row},{col})", params.name);
+        assert_eq!(
+            got,
+            db.get(row, col).unwrap(),
+            "{} {shape:?} ({row},{col})",
+            params.name
+        );
     }
 }
 
 #[test]
 fn toy_params_various_shapes() {
-    for (i, shape) in [(1, 1), (16, 8), (64, 128), (100, 37), (333, 513), (2048, 64)].iter().enumerate() {
-        run(TOY, DbShape { ell1: shape.0, ell2: shape.1 }, 4, i as u64);
+    for (i, shape) in [
+        (1, 1),
+        (16, 8),
+        (64, 128),
+        (100, 37),
+        (333, 513),
+        (2048, 64),
+    ]
+    .iter()
+    .enumerate()
+    {
+        run(
+            TOY,
+            DbShape {
+                ell1: shape.0,
+                ell2: shape.1,
+            },
+            4,
+            i as u64,
+        );
     }
 }
 
 #[test]
 fn small_params() {
-    run(SMALL, DbShape { ell1: 700, ell2: 1100 }, 3, 7);
+    run(
+        SMALL,
+        DbShape {
+            ell1: 700,
+            ell2: 1100,
+        },
+        3,
+        7,
+    );
 }
 
 #[test]
 fn table1_params_square_rectangular_and_ragged() {
-    for (i, shape) in [(1024, 2048), (2048, 1024), (1500, 700), (5000, 3000)].iter().enumerate() {
-        run(TABLE1, DbShape { ell1: shape.0, ell2: shape.1 }, 3, 100 + i as u64);
+    for (i, shape) in [(1024, 2048), (2048, 1024), (1500, 700), (5000, 3000)]
+        .iter()
+        .enumerate()
+    {
+        run(
+            TABLE1,
+            DbShape {
+                ell1: shape.0,
+                ell2: shape.1,
+            },
+            3,
+            100 + i as u64,
+        );
     }
 }

@@ -8,7 +8,9 @@ use pir_core::wire::{query_len, Query, Response};
 use pir_core::Error;
 
 fn lcg(s: &mut u64) -> u64 {
-    *s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+    *s = s
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
     *s >> 24
 }
 
@@ -31,7 +33,10 @@ fn malformed_queries_are_rejected_with_typed_errors() {
     assert!(server.answer_bytes(&good).is_ok());
 
     let err = |b: &[u8]| server.answer_bytes(b).unwrap_err();
-    assert!(matches!(err(&good[..good.len() - 1]), Error::Truncated { .. }));
+    assert!(matches!(
+        err(&good[..good.len() - 1]),
+        Error::Truncated { .. }
+    ));
     assert!(matches!(err(&[]), Error::Truncated { .. }));
     let mut long = good.clone();
     long.push(0);
@@ -47,7 +52,10 @@ fn malformed_queries_are_rejected_with_typed_errors() {
     assert!(matches!(err(&m), Error::UnknownParamSet(_)));
     let mut m = good.clone();
     m[4..6].copy_from_slice(&TABLE1.id.to_le_bytes());
-    assert!(matches!(err(&m), Error::Truncated { .. } | Error::TrailingBytes(_)));
+    assert!(matches!(
+        err(&m),
+        Error::Truncated { .. } | Error::TrailingBytes(_)
+    ));
     let mut m = good.clone();
     m[14..18].copy_from_slice(&(1u32 << 19).to_le_bytes());
     assert!(matches!(err(&m), Error::ShapeTooLarge { .. }));
@@ -61,7 +69,13 @@ fn malformed_queries_are_rejected_with_typed_errors() {
     m[23] = (p0 >> 8) as u8;
     m[24] = (p0 >> 16) as u8;
     m[25] = (m[25] & 0xf0) | ((p0 >> 24) as u8 & 0x0f);
-    assert_eq!(err(&m), Error::OutOfRange { field: "pk", index: 0 });
+    assert_eq!(
+        err(&m),
+        Error::OutOfRange {
+            field: "pk",
+            index: 0
+        }
+    );
     // a set padding bit in the last c2 section (28 bits + 4 padding bits)
     let mut m = good.clone();
     let last = m.len() - 1;
@@ -97,7 +111,10 @@ fn malformed_responses_are_rejected() {
     let (q, key) = client.query(1, 2).unwrap();
     let rb = server.answer(&q).unwrap().to_bytes();
     assert!(Response::from_bytes(&rb).is_ok());
-    assert!(matches!(Response::from_bytes(&rb[..rb.len() - 1]), Err(Error::Truncated { .. })));
+    assert!(matches!(
+        Response::from_bytes(&rb[..rb.len() - 1]),
+        Err(Error::Truncated { .. })
+    ));
     let mut long = rb.clone();
     long.extend_from_slice(&[0, 0]);
     assert_eq!(Response::from_bytes(&long), Err(Error::TrailingBytes(2)));
@@ -107,12 +124,18 @@ fn malformed_responses_are_rejected() {
     // a response from another database version is refused by the client
     let mut r = Response::from_bytes(&rb).unwrap();
     r.seed_id[0] ^= 1;
-    assert!(matches!(client.extract(&key, &r), Err(Error::WrongSeed { .. })));
+    assert!(matches!(
+        client.extract(&key, &r),
+        Err(Error::WrongSeed { .. })
+    ));
 }
 
 #[test]
 fn batched_answers_equal_single_answers() {
-    let shape = DbShape { ell1: 300, ell2: 150 };
+    let shape = DbShape {
+        ell1: 300,
+        ell2: 150,
+    };
     let (db, server, client) = toy_setup(shape);
     let positions = [(0, 0), (299, 149), (17, 3), (17, 3), (150, 77)];
     let mut qs = Vec::new();
@@ -127,13 +150,19 @@ fn batched_answers_equal_single_answers() {
         assert_eq!(&server.answer(q).unwrap(), b);
         assert_eq!(client.extract(k, b).unwrap(), db.get(r, c).unwrap());
     }
-    assert!(matches!(server.answer_batch(&[]), Err(Error::InvalidBatch(_))));
+    assert!(matches!(
+        server.answer_batch(&[]),
+        Err(Error::InvalidBatch(_))
+    ));
 }
 
 #[test]
 fn measured_noise_is_below_the_bound_we_enforce() {
     // Real Table 1 parameters; the packing noise does not depend on ℓ.
-    let shape = DbShape { ell1: 1024, ell2: 2048 };
+    let shape = DbShape {
+        ell1: 1024,
+        ell2: 2048,
+    };
     let mut s = 1;
     let db = Database::from_fn(shape, 8, |_, _| lcg(&mut s) as u8).unwrap();
     let seed = PublicSeed::random().unwrap();
@@ -141,7 +170,8 @@ fn measured_noise_is_below_the_bound_we_enforce() {
     let client = Client::new(TABLE1, shape, seed).unwrap();
     // σ_double² is a subgaussian width²: variance σ²/(2π). The two final
     // roundings (Lemma 2.4's bounded e'_1, outside σ_double) add ≈ 2/12.
-    let predicted = TABLE1.correctness(shape).sigma_double_sq / (2.0 * std::f64::consts::PI) + 2.0 / 12.0;
+    let predicted =
+        TABLE1.correctness(shape).sigma_double_sq / (2.0 * std::f64::consts::PI) + 2.0 / 12.0;
     let literal = TABLE1.correctness(shape).log2_delta_literal;
     let mut sum = 0f64;
     let trials = 4;
@@ -153,9 +183,15 @@ fn measured_noise_is_below_the_bound_we_enforce() {
     let measured = sum / trials as f64;
     eprintln!("measured noise variance {measured:.3}, model {predicted:.3} (units of q~22^2); literal Thm 3.4 log2 delta {literal:.1}");
     // 4 x 1914 samples: the sample variance is within a few percent of the truth.
-    assert!(measured <= 1.1 * predicted, "measured {measured} > model {predicted}");
+    assert!(
+        measured <= 1.1 * predicted,
+        "measured {measured} > model {predicted}"
+    );
     // ... and the model is not vacuous either.
-    assert!(measured >= 0.7 * predicted, "measured {measured} << model {predicted}");
+    assert!(
+        measured >= 0.7 * predicted,
+        "measured {measured} << model {predicted}"
+    );
 }
 
 #[test]
@@ -163,7 +199,13 @@ fn one_gigabyte_database_message_sizes() {
     // 2^33 bits: sizes of serialized messages, measured on real bytes.
     let bits = 1u64 << 33;
     let shape = DbShape::for_bits(bits, 8);
-    assert_eq!(shape, DbShape { ell1: 1 << 15, ell2: 1 << 15 });
+    assert_eq!(
+        shape,
+        DbShape {
+            ell1: 1 << 15,
+            ell2: 1 << 15
+        }
+    );
     let client = Client::new(TABLE1, shape, PublicSeed::random().unwrap()).unwrap();
     let (q, _, _) = client.query_bit(bits, bits - 1).unwrap();
     let qb = q.to_bytes();
@@ -178,6 +220,9 @@ fn one_gigabyte_database_message_sizes() {
     let (q, k) = c.query(1, 1).unwrap();
     let rb = server.answer_bytes(&q.to_bytes()).unwrap();
     assert!(rb.len() <= 12 * 1024, "response {} bytes", rb.len());
-    assert_eq!(c.extract(&k, &Response::from_bytes(&rb).unwrap()).unwrap(), 0);
+    assert_eq!(
+        c.extract(&k, &Response::from_bytes(&rb).unwrap()).unwrap(),
+        0
+    );
     eprintln!("query {} bytes, response {} bytes", qb.len(), rb.len());
 }

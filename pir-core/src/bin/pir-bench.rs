@@ -11,7 +11,7 @@ use std::time::Instant;
 use anyhow::{bail, Context as _, Result};
 use clap::Parser;
 use pir_core::client::Client;
-use pir_core::db::BitDatabase;
+use pir_core::db::{locate_bit, BitDatabase};
 use pir_core::params::{DbShape, TABLE1};
 use pir_core::sampler::PublicSeed;
 use pir_core::server::Server;
@@ -67,9 +67,11 @@ fn peak_rss_bytes() -> u64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmHWM:"))
-                .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse::<u64>().ok()))
+            s.lines().find(|l| l.starts_with("VmHWM:")).and_then(|l| {
+                l.split_whitespace()
+                    .nth(1)
+                    .and_then(|v| v.parse::<u64>().ok())
+            })
         })
         .map(|kb| kb * 1024)
         .unwrap_or(0)
@@ -108,10 +110,16 @@ fn run(args: &Args) -> Result<()> {
     let bitdb = BitDatabase::from_bitmap(bits, &bitmap)?;
     drop(bitmap);
     let db_bytes = bitdb.database().as_bytes().len();
+    // Expected bits are read back from the server's copy (no second copy of
+    // the database in memory).
+    let expected = |srv: &Server, bit: u64| -> Result<bool> {
+        let loc = locate_bit(shape, bits, bit)?;
+        Ok(srv.database().get(loc.row, loc.col)? >> loc.bit & 1 == 1)
+    };
 
     let seed = PublicSeed::random()?;
     let t = Instant::now();
-    let server = Server::setup(params, bitdb.database().clone(), seed)?;
+    let server = Server::setup(params, bitdb.into_database(), seed)?;
     let prep_seconds = t.elapsed().as_secs_f64();
     let client = Client::new(params, shape, seed)?;
 
@@ -134,7 +142,7 @@ fn run(args: &Args) -> Result<()> {
             qms.push(t.elapsed().as_secs_f64() * 1e3);
             query_bytes = qb.len();
             qs.push(Query::from_bytes(&qb)?);
-            keys.push((key, b, bitdb.get(bit)?));
+            keys.push((key, b, expected(&server, bit)?));
         }
         let t = Instant::now();
         let (resps, tm) = server.answer_batch_timed(&qs)?;
