@@ -195,6 +195,30 @@ impl BitDatabase {
         })
     }
 
+    /// Like [`BitDatabase::from_bitmap`] but takes ownership of the bytes,
+    /// so building a large database needs no second copy.
+    pub fn from_bitmap_owned(bits: u64, mut bitmap: Vec<u8>) -> Result<Self> {
+        let bytes = bits.div_ceil(8) as usize;
+        if bitmap.len() != bytes {
+            return Err(Error::LengthMismatch {
+                expected: bytes,
+                got: bitmap.len(),
+            });
+        }
+        if !bits.is_multiple_of(8) && bitmap[bytes - 1] >> (bits % 8) != 0 {
+            return Err(Error::IndexOutOfRange {
+                index: bits,
+                len: bits,
+            });
+        }
+        let shape = DbShape::for_bits(bits, Self::RECORD_BITS);
+        bitmap.resize(shape.records(), 0);
+        Ok(BitDatabase {
+            bits,
+            db: Database::from_column_major(shape, Self::RECORD_BITS, bitmap)?,
+        })
+    }
+
     /// Number of bits ℓ.
     pub fn len_bits(&self) -> u64 {
         self.bits

@@ -108,6 +108,9 @@ pub enum Error {
         /// element index
         index: usize,
     },
+    /// Wire: the unused bits at the end of a section are not zero.
+    #[error("non-zero padding bits after {0}")]
+    NonZeroPadding(&'static str),
     /// A batch of queries was empty or mixed databases.
     #[error("invalid batch: {0}")]
     InvalidBatch(&'static str),

@@ -128,10 +128,7 @@ impl<'a> BitReader<'a> {
     /// Ends a section: remaining padding bits must be zero.
     fn align(&mut self, field: &'static str) -> Result<()> {
         if self.acc != 0 {
-            return Err(Error::OutOfRange {
-                field,
-                index: usize::MAX,
-            });
+            return Err(Error::NonZeroPadding(field));
         }
         self.acc = 0;
         self.nbits = 0;

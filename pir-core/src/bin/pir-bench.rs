@@ -107,8 +107,7 @@ fn run(args: &Args) -> Result<()> {
     let mut rng = ChaCha8Rng::seed_from_u64(args.db_bits as u64);
     let mut bitmap = vec![0u8; (bits / 8) as usize];
     rng.fill_bytes(&mut bitmap);
-    let bitdb = BitDatabase::from_bitmap(bits, &bitmap)?;
-    drop(bitmap);
+    let bitdb = BitDatabase::from_bitmap_owned(bits, bitmap)?;
     let db_bytes = bitdb.database().as_bytes().len();
     // Expected bits are read back from the server's copy (no second copy of
     // the database in memory).
