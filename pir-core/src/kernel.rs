@@ -16,7 +16,7 @@
 #![allow(unsafe_code)]
 
 /// A SimplePIR query vector c1 split into signed 16-bit halves, zero-padded to
-/// a multiple of 16 entries: `c1[i] ≡ lo[i] + 2^16·hi[i] (mod 2^32)`.
+/// a multiple of 64 entries: `c1[i] ≡ lo[i] + 2^16·hi[i] (mod 2^32)`.
 #[derive(Clone, Debug)]
 pub struct SplitQuery {
     lo: Vec<i16>,
@@ -27,7 +27,7 @@ pub struct SplitQuery {
 impl SplitQuery {
     /// Splits c1.
     pub fn new(c1: &[u32]) -> Self {
-        let padded = c1.len().div_ceil(16) * 16;
+        let padded = c1.len().div_ceil(64) * 64;
         let mut lo = vec![0i16; padded];
         let mut hi = vec![0i16; padded];
         for (i, &c) in c1.iter().enumerate() {
@@ -45,13 +45,18 @@ impl SplitQuery {
 
 /// Which implementation [`simplepir`] uses on this machine.
 pub fn simplepir_impl() -> &'static str {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if std::arch::is_x86_feature_detected!("avx2") {
-            return "avx2";
-        }
-    }
-    "scalar"
+    Kernel::selected().name()
+}
+
+#[cfg(target_arch = "x86_64")]
+fn avx512() -> bool {
+    std::arch::is_x86_feature_detected!("avx512f")
+        && std::arch::is_x86_feature_detected!("avx512bw")
+}
+
+#[cfg(target_arch = "x86_64")]
+fn avx512_vnni() -> bool {
+    avx512() && std::arch::is_x86_feature_detected!("avx512vnni")
 }
 
 /// Scalar reference: `out[j] = Σ_i c1[i]·D[i][j] mod 2^32` over columns
@@ -96,15 +101,105 @@ pub fn simplepir(
     }
 }
 
-fn columns(db: &[u8], ell1: usize, j0: usize, j1: usize, q: &SplitQuery, out: &mut [u32]) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if std::arch::is_x86_feature_detected!("avx2") {
-            // SAFETY: the avx2 feature was detected at runtime just above.
-            unsafe { avx2::columns(db, ell1, j0, j1, q, out) };
-            return;
+/// SimplePIR kernel variants.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kernel {
+    /// Portable scalar twin (lo/hi split, same arithmetic).
+    Scalar,
+    /// AVX2 `pmaddwd`, 4 columns × 16 rows per step.
+    Avx2,
+    /// AVX-512BW `vpmaddwd`, 8 columns × 32 rows per step.
+    Avx512Bw,
+    /// AVX-512 VNNI `vpdpwssd`, 8 columns × 32 rows per step.
+    Avx512Vnni,
+}
+
+impl Kernel {
+    /// Variants this CPU can run, fastest last.
+    pub fn available() -> Vec<Kernel> {
+        let mut v = vec![Kernel::Scalar];
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::arch::is_x86_feature_detected!("avx2") {
+                v.push(Kernel::Avx2);
+            }
+            if avx512() {
+                v.push(Kernel::Avx512Bw);
+            }
+            if avx512_vnni() {
+                v.push(Kernel::Avx512Vnni);
+            }
+        }
+        v
+    }
+
+    /// The variant used: the fastest available, or `PIR_KERNEL` if set to
+    /// an available one.
+    pub fn selected() -> Kernel {
+        static K: std::sync::OnceLock<Kernel> = std::sync::OnceLock::new();
+        *K.get_or_init(|| {
+            let avail = Kernel::available();
+            let forced = match std::env::var("PIR_KERNEL").ok().as_deref() {
+                Some("scalar") => Some(Kernel::Scalar),
+                Some("avx2") => Some(Kernel::Avx2),
+                Some("avx512bw") => Some(Kernel::Avx512Bw),
+                Some("avx512-vnni") => Some(Kernel::Avx512Vnni),
+                _ => None,
+            };
+            match forced {
+                Some(k) if avail.contains(&k) => k,
+                _ => *avail.last().unwrap_or(&Kernel::Scalar),
+            }
+        })
+    }
+
+    /// Name for reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kernel::Scalar => "scalar",
+            Kernel::Avx2 => "avx2",
+            Kernel::Avx512Bw => "avx512bw",
+            Kernel::Avx512Vnni => "avx512-vnni",
         }
     }
+}
+
+fn columns(db: &[u8], ell1: usize, j0: usize, j1: usize, q: &SplitQuery, out: &mut [u32]) {
+    columns_with(Kernel::selected(), db, ell1, j0, j1, q, out)
+}
+
+/// Runs one variant; variants the CPU lacks fall back to the scalar twin.
+fn columns_with(
+    k: Kernel,
+    db: &[u8],
+    ell1: usize,
+    j0: usize,
+    j1: usize,
+    q: &SplitQuery,
+    out: &mut [u32],
+) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        match k {
+            Kernel::Avx512Vnni if avx512_vnni() => {
+                // SAFETY: avx512f, avx512bw and avx512vnni were detected at runtime.
+                unsafe { avx512::columns_vnni(db, ell1, j0, j1, q, out) };
+                return;
+            }
+            Kernel::Avx512Bw if avx512() => {
+                // SAFETY: avx512f and avx512bw were detected at runtime.
+                unsafe { avx512::columns_bw(db, ell1, j0, j1, q, out) };
+                return;
+            }
+            Kernel::Avx2 if std::arch::is_x86_feature_detected!("avx2") => {
+                // SAFETY: the avx2 feature was detected at runtime.
+                unsafe { avx2::columns(db, ell1, j0, j1, q, out) };
+                return;
+            }
+            _ => {}
+        }
+    }
+    let _ = k;
     columns_split_scalar(db, ell1, j0, j1, q, out);
 }
 
@@ -224,6 +319,85 @@ mod avx2 {
     }
 }
 
+#[cfg(target_arch = "x86_64")]
+mod avx512 {
+    use super::SplitQuery;
+    use std::arch::x86_64::*;
+
+    /// Columns processed together: the lo/hi query loads are shared by all.
+    const NC: usize = 8;
+
+    /// The kernel body, instantiated once per feature set so that the
+    /// non-VNNI variant never contains VNNI instructions.
+    macro_rules! columns_body {
+        ($name:ident, $features:literal, $mac:expr) => {
+            /// AVX-512 kernel: NC columns at a time, 32 rows per step.
+            ///
+            /// # Safety
+            /// The caller must have checked the CPU features in the
+            /// `target_feature` attribute at runtime.
+            #[target_feature(enable = $features)]
+            pub unsafe fn $name(
+                db: &[u8],
+                ell1: usize,
+                j0: usize,
+                j1: usize,
+                q: &SplitQuery,
+                out: &mut [u32],
+            ) {
+                let n32 = ell1 / 32 * 32;
+                let lo = q.lo.as_ptr();
+                let hi = q.hi.as_ptr();
+                let mut j = j0;
+                while j < j1 {
+                    let nc = (j1 - j).min(NC);
+                    let mut acc_lo = [_mm512_setzero_si512(); NC];
+                    let mut acc_hi = [_mm512_setzero_si512(); NC];
+                    let base = db.as_ptr().wrapping_add(j * ell1);
+                    let mut i = 0;
+                    while i < n32 {
+                        // SAFETY: i + 32 <= n32 <= ell1 and c < nc <= j1 - j,
+                        // so each 32-byte load reads column j + c inside `db`;
+                        // lo/hi hold at least n32 entries (padded to 64).
+                        unsafe {
+                            let l = _mm512_loadu_si512(lo.add(i) as *const __m512i);
+                            let h = _mm512_loadu_si512(hi.add(i) as *const __m512i);
+                            for c in 0..nc {
+                                let d = _mm512_cvtepi8_epi16(_mm256_loadu_si256(
+                                    base.add(c * ell1 + i) as *const __m256i,
+                                ));
+                                acc_lo[c] = $mac(acc_lo[c], d, l);
+                                acc_hi[c] = $mac(acc_hi[c], d, h);
+                            }
+                        }
+                        i += 32;
+                    }
+                    for c in 0..nc {
+                        let mut l = _mm512_reduce_add_epi32(acc_lo[c]) as u32;
+                        let mut h = _mm512_reduce_add_epi32(acc_hi[c]) as u32;
+                        let col = &db[(j + c) * ell1..(j + c + 1) * ell1];
+                        for (r, &d) in col.iter().enumerate().skip(n32) {
+                            let d = d as i8 as i32;
+                            l = l.wrapping_add((q.lo[r] as i32 * d) as u32);
+                            h = h.wrapping_add((q.hi[r] as i32 * d) as u32);
+                        }
+                        out[j - j0 + c] = l.wrapping_add(h << 16);
+                    }
+                    j += nc;
+                }
+            }
+        };
+    }
+
+    columns_body!(columns_vnni, "avx512f,avx512bw,avx512vnni", |a, d, q| {
+        _mm512_dpwssd_epi32(a, d, q)
+    });
+    columns_body!(columns_bw, "avx512f,avx512bw", |a, d, q| _mm512_add_epi32(
+        a,
+        _mm512_madd_epi16(d, q)
+    ));
+}
+
 /// DoublePIR pass: for each row r of the row-major `rows` (n_rows × ℓ2,
 /// signed digits |x| ≤ p/2), `out[r] = (Σ_j c2[j]·x[r][j] mod P0, … mod P1)`
 /// where `c2` holds the ℓ2 residues mod P0 followed by the ℓ2 residues mod P1.
@@ -289,9 +463,11 @@ mod tests {
                 let mut want = vec![0u32; ell2];
                 simplepir_scalar(&db, ell1, q, &mut want);
                 assert_eq!(o, &want, "{ell1}x{ell2} via {}", simplepir_impl());
-                let mut twin = vec![0u32; ell2];
-                columns_split_scalar(&db, ell1, 0, ell2, &SplitQuery::new(q), &mut twin);
-                assert_eq!(twin, want);
+                for k in Kernel::available() {
+                    let mut twin = vec![0u32; ell2];
+                    columns_with(k, &db, ell1, 0, ell2, &SplitQuery::new(q), &mut twin);
+                    assert_eq!(twin, want, "{ell1}x{ell2} via {k:?}");
+                }
             }
         }
     }
