@@ -401,32 +401,347 @@ mod avx512 {
 /// DoublePIR pass: for each row r of the row-major `rows` (n_rows × ℓ2,
 /// signed digits |x| ≤ p/2), `out[r] = (Σ_j c2[j]·x[r][j] mod P0, … mod P1)`
 /// where `c2` holds the ℓ2 residues mod P0 followed by the ℓ2 residues mod P1.
-/// Products are < 2^42 and at most 2^18 are summed, so one signed 64-bit
-/// accumulator per prime never overflows and is reduced once (YPIR §4,
-/// footnote 8: reduce only when a sum could overflow).
+/// Products are < 2^42 and at most 2^18 are summed, so signed 64-bit
+/// accumulators never overflow and are reduced once per row (YPIR §4,
+/// footnote 8: reduce only when a sum could overflow). Rows are processed
+/// four at a time and every query of a batch consumes a group of rows before
+/// the next is loaded, so the hint is read from memory once per batch.
 pub fn doublepir(rows: &[i16], ell2: usize, c2s: &[&[u32]], out: &mut [Vec<[u32; 2]>]) {
-    let n_rows = rows.len() / ell2.max(1);
-    for r in 0..n_rows {
-        let row = &rows[r * ell2..(r + 1) * ell2];
-        for (c2, o) in c2s.iter().zip(out.iter_mut()) {
+    doublepir_with(Kernel::selected(), rows, ell2, c2s, out)
+}
+
+/// [`doublepir`] with an explicit kernel variant (tests).
+pub fn doublepir_with(
+    k: Kernel,
+    rows: &[i16],
+    ell2: usize,
+    c2s: &[&[u32]],
+    out: &mut [Vec<[u32; 2]>],
+) {
+    if ell2 == 0 {
+        return;
+    }
+    let n_rows = rows.len() / ell2;
+    // c2 widened to 64-bit lanes once per query (the multiply reads the low
+    // 32 bits of each lane).
+    let wide: Vec<(Vec<u64>, Vec<u64>)> = c2s
+        .iter()
+        .map(|c2| {
             let (c0, c1) = c2.split_at(ell2);
-            o[r] = dot_row(row, c0, c1);
+            (
+                c0.iter().map(|&x| x as u64).collect(),
+                c1.iter().map(|&x| x as u64).collect(),
+            )
+        })
+        .collect();
+    let mut r = 0;
+    while r < n_rows {
+        let nr = (n_rows - r).min(4);
+        let group = &rows[r * ell2..(r + nr) * ell2];
+        for ((w0, w1), o) in wide.iter().zip(out.iter_mut()) {
+            let mut acc = [[0i64; 2]; 4];
+            dot_rows(k, group, ell2, nr, w0, w1, &mut acc);
+            for (i, a) in acc.iter().take(nr).enumerate() {
+                o[r + i] = [
+                    crate::arith::reduce_signed(&crate::arith::MOD0, a[0]),
+                    crate::arith::reduce_signed(&crate::arith::MOD1, a[1]),
+                ];
+            }
+        }
+        r += nr;
+    }
+}
+
+fn dot_rows(
+    k: Kernel,
+    group: &[i16],
+    ell2: usize,
+    nr: usize,
+    w0: &[u64],
+    w1: &[u64],
+    acc: &mut [[i64; 2]; 4],
+) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        match k {
+            Kernel::Avx512Bw | Kernel::Avx512Vnni if avx512() => {
+                // SAFETY: avx512f and avx512bw were detected at runtime.
+                unsafe { avx512_dp::dot_rows(group, ell2, nr, w0, w1, acc) };
+                return;
+            }
+            Kernel::Avx2 | Kernel::Avx512Bw | Kernel::Avx512Vnni
+                if std::arch::is_x86_feature_detected!("avx2") =>
+            {
+                // SAFETY: avx2 was detected at runtime.
+                unsafe { avx2_dp::dot_rows(group, ell2, nr, w0, w1, acc) };
+                return;
+            }
+            _ => {}
+        }
+    }
+    let _ = k;
+    dot_rows_scalar(group, ell2, nr, 0, w0, w1, acc);
+}
+
+/// Scalar twin: accumulates columns `from..ell2` of the `nr` rows.
+fn dot_rows_scalar(
+    group: &[i16],
+    ell2: usize,
+    nr: usize,
+    from: usize,
+    w0: &[u64],
+    w1: &[u64],
+    acc: &mut [[i64; 2]; 4],
+) {
+    for (i, a) in acc.iter_mut().enumerate().take(nr) {
+        let row = &group[i * ell2..(i + 1) * ell2];
+        for j in from..ell2 {
+            a[0] += row[j] as i64 * w0[j] as i64;
+            a[1] += row[j] as i64 * w1[j] as i64;
         }
     }
 }
 
-#[inline]
-fn dot_row(row: &[i16], c0: &[u32], c1: &[u32]) -> [u32; 2] {
-    let mut a0 = 0i64;
-    let mut a1 = 0i64;
-    for ((&x, &u), &v) in row.iter().zip(c0).zip(c1) {
-        a0 += x as i64 * u as i64;
-        a1 += x as i64 * v as i64;
+#[cfg(target_arch = "x86_64")]
+mod avx512_dp {
+    use std::arch::x86_64::*;
+
+    /// `vpmuldq` on 8 lanes: sign-extended digits × 28-bit residues.
+    ///
+    /// # Safety
+    /// The caller must have checked avx512f and avx512bw.
+    #[target_feature(enable = "avx512f,avx512bw")]
+    pub unsafe fn dot_rows(
+        group: &[i16],
+        ell2: usize,
+        nr: usize,
+        w0: &[u64],
+        w1: &[u64],
+        acc: &mut [[i64; 2]; 4],
+    ) {
+        let n8 = ell2 / 8 * 8;
+        let mut a = [[_mm512_setzero_si512(); 2]; 4];
+        let mut j = 0;
+        while j < n8 {
+            // SAFETY: j + 8 <= n8 <= ell2 = len(w0) = len(w1), and row i < nr
+            // spans group[i·ell2 .. (i+1)·ell2].
+            unsafe {
+                let u0 = _mm512_loadu_si512(w0.as_ptr().add(j) as *const __m512i);
+                let u1 = _mm512_loadu_si512(w1.as_ptr().add(j) as *const __m512i);
+                for i in 0..nr {
+                    let x = _mm512_cvtepi16_epi64(_mm_loadu_si128(
+                        group.as_ptr().add(i * ell2 + j) as *const __m128i,
+                    ));
+                    a[i][0] = _mm512_add_epi64(a[i][0], _mm512_mul_epi32(x, u0));
+                    a[i][1] = _mm512_add_epi64(a[i][1], _mm512_mul_epi32(x, u1));
+                }
+            }
+            j += 8;
+        }
+        for i in 0..nr {
+            acc[i][0] = _mm512_reduce_add_epi64(a[i][0]);
+            acc[i][1] = _mm512_reduce_add_epi64(a[i][1]);
+        }
+        super::dot_rows_scalar(group, ell2, nr, n8, w0, w1, acc);
     }
-    [
-        crate::arith::reduce_signed(&crate::arith::MOD0, a0),
-        crate::arith::reduce_signed(&crate::arith::MOD1, a1),
-    ]
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx2_dp {
+    use std::arch::x86_64::*;
+
+    /// `vpmuldq` on 4 lanes.
+    ///
+    /// # Safety
+    /// The caller must have checked avx2.
+    #[target_feature(enable = "avx2")]
+    pub unsafe fn dot_rows(
+        group: &[i16],
+        ell2: usize,
+        nr: usize,
+        w0: &[u64],
+        w1: &[u64],
+        acc: &mut [[i64; 2]; 4],
+    ) {
+        let n4 = ell2 / 4 * 4;
+        let mut a = [[_mm256_setzero_si256(); 2]; 4];
+        let mut j = 0;
+        while j < n4 {
+            // SAFETY: j + 4 <= n4 <= ell2 = len(w0) = len(w1); the 8-byte load
+            // of row i < nr stays inside group[i·ell2 .. (i+1)·ell2].
+            unsafe {
+                let u0 = _mm256_loadu_si256(w0.as_ptr().add(j) as *const __m256i);
+                let u1 = _mm256_loadu_si256(w1.as_ptr().add(j) as *const __m256i);
+                for i in 0..nr {
+                    let x = _mm256_cvtepi16_epi64(_mm_loadl_epi64(
+                        group.as_ptr().add(i * ell2 + j) as *const __m128i,
+                    ));
+                    a[i][0] = _mm256_add_epi64(a[i][0], _mm256_mul_epi32(x, u0));
+                    a[i][1] = _mm256_add_epi64(a[i][1], _mm256_mul_epi32(x, u1));
+                }
+            }
+            j += 4;
+        }
+        for i in 0..nr {
+            for h in 0..2 {
+                let mut lanes = [0i64; 4];
+                // SAFETY: storing 32 bytes into a 4 × i64 array.
+                unsafe { _mm256_storeu_si256(lanes.as_mut_ptr() as *mut __m256i, a[i][h]) };
+                acc[i][h] = lanes.iter().sum();
+            }
+        }
+        super::dot_rows_scalar(group, ell2, nr, n4, w0, w1, acc);
+    }
+}
+
+/// Montgomery constants of a CRT prime for R = 2^32.
+#[derive(Clone, Copy, Debug)]
+pub struct Mont {
+    /// The prime p.
+    pub p: u32,
+    /// −p^{-1} mod 2^32.
+    pub pinv_neg: u32,
+    /// R mod p (to convert into Montgomery form).
+    pub r_mod_p: u32,
+}
+
+impl Mont {
+    /// Constants for the odd prime `p` < 2^30.
+    pub const fn new(p: u32) -> Mont {
+        // Newton iteration for p^{-1} mod 2^32.
+        let mut inv = 1u32;
+        let mut i = 0;
+        while i < 5 {
+            inv = inv.wrapping_mul(2u32.wrapping_sub(p.wrapping_mul(inv)));
+            i += 1;
+        }
+        Mont {
+            p,
+            pinv_neg: inv.wrapping_neg(),
+            r_mod_p: ((1u64 << 32) % p as u64) as u32,
+        }
+    }
+
+    /// REDC: x·R^{-1} mod p for x < p·2^32, result in [0, p).
+    #[inline(always)]
+    pub fn redc(&self, x: u64) -> u32 {
+        let m = (x as u32).wrapping_mul(self.pinv_neg);
+        let t = ((x + m as u64 * self.p as u64) >> 32) as u32;
+        crate::arith::csub(t, self.p)
+    }
+}
+
+/// Key-switching accumulation of one CRT half (Eq. 2.2, the W·g_z^{-1}(τ(c0))
+/// product of Automorph in the NTT domain):
+/// `out[i] = out[i] + Σ_k w[k][i]·g[k][i] mod p` where `w` is in Montgomery
+/// form (w·R mod p), so a single REDC of the 64-bit sum yields the product.
+/// `w` and `g` hold `t` rows of stride `stride`; each row's first `n` words
+/// are used. Σ of t ≤ 3 products < 3·2^56 < p·2^32, as REDC requires.
+pub fn keyswitch_acc(
+    m: &Mont,
+    w: &[u32],
+    g: &[u32],
+    t: usize,
+    stride: usize,
+    n: usize,
+    out: &mut [u32],
+) {
+    debug_assert!(t <= 4 && w.len() >= (t - 1) * stride + n && g.len() >= (t - 1) * stride + n);
+    #[cfg(target_arch = "x86_64")]
+    {
+        if matches!(Kernel::selected(), Kernel::Avx512Bw | Kernel::Avx512Vnni) && avx512() {
+            // SAFETY: avx512f and avx512bw were detected at runtime; lengths
+            // were checked above.
+            unsafe { avx512_ks::keyswitch_acc(m, w, g, t, stride, n, out) };
+            return;
+        }
+    }
+    keyswitch_acc_scalar(m, w, g, t, stride, 0, n, out);
+}
+
+/// Scalar twin of [`keyswitch_acc`] for slots `from..n`.
+#[allow(clippy::too_many_arguments)]
+pub fn keyswitch_acc_scalar(
+    m: &Mont,
+    w: &[u32],
+    g: &[u32],
+    t: usize,
+    stride: usize,
+    from: usize,
+    n: usize,
+    out: &mut [u32],
+) {
+    for i in from..n {
+        let mut acc = 0u64;
+        for k in 0..t {
+            acc += w[k * stride + i] as u64 * g[k * stride + i] as u64;
+        }
+        out[i] = crate::arith::csub(out[i] + m.redc(acc), m.p);
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx512_ks {
+    use super::Mont;
+    use std::arch::x86_64::*;
+
+    /// REDC of eight 64-bit lanes (values < p·2^32) to [0, p).
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    fn redc(x: __m512i, p: __m512i, pinv: __m512i) -> __m512i {
+        let m = _mm512_mul_epu32(x, pinv); // low 32 bits of x times −p^{-1}
+        let t = _mm512_srli_epi64(_mm512_add_epi64(x, _mm512_mul_epu32(m, p)), 32);
+        _mm512_min_epu64(t, _mm512_sub_epi64(t, p))
+    }
+
+    /// 16 slots per step: even lanes with `vpmuludq` directly, odd lanes
+    /// after a 32-bit shift; both REDC'd and re-interleaved.
+    ///
+    /// # Safety
+    /// avx512f and avx512bw must be available; the slices must hold
+    /// (t−1)·stride + n words and `out` n words.
+    #[target_feature(enable = "avx512f,avx512bw")]
+    pub unsafe fn keyswitch_acc(
+        m: &Mont,
+        w: &[u32],
+        g: &[u32],
+        t: usize,
+        stride: usize,
+        n: usize,
+        out: &mut [u32],
+    ) {
+        let n16 = n / 16 * 16;
+        let p = _mm512_set1_epi64(m.p as i64);
+        let pinv = _mm512_set1_epi64(m.pinv_neg as i64);
+        let p32 = _mm512_set1_epi32(m.p as i32);
+        let mut i = 0;
+        while i < n16 {
+            // SAFETY: i + 16 <= n16 <= n; every row k < t of w and g has n
+            // words starting at k·stride, and out has n words.
+            unsafe {
+                let mut even = _mm512_setzero_si512();
+                let mut odd = _mm512_setzero_si512();
+                for k in 0..t {
+                    let a = _mm512_loadu_si512(w.as_ptr().add(k * stride + i) as *const __m512i);
+                    let b = _mm512_loadu_si512(g.as_ptr().add(k * stride + i) as *const __m512i);
+                    even = _mm512_add_epi64(even, _mm512_mul_epu32(a, b));
+                    odd = _mm512_add_epi64(
+                        odd,
+                        _mm512_mul_epu32(_mm512_srli_epi64(a, 32), _mm512_srli_epi64(b, 32)),
+                    );
+                }
+                let re = redc(even, p, pinv);
+                let ro = redc(odd, p, pinv);
+                let r = _mm512_or_si512(re, _mm512_slli_epi64(ro, 32));
+                let o = _mm512_loadu_si512(out.as_ptr().add(i) as *const __m512i);
+                let s = _mm512_add_epi32(o, r);
+                let s = _mm512_min_epu32(s, _mm512_sub_epi32(s, p32));
+                _mm512_storeu_si512(out.as_mut_ptr().add(i) as *mut __m512i, s);
+            }
+            i += 16;
+        }
+        super::keyswitch_acc_scalar(m, w, g, t, stride, n16, n, out);
+    }
 }
 
 #[cfg(test)]
@@ -473,9 +788,48 @@ mod tests {
     }
 
     #[test]
+    fn montgomery_keyswitch_matches_naive() {
+        let mut s = 3;
+        for p in [crate::arith::P0, crate::arith::P1] {
+            let m = Mont::new(p);
+            assert_eq!(m.p.wrapping_mul(m.pinv_neg), u32::MAX); // p·(−p^{-1}) = −1
+            for n in [1usize, 15, 16, 33, 2048] {
+                let t = 3;
+                let stride = n + 5;
+                let w: Vec<u32> = (0..t * stride)
+                    .map(|_| (lcg(&mut s) % p as u64) as u32)
+                    .collect();
+                let g: Vec<u32> = (0..t * stride)
+                    .map(|_| (lcg(&mut s) % p as u64) as u32)
+                    .collect();
+                let wm: Vec<u32> = w
+                    .iter()
+                    .map(|&x| (x as u64 * m.r_mod_p as u64 % p as u64) as u32)
+                    .collect();
+                let init: Vec<u32> = (0..n).map(|_| (lcg(&mut s) % p as u64) as u32).collect();
+                let want: Vec<u32> = (0..n)
+                    .map(|i| {
+                        let mut a = init[i] as u128;
+                        for k in 0..t {
+                            a += w[k * stride + i] as u128 * g[k * stride + i] as u128;
+                        }
+                        (a % p as u128) as u32
+                    })
+                    .collect();
+                let mut fast = init.clone();
+                keyswitch_acc(&m, &wm, &g, t, stride, n, &mut fast);
+                let mut slow = init.clone();
+                keyswitch_acc_scalar(&m, &wm, &g, t, stride, 0, n, &mut slow);
+                assert_eq!(fast, want, "p={p} n={n}");
+                assert_eq!(slow, want);
+            }
+        }
+    }
+
+    #[test]
     fn doublepir_matches_wide_arithmetic() {
         let mut s = 9;
-        let ell2 = 300;
+        let ell2 = 301;
         let rows: Vec<i16> = (0..3 * ell2)
             .map(|_| (lcg(&mut s) % 32768) as i16 - 16384)
             .collect();
@@ -483,8 +837,17 @@ mod tests {
             .map(|_| (lcg(&mut s) % crate::arith::P0 as u64) as u32)
             .collect();
         c2.extend((0..ell2).map(|_| (lcg(&mut s) % crate::arith::P1 as u64) as u32));
-        let mut out = vec![vec![[0u32; 2]; 3]];
-        doublepir(&rows, ell2, &[&c2], &mut out);
+        let mut outs = Vec::new();
+        for k in Kernel::available() {
+            let mut out = vec![vec![[0u32; 2]; 3]];
+            doublepir_with(k, &rows, ell2, &[&c2], &mut out);
+            outs.push(out);
+        }
+        assert!(
+            outs.windows(2).all(|w| w[0] == w[1]),
+            "kernel variants differ"
+        );
+        let out = outs.remove(0);
         for r in 0..3 {
             for (h, p) in [crate::arith::P0, crate::arith::P1].iter().enumerate() {
                 let want: i128 = (0..ell2)

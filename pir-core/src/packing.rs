@@ -72,9 +72,10 @@ pub struct PackPrecomp {
 
 /// Online inputs of one query.
 pub struct PackInputs<'a> {
-    /// Client's W_b rows, NTT form: (log d2)·t polynomials of 2·d2 words.
+    /// Client's W_b rows, NTT and Montgomery form ([`Context::to_mont`]):
+    /// (log d2)·t polynomials of 2·d2 words.
     pub wb: &'a [u32],
-    /// Public W_a rows from the seed, same layout.
+    /// Public W_a rows from the seed, same layout and form.
     pub wa: &'a [u32],
     /// `a` parts of the κ T leaves (NTT form), by T row.
     pub t_leaf_a: &'a [Vec<u32>],
@@ -140,20 +141,24 @@ fn plus_minus(
     (plus, minus)
 }
 
-/// out += Σ_k W[level][k] ⊙ G[k].
+/// out += Σ_k W[level][k] ⊙ G[k]; `w` is in Montgomery form
+/// ([`Context::to_mont`]).
 fn add_keyswitch(ctx: &Context, w: &[u32], level: usize, g: &[u32], out: &mut [u32]) {
     let d2 = ctx.params.d2;
     let t = ctx.params.gadget_len();
     let n = 2 * d2;
     let wl = &w[(level - 1) * t * n..level * t * n];
-    for (h, m) in MODS.iter().enumerate() {
-        for i in h * d2..(h + 1) * d2 {
-            let mut acc = out[i] as u64;
-            for k in 0..t {
-                acc += wl[k * n + i] as u64 * g[k * n + i] as u64;
-            }
-            out[i] = m.reduce(acc);
-        }
+    for h in 0..2 {
+        let off = h * d2;
+        crate::kernel::keyswitch_acc(
+            &ctx.mont[h],
+            &wl[off..],
+            &g[off..],
+            t,
+            n,
+            d2,
+            &mut out[off..off + d2],
+        );
     }
 }
 
@@ -176,7 +181,8 @@ fn combine_b(ctx: &Context, level: usize, e: Option<&[u32]>, o: Option<&[u32]>) 
 
 impl PackPrecomp {
     /// Setup: builds the tree over `leaves` whose hint leaves have `a` parts
-    /// `hint_a[r]` (NTT form), using the public W_a rows `wa`.
+    /// `hint_a[r]` (NTT form), using the public W_a rows `wa` (NTT and
+    /// Montgomery form).
     pub fn new(ctx: &Context, leaves: Vec<Leaf>, hint_a: &[Vec<u32>], wa: &[u32]) -> Self {
         let d2 = ctx.params.d2;
         let log_d2 = ctx.params.log_d2();
@@ -382,7 +388,8 @@ mod tests {
         rns::forward(&ctx.ntt2, &mut s2_ntt);
         let seed = PublicSeed([9u8; 32]);
         let pack_a = seed.expand_pack(params.log_d2(), params.gadget_len(), d2);
-        let wb = packing_key(&ctx, &s2_ntt, &pack_a, &chi2, &mut rng);
+        let wb = ctx.to_mont(&packing_key(&ctx, &s2_ntt, &pack_a, &chi2, &mut rng));
+        let wa = ctx.to_mont(&pack_a);
         let crt = Crt::new();
         let dinv = [MODS[0].inv(d2 as u32), MODS[1].inv(d2 as u32)];
 
@@ -430,12 +437,12 @@ mod tests {
                 Leaf::Zero => {}
             }
         }
-        let pre = PackPrecomp::new(&ctx, leaves_fixed, &hint_a, &pack_a);
+        let pre = PackPrecomp::new(&ctx, leaves_fixed, &hint_a, &wa);
         let out = pre.pack(
             &ctx,
             &PackInputs {
                 wb: &wb,
-                wa: &pack_a,
+                wa: &wa,
                 t_leaf_a: &t_a,
             },
         );

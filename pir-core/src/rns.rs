@@ -118,6 +118,8 @@ pub struct Context {
     pub neg_x_dinv: Vec<u32>,
     /// z^k mod (P0, P1) for k < t.
     pub z_pows: Vec<[u32; 2]>,
+    /// Montgomery constants of (P0, P1) for the key-switching kernel.
+    pub mont: [crate::kernel::Mont; 2],
 }
 
 impl Context {
@@ -170,6 +172,27 @@ impl Context {
             levels,
             neg_x_dinv,
             z_pows,
+            mont: [
+                crate::kernel::Mont::new(MODS[0].p),
+                crate::kernel::Mont::new(MODS[1].p),
+            ],
         }
+    }
+
+    /// Converts a sequence of RNS polynomials of dimension d2 (NTT form)
+    /// to Montgomery form (x·2^32 mod p per half), as the key-switching
+    /// kernel expects for W rows.
+    pub fn to_mont(&self, polys: &[u32]) -> Vec<u32> {
+        let d2 = self.params.d2;
+        let mut out = Vec::with_capacity(polys.len());
+        for poly in polys.chunks(2 * d2) {
+            for (h, half) in poly.chunks(d2).enumerate() {
+                let m = MODS[h];
+                let r = self.mont[h].r_mod_p;
+                let rs = m.shoup(r);
+                out.extend(half.iter().map(|&x| m.mul_shoup(x, r, rs)));
+            }
+        }
+        out
     }
 }

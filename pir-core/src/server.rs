@@ -42,7 +42,7 @@ pub struct Server {
     hint: Vec<i16>,
     /// a2 in NTT form (m2 polynomials).
     a2: Vec<u32>,
-    /// Public random rows of the packing key (NTT form).
+    /// Public random rows of the packing key (NTT and Montgomery form).
     pack_a: Vec<u32>,
     pack: PackPrecomp,
     layout: Layout,
@@ -159,7 +159,8 @@ impl Server {
         let hint = Self::compute_hint(&ctx, &db, &seed);
         let m2 = params.m2(shape);
         let a2 = seed.expand_a2(m2, params.d2);
-        let pack_a = seed.expand_pack(params.log_d2(), params.gadget_len(), params.d2);
+        let pack_a =
+            ctx.to_mont(&seed.expand_pack(params.log_d2(), params.gadget_len(), params.d2));
         // leaf a parts of the hint rows (H2 of Eq. 3.1 in CDKS form)
         let kh = params.hint_rows();
         let hint_a = Self::rows_a(&ctx, &hint, kh, shape.ell2, &a2);
@@ -439,10 +440,11 @@ impl Server {
         let d2 = params.d2;
         let mut out = Vec::with_capacity(qs.len());
         for (i, q) in qs.iter().enumerate() {
+            let wb = self.ctx.to_mont(&q.pk_b);
             let packed = self.pack.pack(
                 &self.ctx,
                 &PackInputs {
-                    wb: &q.pk_b,
+                    wb: &wb,
                     wa: &self.pack_a,
                     t_leaf_a: &t_leaf_a[i],
                 },
