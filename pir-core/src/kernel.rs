@@ -622,6 +622,12 @@ impl Mont {
         }
     }
 
+    /// R^{-1} mod p (tests).
+    #[cfg(test)]
+    fn pinv_inv_r(&self) -> u64 {
+        crate::arith::Modulus::new(self.p).inv(self.r_mod_p) as u64
+    }
+
     /// REDC: x·R^{-1} mod p for x < p·2^32, result in [0, p).
     #[inline(always)]
     pub fn redc(&self, x: u64) -> u32 {
@@ -677,6 +683,79 @@ pub fn keyswitch_acc_scalar(
             acc += w[k * stride + i] as u64 * g[k * stride + i] as u64;
         }
         out[i] = crate::arith::csub(out[i] + m.redc(acc), m.p);
+    }
+}
+
+/// One CDKS node side in the NTT domain (Construction 2.8), one CRT half:
+/// `plus[i] = e[i] + x^k·o[i]`, `minus[i] = e[i] − x^k·o[i]` (mod p), with
+/// the monomial x^k given in Montgomery form.
+pub fn plus_minus(
+    m: &Mont,
+    e: &[u32],
+    o: &[u32],
+    mono_mont: &[u32],
+    plus: &mut [u32],
+    minus: &mut [u32],
+) {
+    let n = e.len();
+    #[cfg(target_arch = "x86_64")]
+    {
+        if matches!(Kernel::selected(), Kernel::Avx512Bw | Kernel::Avx512Vnni) && avx512() {
+            // SAFETY: avx512f/avx512bw detected at runtime; all slices have n words.
+            unsafe { avx512_ks::plus_minus(m, e, o, mono_mont, plus, minus) };
+            return;
+        }
+    }
+    plus_minus_scalar(m, e, o, mono_mont, plus, minus, 0, n);
+}
+
+/// Scalar twin of [`plus_minus`] for slots `from..n`.
+#[allow(clippy::too_many_arguments)]
+pub fn plus_minus_scalar(
+    m: &Mont,
+    e: &[u32],
+    o: &[u32],
+    mono_mont: &[u32],
+    plus: &mut [u32],
+    minus: &mut [u32],
+    from: usize,
+    n: usize,
+) {
+    for i in from..n {
+        let xo = m.redc(o[i] as u64 * mono_mont[i] as u64);
+        plus[i] = crate::arith::csub(e[i] + xo, m.p);
+        minus[i] = crate::arith::csub(e[i] + m.p - xo, m.p);
+    }
+}
+
+/// `out[i] = plus[i] + minus[perm[i]] mod p` (the τ of Automorph applied in
+/// the NTT domain as a slot permutation).
+pub fn add_permuted(p: u32, plus: &[u32], minus: &[u32], perm: &[u32], out: &mut [u32]) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if matches!(Kernel::selected(), Kernel::Avx512Bw | Kernel::Avx512Vnni)
+            && avx512()
+            && perm.iter().all(|&j| (j as usize) < minus.len())
+        {
+            // SAFETY: avx512f/avx512bw detected; every gather index is < minus.len().
+            unsafe { avx512_ks::add_permuted(p, plus, minus, perm, out) };
+            return;
+        }
+    }
+    add_permuted_scalar(p, plus, minus, perm, out, 0);
+}
+
+/// Scalar twin of [`add_permuted`] from slot `from`.
+pub fn add_permuted_scalar(
+    p: u32,
+    plus: &[u32],
+    minus: &[u32],
+    perm: &[u32],
+    out: &mut [u32],
+    from: usize,
+) {
+    for i in from..plus.len() {
+        out[i] = crate::arith::csub(plus[i] + minus[perm[i] as usize], p);
     }
 }
 
@@ -741,6 +820,73 @@ mod avx512_ks {
             i += 16;
         }
         super::keyswitch_acc_scalar(m, w, g, t, stride, n16, n, out);
+    }
+
+    /// # Safety
+    /// avx512f and avx512bw must be available; all slices have e.len() words.
+    #[target_feature(enable = "avx512f,avx512bw")]
+    pub unsafe fn plus_minus(
+        m: &Mont,
+        e: &[u32],
+        o: &[u32],
+        mono: &[u32],
+        plus: &mut [u32],
+        minus: &mut [u32],
+    ) {
+        let n = e.len();
+        let n16 = n / 16 * 16;
+        let p = _mm512_set1_epi64(m.p as i64);
+        let pinv = _mm512_set1_epi64(m.pinv_neg as i64);
+        let p32 = _mm512_set1_epi32(m.p as i32);
+        let mut i = 0;
+        while i < n16 {
+            // SAFETY: i + 16 <= n16 <= n = length of every slice.
+            unsafe {
+                let ov = _mm512_loadu_si512(o.as_ptr().add(i) as *const __m512i);
+                let mv = _mm512_loadu_si512(mono.as_ptr().add(i) as *const __m512i);
+                let even = redc(_mm512_mul_epu32(ov, mv), p, pinv);
+                let odd = redc(
+                    _mm512_mul_epu32(_mm512_srli_epi64(ov, 32), _mm512_srli_epi64(mv, 32)),
+                    p,
+                    pinv,
+                );
+                let xo = _mm512_or_si512(even, _mm512_slli_epi64(odd, 32));
+                let ev = _mm512_loadu_si512(e.as_ptr().add(i) as *const __m512i);
+                let s = _mm512_add_epi32(ev, xo);
+                let s = _mm512_min_epu32(s, _mm512_sub_epi32(s, p32));
+                let d = _mm512_sub_epi32(_mm512_add_epi32(ev, p32), xo);
+                let d = _mm512_min_epu32(d, _mm512_sub_epi32(d, p32));
+                _mm512_storeu_si512(plus.as_mut_ptr().add(i) as *mut __m512i, s);
+                _mm512_storeu_si512(minus.as_mut_ptr().add(i) as *mut __m512i, d);
+            }
+            i += 16;
+        }
+        super::plus_minus_scalar(m, e, o, mono, plus, minus, n16, n);
+    }
+
+    /// # Safety
+    /// avx512f must be available; every perm[i] < minus.len(); plus, perm
+    /// and out have the same length.
+    #[target_feature(enable = "avx512f,avx512bw")]
+    pub unsafe fn add_permuted(p: u32, plus: &[u32], minus: &[u32], perm: &[u32], out: &mut [u32]) {
+        let n = plus.len();
+        let n16 = n / 16 * 16;
+        let p32 = _mm512_set1_epi32(p as i32);
+        let mut i = 0;
+        while i < n16 {
+            // SAFETY: i + 16 <= n16 <= n; gathered indices are < minus.len()
+            // (checked by the caller).
+            unsafe {
+                let idx = _mm512_loadu_si512(perm.as_ptr().add(i) as *const __m512i);
+                let g = _mm512_i32gather_epi32::<4>(idx, minus.as_ptr() as *const i32);
+                let a = _mm512_loadu_si512(plus.as_ptr().add(i) as *const __m512i);
+                let s = _mm512_add_epi32(a, g);
+                let s = _mm512_min_epu32(s, _mm512_sub_epi32(s, p32));
+                _mm512_storeu_si512(out.as_mut_ptr().add(i) as *mut __m512i, s);
+            }
+            i += 16;
+        }
+        super::add_permuted_scalar(p, plus, minus, perm, out, n16);
     }
 }
 
@@ -822,6 +968,38 @@ mod tests {
                 keyswitch_acc_scalar(&m, &wm, &g, t, stride, 0, n, &mut slow);
                 assert_eq!(fast, want, "p={p} n={n}");
                 assert_eq!(slow, want);
+            }
+        }
+    }
+
+    #[test]
+    fn node_combination_kernels_match_scalar() {
+        let mut s = 8;
+        for p in [crate::arith::P0, crate::arith::P1] {
+            let m = Mont::new(p);
+            for n in [5usize, 16, 2048] {
+                let r = |s: &mut u64| {
+                    (0..n)
+                        .map(|_| (lcg(s) % p as u64) as u32)
+                        .collect::<Vec<u32>>()
+                };
+                let (e, o, mono) = (r(&mut s), r(&mut s), r(&mut s));
+                let (mut p1, mut m1, mut p2, mut m2) =
+                    (vec![0; n], vec![0; n], vec![0; n], vec![0; n]);
+                plus_minus(&m, &e, &o, &mono, &mut p1, &mut m1);
+                plus_minus_scalar(&m, &e, &o, &mono, &mut p2, &mut m2, 0, n);
+                assert_eq!((&p1, &m1), (&p2, &m2));
+                for i in 0..n {
+                    let xo = (o[i] as u64 * mono[i] as u64 % p as u64 * Mont::new(p).pinv_inv_r()
+                        % p as u64) as u32;
+                    assert_eq!(p1[i] as u64, (e[i] as u64 + xo as u64) % p as u64);
+                }
+                let perm: Vec<u32> = (0..n as u32).rev().collect();
+                let (mut a, mut b) = (vec![0; n], vec![0; n]);
+                add_permuted(p, &p1, &m1, &perm, &mut a);
+                add_permuted_scalar(p, &p1, &m1, &perm, &mut b, 0);
+                assert_eq!(a, b);
+                assert_eq!(a[0] as u64, (p1[0] as u64 + m1[n - 1] as u64) % p as u64);
             }
         }
     }

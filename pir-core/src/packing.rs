@@ -127,16 +127,35 @@ fn plus_minus(
     let lc = &ctx.levels[level - 1];
     let mut plus = vec![0u32; 2 * d2];
     let mut minus = vec![0u32; 2 * d2];
-    for (h, m) in MODS.iter().enumerate() {
-        for i in h * d2..(h + 1) * d2 {
-            let xo = match o {
-                Some(o) => m.mul_shoup(o[i], lc.mono[i], lc.mono_shoup[i]),
-                None => 0,
-            };
-            let ev = e.map_or(0, |e| e[i]);
-            plus[i] = m.add(ev, xo);
-            minus[i] = m.sub(ev, xo);
+    match (e, o) {
+        (Some(e), Some(o)) => {
+            for h in 0..2 {
+                let r = h * d2..(h + 1) * d2;
+                let (ph, mh) = (&mut plus[r.clone()], &mut minus[r.clone()]);
+                crate::kernel::plus_minus(
+                    &ctx.mont[h],
+                    &e[r.clone()],
+                    &o[r.clone()],
+                    &lc.mono_mont[r],
+                    ph,
+                    mh,
+                );
+            }
         }
+        (Some(e), None) => {
+            plus.copy_from_slice(e);
+            minus.copy_from_slice(e);
+        }
+        (None, Some(o)) => {
+            for (h, m) in MODS.iter().enumerate() {
+                for i in h * d2..(h + 1) * d2 {
+                    let xo = m.mul_shoup(o[i], lc.mono[i], lc.mono_shoup[i]);
+                    plus[i] = xo;
+                    minus[i] = m.neg(xo);
+                }
+            }
+        }
+        (None, None) => {}
     }
     (plus, minus)
 }
@@ -168,15 +187,14 @@ fn combine_b(ctx: &Context, level: usize, e: Option<&[u32]>, o: Option<&[u32]>) 
     if e.is_none() && o.is_none() {
         return vec![0u32; 2 * d2];
     }
-    let (mut plus, minus) = plus_minus(ctx, level, e, o);
+    let (plus, minus) = plus_minus(ctx, level, e, o);
     let perm = &ctx.levels[level - 1].perm;
+    let mut out = vec![0u32; 2 * d2];
     for (h, m) in MODS.iter().enumerate() {
-        let base = h * d2;
-        for i in 0..d2 {
-            plus[base + i] = m.add(plus[base + i], minus[base + perm[i] as usize]);
-        }
+        let r = h * d2..(h + 1) * d2;
+        crate::kernel::add_permuted(m.p, &plus[r.clone()], &minus[r.clone()], perm, &mut out[r]);
     }
-    plus
+    out
 }
 
 impl PackPrecomp {

@@ -98,6 +98,8 @@ pub struct LevelConsts {
     pub mono: Vec<u32>,
     /// Shoup quotients of `mono`.
     pub mono_shoup: Vec<u32>,
+    /// `mono` in Montgomery form (·2^32 mod p).
+    pub mono_mont: Vec<u32>,
 }
 
 /// Everything derived from a parameter set alone.
@@ -139,11 +141,21 @@ impl Context {
                     mono_shoup.extend(m.iter().map(|&w| MODS[h].shoup(w)));
                     mono.extend(m);
                 }
+                let mut mono_mont = Vec::with_capacity(2 * d2);
+                for h in 0..2 {
+                    let r = ((1u64 << 32) % MODS[h].p as u64) as u32;
+                    mono_mont.extend(
+                        mono[h * d2..(h + 1) * d2]
+                            .iter()
+                            .map(|&x| MODS[h].mul(x, r)),
+                    );
+                }
                 LevelConsts {
                     g,
                     perm: ntt2.t[0].automorphism_perm(g),
                     mono,
                     mono_shoup,
+                    mono_mont,
                 }
             })
             .collect();
