@@ -89,15 +89,41 @@ pub fn simplepir(
 ) {
     assert_eq!(queries.len(), out.len());
     assert_eq!(db.len(), ell1 * ell2);
-    let tile_cols = (BATCH_TILE_BYTES / ell1.max(1)).max(4) / 4 * 4;
-    let mut j0 = 0;
-    while j0 < ell2 {
-        let j1 = (j0 + tile_cols).min(ell2);
+    let tile_cols = (BATCH_TILE_BYTES / ell1.max(1)).max(8) / 8 * 8;
+    let tiles: Vec<(usize, usize)> = (0..ell2)
+        .step_by(tile_cols)
+        .map(|j0| (j0, (j0 + tile_cols).min(ell2)))
+        .collect();
+    #[cfg(feature = "parallel")]
+    {
+        if rayon::current_num_threads() > 1 {
+            use rayon::prelude::*;
+            // Tiles are independent: each worker streams its own columns.
+            let parts: Vec<Vec<u32>> = tiles
+                .par_iter()
+                .map(|&(j0, j1)| {
+                    let w = j1 - j0;
+                    let mut buf = vec![0u32; queries.len() * w];
+                    for (q, b) in queries.iter().zip(buf.chunks_mut(w)) {
+                        columns(db, ell1, j0, j1, q, b);
+                    }
+                    buf
+                })
+                .collect();
+            for (&(j0, j1), buf) in tiles.iter().zip(&parts) {
+                let w = j1 - j0;
+                for (o, b) in out.iter_mut().zip(buf.chunks(w)) {
+                    o[j0..j1].copy_from_slice(b);
+                }
+            }
+            return;
+        }
+    }
+    for &(j0, j1) in &tiles {
         for (q, o) in queries.iter().zip(out.iter_mut()) {
             debug_assert_eq!(q.len, ell1);
             columns(db, ell1, j0, j1, q, &mut o[j0..j1]);
         }
-        j0 = j1;
     }
 }
 
@@ -434,21 +460,47 @@ pub fn doublepir_with(
             )
         })
         .collect();
-    let mut r = 0;
-    while r < n_rows {
-        let nr = (n_rows - r).min(4);
-        let group = &rows[r * ell2..(r + nr) * ell2];
-        for ((w0, w1), o) in wide.iter().zip(out.iter_mut()) {
-            let mut acc = [[0i64; 2]; 4];
-            dot_rows(k, group, ell2, nr, w0, w1, &mut acc);
-            for (i, a) in acc.iter().take(nr).enumerate() {
-                o[r + i] = [
-                    crate::arith::reduce_signed(&crate::arith::MOD0, a[0]),
-                    crate::arith::reduce_signed(&crate::arith::MOD1, a[1]),
-                ];
+    // One task = a block of rows for every query of the batch.
+    const ROWS_PER_TASK: usize = 32;
+    let task = |r0: usize, r1: usize| -> Vec<Vec<[u32; 2]>> {
+        let mut res = vec![vec![[0u32; 2]; r1 - r0]; wide.len()];
+        let mut r = r0;
+        while r < r1 {
+            let nr = (r1 - r).min(4);
+            let group = &rows[r * ell2..(r + nr) * ell2];
+            for ((w0, w1), o) in wide.iter().zip(res.iter_mut()) {
+                let mut acc = [[0i64; 2]; 4];
+                dot_rows(k, group, ell2, nr, w0, w1, &mut acc);
+                for (i, a) in acc.iter().take(nr).enumerate() {
+                    o[r - r0 + i] = [
+                        crate::arith::reduce_signed(&crate::arith::MOD0, a[0]),
+                        crate::arith::reduce_signed(&crate::arith::MOD1, a[1]),
+                    ];
+                }
             }
+            r += nr;
         }
-        r += nr;
+        res
+    };
+    let blocks: Vec<(usize, usize)> = (0..n_rows)
+        .step_by(ROWS_PER_TASK)
+        .map(|r0| (r0, (r0 + ROWS_PER_TASK).min(n_rows)))
+        .collect();
+    #[cfg(feature = "parallel")]
+    let parts: Vec<Vec<Vec<[u32; 2]>>> = {
+        use rayon::prelude::*;
+        if rayon::current_num_threads() > 1 {
+            blocks.par_iter().map(|&(a, b)| task(a, b)).collect()
+        } else {
+            blocks.iter().map(|&(a, b)| task(a, b)).collect()
+        }
+    };
+    #[cfg(not(feature = "parallel"))]
+    let parts: Vec<Vec<Vec<[u32; 2]>>> = blocks.iter().map(|&(a, b)| task(a, b)).collect();
+    for (&(r0, r1), part) in blocks.iter().zip(&parts) {
+        for (o, p) in out.iter_mut().zip(part) {
+            o[r0..r1].copy_from_slice(p);
+        }
     }
 }
 

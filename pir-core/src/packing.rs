@@ -340,8 +340,24 @@ impl PackPrecomp {
             });
         }
         let n_nodes = self.d2 >> level;
-        let e = self.eval(ctx, inp, level - 1, r);
-        let o = self.eval(ctx, inp, level - 1, r + n_nodes);
+        #[cfg(feature = "parallel")]
+        let (e, o) = if level + 3 > self.log_d2 && rayon::current_num_threads() > 1 {
+            // the top levels fork: 8 independent subtrees
+            rayon::join(
+                || self.eval(ctx, inp, level - 1, r),
+                || self.eval(ctx, inp, level - 1, r + n_nodes),
+            )
+        } else {
+            (
+                self.eval(ctx, inp, level - 1, r),
+                self.eval(ctx, inp, level - 1, r + n_nodes),
+            )
+        };
+        #[cfg(not(feature = "parallel"))]
+        let (e, o) = (
+            self.eval(ctx, inp, level - 1, r),
+            self.eval(ctx, inp, level - 1, r + n_nodes),
+        );
         let ks_e = e.as_ref().and_then(|x| x.1.as_deref());
         let ks_o = o.as_ref().and_then(|x| x.1.as_deref());
         let mut ks = combine_b(ctx, level, ks_e, ks_o);
