@@ -1,11 +1,15 @@
 //! Databases: an ℓ1 × ℓ2 grid of Z_N records of any size (Remark 3.3), and
 //! the bit database of §4 "Parameter selection" on top of it.
 //!
-//! Records are stored packed, one byte each, **column-major**: record
-//! (row i, column j) lives at `data[j·ℓ1 + i]`. Both server passes read whole
-//! columns: the SimplePIR pass computes c1ᵀ·D column by column and the hint
-//! A1·D (App. B) transforms column segments of d1 records, so this layout
-//! streams the database exactly once per pass.
+//! Records are stored packed, one byte each, in groups of 8 columns: group g
+//! (columns 8g..8g+8) occupies bytes [8g·ℓ1, 8(g+1)·ℓ1) and, when ℓ1 is a
+//! multiple of 32, is **tiled** as 32-row × 8-column blocks: record (i, 8g+c)
+//! lives at 8g·ℓ1 + ⌊i/32⌋·256 + 32c + (i mod 32). The SimplePIR kernel then
+//! reads the database as one sequential stream (8 columns at a time) instead
+//! of 8 strided streams, which is what lets it run near memory bandwidth.
+//! Columns past the last full group, and every column when ℓ1 mod 32 ≠ 0,
+//! are plain column-major (record (i, j) at j·ℓ1 + i). Tiling is a
+//! permutation inside each group, so it is done in place.
 //!
 //! For the linear algebra a record v ∈ Z_N is used through its
 //! representative in [−N/2, N/2) (the byte reinterpreted as `i8` for
@@ -20,6 +24,50 @@ pub struct Database {
     shape: DbShape,
     record_bits: u32,
     data: Vec<u8>,
+    tiled: bool,
+}
+
+/// Columns per tile group.
+pub const GROUP_COLS: usize = 8;
+/// Rows per tile block.
+pub const BLOCK_ROWS: usize = 32;
+
+/// Whether a shape is stored tiled.
+pub fn is_tiled(shape: DbShape) -> bool {
+    shape.ell1.is_multiple_of(BLOCK_ROWS) && shape.ell2 >= GROUP_COLS
+}
+
+/// Storage offset of record (row, col).
+#[inline]
+pub fn offset(shape: DbShape, tiled: bool, row: usize, col: usize) -> usize {
+    let full = shape.ell2 / GROUP_COLS * GROUP_COLS;
+    if tiled && col < full {
+        let (g, c) = (col / GROUP_COLS, col % GROUP_COLS);
+        g * GROUP_COLS * shape.ell1
+            + row / BLOCK_ROWS * (BLOCK_ROWS * GROUP_COLS)
+            + c * BLOCK_ROWS
+            + row % BLOCK_ROWS
+    } else {
+        col * shape.ell1 + row
+    }
+}
+
+/// Rearranges column-major bytes into the tiled layout, in place, one group
+/// at a time (temporary buffer of 8·ℓ1 bytes).
+fn tile_in_place(shape: DbShape, data: &mut [u8]) {
+    let ell1 = shape.ell1;
+    let gbytes = GROUP_COLS * ell1;
+    let mut tmp = vec![0u8; gbytes];
+    for group in data[..shape.ell2 / GROUP_COLS * gbytes].chunks_mut(gbytes) {
+        tmp.copy_from_slice(group);
+        for c in 0..GROUP_COLS {
+            let col = &tmp[c * ell1..(c + 1) * ell1];
+            for (b, chunk) in col.chunks(BLOCK_ROWS).enumerate() {
+                let dst = b * BLOCK_ROWS * GROUP_COLS + c * BLOCK_ROWS;
+                group[dst..dst + BLOCK_ROWS].copy_from_slice(chunk);
+            }
+        }
+    }
 }
 
 impl std::fmt::Debug for Database {
@@ -39,11 +87,12 @@ impl Database {
             shape,
             record_bits,
             data: vec![0u8; shape.records()],
+            tiled: is_tiled(shape),
         }
     }
 
     /// Wraps column-major record bytes; every record must be below N.
-    pub fn from_column_major(shape: DbShape, record_bits: u32, data: Vec<u8>) -> Result<Self> {
+    pub fn from_column_major(shape: DbShape, record_bits: u32, mut data: Vec<u8>) -> Result<Self> {
         if data.len() != shape.records() {
             return Err(Error::LengthMismatch {
                 expected: shape.records(),
@@ -60,10 +109,15 @@ impl Database {
                 });
             }
         }
+        let tiled = is_tiled(shape);
+        if tiled {
+            tile_in_place(shape, &mut data);
+        }
         Ok(Database {
             shape,
             record_bits,
             data,
+            tiled,
         })
     }
 
@@ -95,7 +149,7 @@ impl Database {
     /// Record (row, col).
     pub fn get(&self, row: usize, col: usize) -> Result<u8> {
         self.check(row, col)?;
-        Ok(self.data[col * self.shape.ell1 + row])
+        Ok(self.data[offset(self.shape, self.tiled, row, col)])
     }
 
     /// Overwrites record (row, col).
@@ -108,7 +162,8 @@ impl Database {
                 modulus: 1 << self.record_bits,
             });
         }
-        self.data[col * self.shape.ell1 + row] = value;
+        let off = offset(self.shape, self.tiled, row, col);
+        self.data[off] = value;
         Ok(())
     }
 
@@ -122,14 +177,28 @@ impl Database {
         Ok(())
     }
 
-    /// Column `col` (ℓ1 bytes).
-    pub fn column(&self, col: usize) -> &[u8] {
-        &self.data[col * self.shape.ell1..(col + 1) * self.shape.ell1]
+    /// Copies column `col` (ℓ1 records, top to bottom) into `out`.
+    pub fn column_into(&self, col: usize, out: &mut [u8]) {
+        let ell1 = self.shape.ell1;
+        if self.tiled && col < self.shape.ell2 / GROUP_COLS * GROUP_COLS {
+            let base = offset(self.shape, true, 0, col);
+            for (b, chunk) in out[..ell1].chunks_mut(BLOCK_ROWS).enumerate() {
+                let src = base + b * BLOCK_ROWS * GROUP_COLS;
+                chunk.copy_from_slice(&self.data[src..src + BLOCK_ROWS]);
+            }
+        } else {
+            out[..ell1].copy_from_slice(&self.data[col * ell1..(col + 1) * ell1]);
+        }
     }
 
-    /// All records, column-major.
+    /// The storage bytes (layout described in the module docs).
     pub fn as_bytes(&self) -> &[u8] {
         &self.data
+    }
+
+    /// Whether the storage is tiled (see module docs).
+    pub fn is_tiled(&self) -> bool {
+        self.tiled
     }
 }
 
@@ -148,8 +217,7 @@ pub struct BitLocation {
 /// ℓ1 = 2^⌈log ℓ'/2⌉, ℓ2 = 2^⌊log ℓ'/2⌋ (N = 2^8).
 ///
 /// Bit b lives in byte b/8 at bit position b mod 8 (LSB first); byte k is
-/// record (k mod ℓ1, k div ℓ1). With the column-major layout the record bytes
-/// are exactly the bitmap bytes, zero-padded to ℓ1·ℓ2.
+/// record (k mod ℓ1, k div ℓ1), i.e. the bitmap bytes read column-major.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BitDatabase {
     bits: u64,
@@ -294,6 +362,29 @@ mod tests {
         assert!(b.get(1000).is_err());
         let l = b.locate(8 * 17 + 3).unwrap();
         assert_eq!((l.row, l.col, l.bit), (1, 1, 3));
+    }
+
+    #[test]
+    fn tiled_layout_is_a_permutation_of_column_major() {
+        for (ell1, ell2) in [(32usize, 8usize), (64, 19), (96, 7), (33, 16), (128, 24)] {
+            let shape = DbShape { ell1, ell2 };
+            let cm: Vec<u8> = (0..ell1 * ell2).map(|k| (k * 7 + k / 13) as u8).collect();
+            let db = Database::from_column_major(shape, 8, cm.clone()).unwrap();
+            assert_eq!(db.is_tiled(), ell1 % 32 == 0 && ell2 >= 8);
+            let mut col = vec![0u8; ell1];
+            for j in 0..ell2 {
+                db.column_into(j, &mut col);
+                assert_eq!(&col[..], &cm[j * ell1..(j + 1) * ell1]);
+                for i in 0..ell1 {
+                    assert_eq!(db.get(i, j).unwrap(), cm[j * ell1 + i]);
+                }
+            }
+            let mut sorted = db.as_bytes().to_vec();
+            let mut want = cm.clone();
+            sorted.sort();
+            want.sort();
+            assert_eq!(sorted, want);
+        }
     }
 
     #[test]

@@ -80,15 +80,18 @@ const BATCH_TILE_BYTES: usize = 256 * 1024;
 /// over the database (§4.3 cross-client batching: the database is processed
 /// in cache-sized tiles of columns and every query consumes a tile before the
 /// next one is loaded).
-pub fn simplepir(
-    db: &[u8],
-    ell1: usize,
-    ell2: usize,
-    queries: &[SplitQuery],
-    out: &mut [Vec<u32>],
-) {
+pub fn simplepir(db: &crate::db::Database, queries: &[SplitQuery], out: &mut [Vec<u32>]) {
+    let shape = db.shape();
+    let (ell1, ell2) = (shape.ell1, shape.ell2);
+    let view = View {
+        data: db.as_bytes(),
+        ell1,
+        tiled_cols: if db.is_tiled() { ell2 / 8 * 8 } else { 0 },
+    };
+    let db = ();
+    let _ = db;
     assert_eq!(queries.len(), out.len());
-    assert_eq!(db.len(), ell1 * ell2);
+    assert_eq!(view.data.len(), ell1 * ell2);
     let tile_cols = (BATCH_TILE_BYTES / ell1.max(1)).max(8) / 8 * 8;
     let tiles: Vec<(usize, usize)> = (0..ell2)
         .step_by(tile_cols)
@@ -105,7 +108,7 @@ pub fn simplepir(
                     let w = j1 - j0;
                     let mut buf = vec![0u32; queries.len() * w];
                     for (q, b) in queries.iter().zip(buf.chunks_mut(w)) {
-                        columns(db, ell1, j0, j1, q, b);
+                        columns(&view, j0, j1, q, b);
                     }
                     buf
                 })
@@ -122,7 +125,7 @@ pub fn simplepir(
     for &(j0, j1) in &tiles {
         for (q, o) in queries.iter().zip(out.iter_mut()) {
             debug_assert_eq!(q.len, ell1);
-            columns(db, ell1, j0, j1, q, &mut o[j0..j1]);
+            columns(&view, j0, j1, q, &mut o[j0..j1]);
         }
     }
 }
@@ -190,12 +193,87 @@ impl Kernel {
     }
 }
 
-fn columns(db: &[u8], ell1: usize, j0: usize, j1: usize, q: &SplitQuery, out: &mut [u32]) {
-    columns_with(Kernel::selected(), db, ell1, j0, j1, q, out)
+/// The database as the kernels see it: storage bytes, ℓ1, and how many
+/// leading columns are tiled in 8-column groups (see [`crate::db`]).
+#[derive(Clone, Copy)]
+struct View<'a> {
+    data: &'a [u8],
+    ell1: usize,
+    tiled_cols: usize,
 }
 
-/// Runs one variant; variants the CPU lacks fall back to the scalar twin.
-fn columns_with(
+fn columns(view: &View<'_>, j0: usize, j1: usize, q: &SplitQuery, out: &mut [u32]) {
+    columns_with(Kernel::selected(), view, j0, j1, q, out)
+}
+
+/// Columns j0..j1 with one variant: tiled groups go to the group kernel,
+/// the rest to the column-major kernel.
+fn columns_with(k: Kernel, view: &View<'_>, j0: usize, j1: usize, q: &SplitQuery, out: &mut [u32]) {
+    let ell1 = view.ell1;
+    let mut j = j0;
+    while j < j1 {
+        if j % 8 == 0 && j + 8 <= view.tiled_cols && j + 8 <= j1 {
+            let group = &view.data[j * ell1..(j + 8) * ell1];
+            let o: &mut [u32; 8] = (&mut out[j - j0..j - j0 + 8])
+                .try_into()
+                .expect("8 outputs");
+            group_with(k, group, ell1, q, o);
+            j += 8;
+        } else {
+            let end = if j < view.tiled_cols {
+                (j / 8 + 1) * 8
+            } else {
+                j1
+            }
+            .min(j1);
+            column_major_with(k, view.data, ell1, j, end, q, &mut out[j - j0..end - j0]);
+            j = end;
+        }
+    }
+}
+
+/// One tiled group of 8 columns (ℓ1 multiple of 32).
+fn group_with(k: Kernel, group: &[u8], ell1: usize, q: &SplitQuery, out: &mut [u32; 8]) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        match k {
+            Kernel::Avx512Vnni if avx512_vnni() => {
+                // SAFETY: avx512f, avx512bw and avx512vnni were detected at runtime.
+                unsafe { avx512::group_vnni(group, ell1, q, out) };
+                return;
+            }
+            Kernel::Avx512Bw if avx512() => {
+                // SAFETY: avx512f and avx512bw were detected at runtime.
+                unsafe { avx512::group_bw(group, ell1, q, out) };
+                return;
+            }
+            Kernel::Avx2 if std::arch::is_x86_feature_detected!("avx2") => {
+                // SAFETY: the avx2 feature was detected at runtime.
+                unsafe { avx2::group(group, ell1, q, out) };
+                return;
+            }
+            _ => {}
+        }
+    }
+    let _ = k;
+    group_scalar(group, ell1, q, out);
+}
+
+/// Scalar twin of the tiled group kernels.
+fn group_scalar(group: &[u8], ell1: usize, q: &SplitQuery, out: &mut [u32; 8]) {
+    for (c, o) in out.iter_mut().enumerate() {
+        let (mut lo, mut hi) = (0i32, 0i32);
+        for i in 0..ell1 {
+            let d = group[i / 32 * 256 + c * 32 + i % 32] as i8 as i32;
+            lo = lo.wrapping_add(q.lo[i] as i32 * d);
+            hi = hi.wrapping_add(q.hi[i] as i32 * d);
+        }
+        *o = (lo as u32).wrapping_add((hi as u32) << 16);
+    }
+}
+
+/// Column-major columns j0..j1 with one variant.
+fn column_major_with(
     k: Kernel,
     db: &[u8],
     ell1: usize,
@@ -265,6 +343,56 @@ mod avx2 {
         let s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0b01_00_11_10));
         let s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0b10_11_00_01));
         _mm_cvtsi128_si32(s) as u32
+    }
+
+    /// AVX2 tiled-group kernel: two passes of 4 columns over the group's
+    /// 32-row blocks, 16 rows per step.
+    ///
+    /// # Safety
+    /// The caller must have checked that the CPU supports AVX2; `group`
+    /// holds 8·ℓ1 bytes with ℓ1 a multiple of 32.
+    #[target_feature(enable = "avx2")]
+    pub unsafe fn group(group: &[u8], ell1: usize, q: &SplitQuery, out: &mut [u32; 8]) {
+        assert!(group.len() >= 8 * ell1 && ell1 % 32 == 0 && q.lo.len() >= ell1);
+        let lo = q.lo.as_ptr();
+        let hi = q.hi.as_ptr();
+        let base = group.as_ptr();
+        for pass in 0..2 {
+            let mut acc_lo = [_mm256_setzero_si256(); 4];
+            let mut acc_hi = [_mm256_setzero_si256(); 4];
+            let mut i = 0;
+            while i < ell1 {
+                // SAFETY: i + 16 <= ell1; the block of rows i..i+16 of column
+                // 4·pass + c starts at (i/32)·256 + (4·pass + c)·32 + i%32,
+                // which plus 16 stays within the 8·ℓ1-byte group (asserted).
+                unsafe {
+                    let l = _mm256_loadu_si256(lo.add(i) as *const __m256i);
+                    let h = _mm256_loadu_si256(hi.add(i) as *const __m256i);
+                    let blk = base.add(i / 32 * 256 + i % 32 + pass * 128);
+                    if pass == 0 && i % 32 == 0 {
+                        // prefetch the block 16 KB ahead (a hint, never faults);
+                        // the second pass finds the group in L2
+                        let pf = base.wrapping_add(i * 8 + super::avx512::prefetch_dist());
+                        for line in 0..4 {
+                            _mm_prefetch::<_MM_HINT_T0>(pf.wrapping_add(line * 64) as *const i8);
+                        }
+                    }
+                    for c in 0..4 {
+                        let d = _mm256_cvtepi8_epi16(_mm_loadu_si128(
+                            blk.add(c * 32) as *const __m128i
+                        ));
+                        acc_lo[c] = _mm256_add_epi32(acc_lo[c], _mm256_madd_epi16(d, l));
+                        acc_hi[c] = _mm256_add_epi32(acc_hi[c], _mm256_madd_epi16(d, h));
+                    }
+                }
+                i += 16;
+            }
+            for c in 0..4 {
+                // SAFETY: register-only helper; AVX2 is enabled here.
+                let (l, h) = unsafe { (hsum(acc_lo[c]), hsum(acc_hi[c])) };
+                out[pass * 4 + c] = l.wrapping_add(h << 16);
+            }
+        }
     }
 
     /// AVX2 kernel: four columns at a time, 16 rows per step, `pmaddwd` on
@@ -414,6 +542,78 @@ mod avx512 {
             }
         };
     }
+
+    pub(super) fn prefetch_dist() -> usize {
+        static D: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+        *D.get_or_init(|| {
+            std::env::var("PIR_PF")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(16384)
+        })
+    }
+
+    // (prefetch distance shared with the AVX2 kernel)
+    /// Tiled-group kernel body: the 8 columns of a group are interleaved in
+    /// 32-row blocks, so each step reads 256 contiguous bytes.
+    macro_rules! group_body {
+        ($name:ident, $features:literal, $mac:expr) => {
+            /// AVX-512 tiled-group kernel (8 columns × 32 rows per step).
+            ///
+            /// # Safety
+            /// The caller must have checked the CPU features in the
+            /// `target_feature` attribute at runtime; `group` holds 8·ℓ1
+            /// bytes with ℓ1 a multiple of 32.
+            #[target_feature(enable = $features)]
+            pub unsafe fn $name(group: &[u8], ell1: usize, q: &SplitQuery, out: &mut [u32; 8]) {
+                assert!(group.len() >= 8 * ell1 && ell1 % 32 == 0 && q.lo.len() >= ell1);
+                let lo = q.lo.as_ptr();
+                let hi = q.hi.as_ptr();
+                let base = group.as_ptr();
+                let mut acc_lo = [_mm512_setzero_si512(); 8];
+                let mut acc_hi = [_mm512_setzero_si512(); 8];
+                let mut i = 0;
+                while i < ell1 {
+                    // SAFETY: i + 32 <= ell1, so block i/32 spans bytes
+                    // [8i, 8i + 256) of the 8·ℓ1-byte group, and lo/hi hold
+                    // ≥ ℓ1 entries (asserted above).
+                    unsafe {
+                        let l = _mm512_loadu_si512(lo.add(i) as *const __m512i);
+                        let h = _mm512_loadu_si512(hi.add(i) as *const __m512i);
+                        let blk = base.add(i * 8);
+                        // Software prefetch ahead of the single sequential
+                        // stream (4 cache lines per step); a hint, it never faults.
+                        let pf = blk.wrapping_add(prefetch_dist());
+                        _mm_prefetch::<_MM_HINT_T0>(pf as *const i8);
+                        _mm_prefetch::<_MM_HINT_T0>(pf.wrapping_add(64) as *const i8);
+                        _mm_prefetch::<_MM_HINT_T0>(pf.wrapping_add(128) as *const i8);
+                        _mm_prefetch::<_MM_HINT_T0>(pf.wrapping_add(192) as *const i8);
+                        for c in 0..8 {
+                            let d = _mm512_cvtepi8_epi16(_mm256_loadu_si256(
+                                blk.add(c * 32) as *const __m256i
+                            ));
+                            acc_lo[c] = $mac(acc_lo[c], d, l);
+                            acc_hi[c] = $mac(acc_hi[c], d, h);
+                        }
+                    }
+                    i += 32;
+                }
+                for c in 0..8 {
+                    let l = _mm512_reduce_add_epi32(acc_lo[c]) as u32;
+                    let h = _mm512_reduce_add_epi32(acc_hi[c]) as u32;
+                    out[c] = l.wrapping_add(h << 16);
+                }
+            }
+        };
+    }
+
+    group_body!(group_vnni, "avx512f,avx512bw,avx512vnni", |a, d, q| {
+        _mm512_dpwssd_epi32(a, d, q)
+    });
+    group_body!(group_bw, "avx512f,avx512bw", |a, d, q| _mm512_add_epi32(
+        a,
+        _mm512_madd_epi16(d, q)
+    ));
 
     columns_body!(columns_vnni, "avx512f,avx512bw,avx512vnni", |a, d, q| {
         _mm512_dpwssd_epi32(a, d, q)
@@ -955,30 +1155,44 @@ mod tests {
 
     #[test]
     fn simd_kernel_matches_scalar_reference() {
+        use crate::db::Database;
+        use crate::params::DbShape;
         let mut s = 1;
         for (ell1, ell2) in [
             (1usize, 1usize),
             (16, 4),
             (17, 5),
+            (31, 9),
+            (32, 8),
+            (33, 17),
+            (64, 19),
             (100, 9),
             (1024, 13),
             (4096, 64),
+            (4160, 23),
+            (130, 7),
         ] {
-            let db: Vec<u8> = (0..ell1 * ell2).map(|_| lcg(&mut s) as u8).collect();
+            let cm: Vec<u8> = (0..ell1 * ell2).map(|_| lcg(&mut s) as u8).collect();
+            let db = Database::from_column_major(DbShape { ell1, ell2 }, 8, cm.clone()).unwrap();
             let mut qs: Vec<Vec<u32>> = Vec::new();
             for _ in 0..3 {
                 qs.push((0..ell1).map(|_| lcg(&mut s) as u32).collect());
             }
             let split: Vec<SplitQuery> = qs.iter().map(|q| SplitQuery::new(q)).collect();
             let mut out = vec![vec![0u32; ell2]; 3];
-            simplepir(&db, ell1, ell2, &split, &mut out);
+            simplepir(&db, &split, &mut out);
+            let view = View {
+                data: db.as_bytes(),
+                ell1,
+                tiled_cols: if db.is_tiled() { ell2 / 8 * 8 } else { 0 },
+            };
             for (q, o) in qs.iter().zip(&out) {
                 let mut want = vec![0u32; ell2];
-                simplepir_scalar(&db, ell1, q, &mut want);
+                simplepir_scalar(&cm, ell1, q, &mut want);
                 assert_eq!(o, &want, "{ell1}x{ell2} via {}", simplepir_impl());
                 for k in Kernel::available() {
                     let mut twin = vec![0u32; ell2];
-                    columns_with(k, &db, ell1, 0, ell2, &SplitQuery::new(q), &mut twin);
+                    columns_with(k, &view, 0, ell2, &SplitQuery::new(q), &mut twin);
                     assert_eq!(twin, want, "{ell1}x{ell2} via {k:?}");
                 }
             }

@@ -230,7 +230,8 @@ impl Server {
         // Blocks summed per inverse NTT so that |Σ| ≤ G·d1·2^31·2^7 < q2/2.
         let group = ((1usize << 16) / d1).max(1);
         let column = |j: usize, out: &mut [i16]| {
-            let col = db.column(j);
+            let mut col = vec![0u8; ell1];
+            db.column_into(j, &mut col);
             let mut buf = vec![0u32; 2 * d1];
             let mut acc = vec![0u64; 2 * d1];
             let mut hsum = vec![0u32; d1];
@@ -391,7 +392,7 @@ impl Server {
             self.check_query(q)?;
         }
         let params = &self.ctx.params;
-        let (ell1, ell2) = (self.shape.ell1, self.shape.ell2);
+        let ell2 = self.shape.ell2;
         let kappa = params.kappa();
         let mut tm = AnswerTimings::default();
 
@@ -399,7 +400,7 @@ impl Server {
         let t0 = Instant::now();
         let split: Vec<SplitQuery> = qs.iter().map(|q| SplitQuery::new(&q.c1)).collect();
         let mut y1 = vec![vec![0u32; ell2]; qs.len()];
-        kernel::simplepir(self.db.as_bytes(), ell1, ell2, &split, &mut y1);
+        kernel::simplepir(&self.db, &split, &mut y1);
         // T = g_p^{-1}(⌊c1ᵀD⌉_{q1,q̃1}), κ rows × ℓ2 per query.
         let t_rows: Vec<Vec<i16>> = y1
             .iter()
