@@ -88,8 +88,6 @@ pub fn simplepir(db: &crate::db::Database, queries: &[SplitQuery], out: &mut [Ve
         ell1,
         tiled_cols: if db.is_tiled() { ell2 / 8 * 8 } else { 0 },
     };
-    let db = ();
-    let _ = db;
     assert_eq!(queries.len(), out.len());
     assert_eq!(view.data.len(), ell1 * ell2);
     let tile_cols = (BATCH_TILE_BYTES / ell1.max(1)).max(8) / 8 * 8;
@@ -212,7 +210,7 @@ fn columns_with(k: Kernel, view: &View<'_>, j0: usize, j1: usize, q: &SplitQuery
     let ell1 = view.ell1;
     let mut j = j0;
     while j < j1 {
-        if j % 8 == 0 && j + 8 <= view.tiled_cols && j + 8 <= j1 {
+        if j.is_multiple_of(8) && j + 8 <= view.tiled_cols && j + 8 <= j1 {
             let group = &view.data[j * ell1..(j + 8) * ell1];
             let o: &mut [u32; 8] = (&mut out[j - j0..j - j0 + 8])
                 .try_into()
@@ -353,7 +351,7 @@ mod avx2 {
     /// holds 8·ℓ1 bytes with ℓ1 a multiple of 32.
     #[target_feature(enable = "avx2")]
     pub unsafe fn group(group: &[u8], ell1: usize, q: &SplitQuery, out: &mut [u32; 8]) {
-        assert!(group.len() >= 8 * ell1 && ell1 % 32 == 0 && q.lo.len() >= ell1);
+        assert!(group.len() >= 8 * ell1 && ell1.is_multiple_of(32) && q.lo.len() >= ell1);
         let lo = q.lo.as_ptr();
         let hi = q.hi.as_ptr();
         let base = group.as_ptr();
@@ -566,7 +564,7 @@ mod avx512 {
             /// bytes with ℓ1 a multiple of 32.
             #[target_feature(enable = $features)]
             pub unsafe fn $name(group: &[u8], ell1: usize, q: &SplitQuery, out: &mut [u32; 8]) {
-                assert!(group.len() >= 8 * ell1 && ell1 % 32 == 0 && q.lo.len() >= ell1);
+                assert!(group.len() >= 8 * ell1 && ell1.is_multiple_of(32) && q.lo.len() >= ell1);
                 let lo = q.lo.as_ptr();
                 let hi = q.hi.as_ptr();
                 let base = group.as_ptr();
