@@ -978,21 +978,48 @@ pub fn plus_minus_scalar(
     }
 }
 
+/// A permutation of 0..n, checked once at construction so the gather kernel
+/// can rely on every index being in range.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SlotPerm(Vec<u32>);
+
+impl SlotPerm {
+    /// Wraps `perm`; panics unless it is a permutation of 0..perm.len()
+    /// (perms are built from parameters at startup, never from input).
+    pub fn new(perm: Vec<u32>) -> SlotPerm {
+        let mut seen = vec![false; perm.len()];
+        for &j in &perm {
+            assert!(
+                (j as usize) < perm.len() && !seen[j as usize],
+                "not a permutation"
+            );
+            seen[j as usize] = true;
+        }
+        SlotPerm(perm)
+    }
+}
+
+impl std::ops::Index<usize> for SlotPerm {
+    type Output = u32;
+    fn index(&self, i: usize) -> &u32 {
+        &self.0[i]
+    }
+}
+
 /// `out[i] = plus[i] + minus[perm[i]] mod p` (the τ of Automorph applied in
 /// the NTT domain as a slot permutation).
-pub fn add_permuted(p: u32, plus: &[u32], minus: &[u32], perm: &[u32], out: &mut [u32]) {
+pub fn add_permuted(p: u32, plus: &[u32], minus: &[u32], perm: &SlotPerm, out: &mut [u32]) {
+    assert!(plus.len() == perm.0.len() && minus.len() == perm.0.len() && out.len() == perm.0.len());
     #[cfg(target_arch = "x86_64")]
     {
-        if matches!(Kernel::selected(), Kernel::Avx512Bw | Kernel::Avx512Vnni)
-            && avx512()
-            && perm.iter().all(|&j| (j as usize) < minus.len())
-        {
-            // SAFETY: avx512f/avx512bw detected; every gather index is < minus.len().
-            unsafe { avx512_ks::add_permuted(p, plus, minus, perm, out) };
+        if matches!(Kernel::selected(), Kernel::Avx512Bw | Kernel::Avx512Vnni) && avx512() {
+            // SAFETY: avx512f/avx512bw detected; SlotPerm guarantees every
+            // gather index is < perm.len() = minus.len().
+            unsafe { avx512_ks::add_permuted(p, plus, minus, &perm.0, out) };
             return;
         }
     }
-    add_permuted_scalar(p, plus, minus, perm, out, 0);
+    add_permuted_scalar(p, plus, minus, &perm.0, out, 0);
 }
 
 /// Scalar twin of [`add_permuted`] from slot `from`.
@@ -1260,7 +1287,7 @@ mod tests {
                 }
                 let perm: Vec<u32> = (0..n as u32).rev().collect();
                 let (mut a, mut b) = (vec![0; n], vec![0; n]);
-                add_permuted(p, &p1, &m1, &perm, &mut a);
+                add_permuted(p, &p1, &m1, &SlotPerm::new(perm.clone()), &mut a);
                 add_permuted_scalar(p, &p1, &m1, &perm, &mut b, 0);
                 assert_eq!(a, b);
                 assert_eq!(a[0] as u64, (p1[0] as u64 + m1[n - 1] as u64) % p as u64);

@@ -197,6 +197,23 @@ fn combine_b(ctx: &Context, level: usize, e: Option<&[u32]>, o: Option<&[u32]>) 
     out
 }
 
+/// Post-order (even subtree, odd subtree, node) of the non-leaf nodes.
+fn dfs_order(
+    kinds: &[Vec<Kind>],
+    d2: usize,
+    level: usize,
+    r: usize,
+    out: &mut Vec<(usize, usize)>,
+) {
+    if level == 0 || kinds[level][r] == Kind::Zero {
+        return;
+    }
+    let n_nodes = d2 >> level;
+    dfs_order(kinds, d2, level - 1, r, out);
+    dfs_order(kinds, d2, level - 1, r + n_nodes, out);
+    out.push((level, r));
+}
+
 impl PackPrecomp {
     /// Setup: builds the tree over `leaves` whose hint leaves have `a` parts
     /// `hint_a[r]` (NTT form), using the public W_a rows `wa` (NTT and
@@ -273,14 +290,30 @@ impl PackPrecomp {
             g_off.push(off_here);
             level_a = a_here;
         }
+        // Re-lay the cached digits in the order Answer visits the nodes
+        // (depth first, even child first, node after its children), so the
+        // online pass streams them sequentially.
+        let node_len = t * 2 * d2;
+        let mut order = Vec::new();
+        dfs_order(&kinds, d2, log_d2, 0, &mut order);
+        let mut dfs_data = Vec::with_capacity(g_data.len());
+        let mut dfs_off = g_off.clone();
+        for (level, r) in order {
+            let off = g_off[level][r];
+            if off != usize::MAX {
+                dfs_off[level][r] = dfs_data.len();
+                dfs_data.extend_from_slice(&g_data[off..off + node_len]);
+            }
+        }
+        drop(g_data);
         PackPrecomp {
             log_d2,
             d2,
             t,
             kinds,
             leaves,
-            g_off,
-            g_data,
+            g_off: dfs_off,
+            g_data: dfs_data,
             a_static,
         }
     }

@@ -93,7 +93,7 @@ pub struct LevelConsts {
     /// Automorphism exponent g = 2^t + 1.
     pub g: usize,
     /// `τ_g(f)[i] = f[perm[i]]` (same for both primes).
-    pub perm: Vec<u32>,
+    pub perm: crate::kernel::SlotPerm,
     /// NTT(x^{d2/2^t}), RNS layout.
     pub mono: Vec<u32>,
     /// Shoup quotients of `mono`.
@@ -152,7 +152,7 @@ impl Context {
                 }
                 LevelConsts {
                     g,
-                    perm: ntt2.t[0].automorphism_perm(g),
+                    perm: crate::kernel::SlotPerm::new(ntt2.t[0].automorphism_perm(g)),
                     mono,
                     mono_shoup,
                     mono_mont,
