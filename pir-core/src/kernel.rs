@@ -756,6 +756,16 @@ fn dot_rows_scalar(
 mod avx512_dp {
     use std::arch::x86_64::*;
 
+    fn dp_prefetch() -> usize {
+        static D: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+        *D.get_or_init(|| {
+            std::env::var("PIR_DPF")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(1024)
+        })
+    }
+
     /// `vpmuldq` on 8 lanes: sign-extended digits × 28-bit residues.
     ///
     /// # Safety
@@ -779,6 +789,12 @@ mod avx512_dp {
                 let u0 = _mm512_loadu_si512(w0.as_ptr().add(j) as *const __m512i);
                 let u1 = _mm512_loadu_si512(w1.as_ptr().add(j) as *const __m512i);
                 for i in 0..nr {
+                    if j.is_multiple_of(32) {
+                        // prefetch each row stream ahead (a hint, never faults)
+                        _mm_prefetch::<_MM_HINT_T0>(
+                            group.as_ptr().wrapping_add(i * ell2 + j + dp_prefetch()) as *const i8,
+                        );
+                    }
                     let x = _mm512_cvtepi16_epi64(_mm_loadu_si128(
                         group.as_ptr().add(i * ell2 + j) as *const __m128i,
                     ));
