@@ -1183,6 +1183,55 @@ mod avx512_ks {
     }
 }
 
+/// `dst[i] += delta·src[i]` (mod 2^32) — the column update of A1·D used by
+/// `Server::update`. Runtime-dispatched: AVX-512F or AVX2 (`vpmulld`), with
+/// [`axpy_wrapping_scalar`] as the twin.
+pub fn axpy_wrapping(dst: &mut [u32], delta: u32, src: &[u32]) {
+    let n = dst.len().min(src.len());
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx2") && Kernel::selected() != Kernel::Scalar {
+            // SAFETY: avx2 detected at runtime; both slices have ≥ n elements.
+            unsafe { axpy_avx2::axpy(&mut dst[..n], delta, &src[..n]) };
+            return;
+        }
+    }
+    axpy_wrapping_scalar(&mut dst[..n], delta, &src[..n]);
+}
+
+/// Scalar twin of [`axpy_wrapping`].
+pub fn axpy_wrapping_scalar(dst: &mut [u32], delta: u32, src: &[u32]) {
+    for (d, &s) in dst.iter_mut().zip(src) {
+        *d = d.wrapping_add(delta.wrapping_mul(s));
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod axpy_avx2 {
+    use std::arch::x86_64::*;
+
+    /// # Safety
+    /// avx2 must be available; `dst.len() == src.len()`.
+    #[target_feature(enable = "avx2")]
+    pub unsafe fn axpy(dst: &mut [u32], delta: u32, src: &[u32]) {
+        let n = dst.len();
+        let n8 = n / 8 * 8;
+        let dv = _mm256_set1_epi32(delta as i32);
+        let mut i = 0;
+        while i < n8 {
+            // SAFETY: i + 8 <= n8 <= n = len of both slices.
+            unsafe {
+                let s = _mm256_loadu_si256(src.as_ptr().add(i) as *const __m256i);
+                let d = _mm256_loadu_si256(dst.as_ptr().add(i) as *const __m256i);
+                let r = _mm256_add_epi32(d, _mm256_mullo_epi32(dv, s));
+                _mm256_storeu_si256(dst.as_mut_ptr().add(i) as *mut __m256i, r);
+            }
+            i += 8;
+        }
+        super::axpy_wrapping_scalar(&mut dst[n8..], delta, &src[n8..]);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1308,6 +1357,20 @@ mod tests {
                 assert_eq!(a, b);
                 assert_eq!(a[0] as u64, (p1[0] as u64 + m1[n - 1] as u64) % p as u64);
             }
+        }
+    }
+
+    #[test]
+    fn axpy_matches_scalar() {
+        let mut s = 4;
+        for n in [0usize, 7, 8, 1023, 1024] {
+            let src: Vec<u32> = (0..n).map(|_| lcg(&mut s) as u32).collect();
+            let init: Vec<u32> = (0..n).map(|_| lcg(&mut s) as u32).collect();
+            let delta = lcg(&mut s) as u32;
+            let (mut a, mut b) = (init.clone(), init.clone());
+            axpy_wrapping(&mut a, delta, &src);
+            axpy_wrapping_scalar(&mut b, delta, &src);
+            assert_eq!(a, b);
         }
     }
 

@@ -318,6 +318,20 @@ impl PackPrecomp {
         }
     }
 
+    /// A placeholder before the first build.
+    pub(crate) fn empty() -> Self {
+        PackPrecomp {
+            log_d2: 0,
+            d2: 0,
+            t: 0,
+            kinds: Vec::new(),
+            leaves: Vec::new(),
+            g_off: Vec::new(),
+            g_data: Vec::new(),
+            a_static: Vec::new(),
+        }
+    }
+
     /// Bytes of precomputed state.
     pub fn size_bytes(&self) -> usize {
         self.g_data.len() * 4

@@ -46,6 +46,47 @@ pub struct Server {
     pack_a: Vec<u32>,
     pack: PackPrecomp,
     layout: Layout,
+    /// a1 in coefficient form, each block reversed (for the columns of A1
+    /// in `update`).
+    a1_rev: Vec<u32>,
+    /// Unrounded A1·D, column-major (d1 words per column), kept so that an
+    /// update touches only what changed (performance issue, item 6).
+    ad: Vec<u32>,
+    setup_timings: SetupTimings,
+}
+
+/// Time spent in each part of DBSetup (or of an update).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SetupTimings {
+    /// A1·D with the NTT (App. B) and the dense hint rows; for an update,
+    /// the column updates and re-packing.
+    pub hint: f64,
+    /// H2 in CDKS form (the leaf `a` parts).
+    pub h2: f64,
+    /// Packing precomputation (§4.2).
+    pub packing: f64,
+}
+
+/// One changed record for [`Server::update`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecordUpdate {
+    /// Row i1.
+    pub row: usize,
+    /// Column i2.
+    pub col: usize,
+    /// New value in Z_N.
+    pub value: u8,
+}
+
+/// What an update did.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct UpdateStats {
+    /// Records whose value changed.
+    pub changed_records: usize,
+    /// Columns of A1·D touched.
+    pub dirty_columns: usize,
+    /// Time per part.
+    pub timings: SetupTimings,
 }
 
 /// Time spent in each step of one (batched) answer.
@@ -117,6 +158,15 @@ pub(crate) fn unpack_chunks(chunks: &[u32], w: u32, pb: u32, out: &mut [u32]) {
     }
 }
 
+/// Rounds one unrounded column of A1·D to q̃1 and packs it into K_H chunks.
+fn repack_column(params: &Params, ad_col: &[u32], out: &mut [i16]) {
+    let rounded: Vec<u32> = ad_col
+        .iter()
+        .map(|&h| round_pow2(h as u64, LOG_Q1, params.q1_tilde_bits) as u32)
+        .collect();
+    pack_chunks(&rounded, params.q1_tilde_bits, params.p_bits, out);
+}
+
 /// Signed base-p digits (κ of them) of a centred value in Z_{q̃1}.
 #[inline]
 pub(crate) fn t_digits(y: u32, q1t_bits: u32, p_bits: u32, kappa: usize, out: &mut [i16]) {
@@ -156,23 +206,14 @@ impl Server {
             return Err(Error::InvalidParams("database record size differs from N"));
         }
         let layout = params.layout();
-        let hint = Self::compute_hint(&ctx, &db, &seed);
+        let t0 = Instant::now();
+        let (hint, ad, a1) = Self::compute_hint(&ctx, &db, &seed);
+        let hint_s = t0.elapsed().as_secs_f64();
         let m2 = params.m2(shape);
         let a2 = seed.expand_a2(m2, params.d2);
         let pack_a =
             ctx.to_mont(&seed.expand_pack(params.log_d2(), params.gadget_len(), params.d2));
-        // leaf a parts of the hint rows (H2 of Eq. 3.1 in CDKS form)
-        let kh = params.hint_rows();
-        let hint_a = Self::rows_a(&ctx, &hint, kh, shape.ell2, &a2);
-        let mut leaves = vec![Leaf::Zero; params.d2];
-        for (r, &pos) in layout.pos_hint.iter().enumerate() {
-            leaves[pos] = Leaf::Hint(r);
-        }
-        for (r, &pos) in layout.pos_t.iter().enumerate() {
-            leaves[pos] = Leaf::T(r);
-        }
-        let pack = PackPrecomp::new(&ctx, leaves, &hint_a, &pack_a);
-        Ok(Server {
+        let mut server = Server {
             seed_id: seed.id(),
             ctx,
             shape,
@@ -181,9 +222,138 @@ impl Server {
             hint,
             a2,
             pack_a,
-            pack,
+            pack: PackPrecomp::empty(),
             layout,
-        })
+            a1_rev: a1
+                .chunks(params.d1)
+                .flat_map(|b| b.iter().rev().copied())
+                .collect(),
+            ad,
+            setup_timings: SetupTimings {
+                hint: hint_s,
+                ..Default::default()
+            },
+        };
+        let (h2, packing) = server.rebuild_packing();
+        server.setup_timings.h2 = h2;
+        server.setup_timings.packing = packing;
+        Ok(server)
+    }
+
+    /// Recomputes H2 (leaf `a` parts) from the hint rows and the packing
+    /// precomputation; returns the seconds spent in each.
+    fn rebuild_packing(&mut self) -> (f64, f64) {
+        let params = self.ctx.params;
+        let t0 = Instant::now();
+        let kh = params.hint_rows();
+        let hint_a = Self::rows_a(&self.ctx, &self.hint, kh, self.shape.ell2, &self.a2);
+        let h2 = t0.elapsed().as_secs_f64();
+        let t1 = Instant::now();
+        let mut leaves = vec![Leaf::Zero; params.d2];
+        for (r, &pos) in self.layout.pos_hint.iter().enumerate() {
+            leaves[pos] = Leaf::Hint(r);
+        }
+        for (r, &pos) in self.layout.pos_t.iter().enumerate() {
+            leaves[pos] = Leaf::T(r);
+        }
+        self.pack = PackPrecomp::new(&self.ctx, leaves, &hint_a, &self.pack_a);
+        (h2, t1.elapsed().as_secs_f64())
+    }
+
+    /// Time spent in each part of DBSetup.
+    pub fn setup_timings(&self) -> SetupTimings {
+        self.setup_timings
+    }
+
+    /// Incremental DBSetup after some records changed (same public seed).
+    ///
+    /// A changed record (i, j) changes column j of A1·D by δ·A1[:, i], where
+    /// A1[:, i] is a column of NCyclicMat(a1,b) (App. B), so the unrounded
+    /// hint is updated in O(d1) per change; only the touched columns are
+    /// re-rounded and re-packed. H2 and the packing precomputation are then
+    /// rebuilt (a fixed cost independent of the database size). The result
+    /// answers exactly like a fresh [`Server::setup`] of the new database
+    /// with the same seed. All updates are validated before any is applied.
+    pub fn update(&mut self, changes: &[RecordUpdate]) -> Result<UpdateStats> {
+        let params = self.ctx.params;
+        let (ell1, ell2, d1) = (self.shape.ell1, self.shape.ell2, params.d1);
+        for c in changes {
+            if c.row >= ell1 || c.col >= ell2 {
+                return Err(Error::IndexOutOfRange {
+                    index: (c.col * ell1 + c.row) as u64,
+                    len: (ell1 * ell2) as u64,
+                });
+            }
+            if params.record_bits < 8 && c.value as u32 >= 1 << params.record_bits {
+                return Err(Error::RecordOutOfRange {
+                    index: c.col * ell1 + c.row,
+                    value: c.value,
+                    modulus: 1 << params.record_bits,
+                });
+            }
+        }
+        let t0 = Instant::now();
+        // Group by column so each column of A1·D stays in cache.
+        let mut order: Vec<usize> = (0..changes.len()).collect();
+        order.sort_by_key(|&k| (changes[k].col, changes[k].row));
+        let mut stats = UpdateStats::default();
+        let kh = params.hint_rows();
+        let mut dirty = Vec::new();
+        let mut k = 0;
+        while k < order.len() {
+            let j = changes[order[k]].col;
+            let mut touched = false;
+            while k < order.len() && changes[order[k]].col == j {
+                let c = changes[order[k]];
+                k += 1;
+                let old = self.db.get(c.row, c.col)?;
+                if old == c.value {
+                    continue;
+                }
+                let delta = (c.value as i8 as i32 - old as i8 as i32) as u32;
+                self.db.set(c.row, c.col, c.value)?;
+                let (b, ii) = (c.row / d1, c.row % d1);
+                // a1 block b reversed: rev[m] = a[d1 − 1 − m], so both runs
+                // below are forward slices (vectorisable).
+                let rev = &self.a1_rev[b * d1..(b + 1) * d1];
+                let col = &mut self.ad[j * d1..(j + 1) * d1];
+                // A1[k][i] = a[ii − k] for k ≤ ii, −a[d1 + ii − k] for k > ii
+                kernel::axpy_wrapping(&mut col[..=ii], delta, &rev[d1 - 1 - ii..]);
+                kernel::axpy_wrapping(
+                    &mut col[ii + 1..],
+                    delta.wrapping_neg(),
+                    &rev[..d1 - 1 - ii],
+                );
+                stats.changed_records += 1;
+                touched = true;
+            }
+            if touched {
+                dirty.push(j);
+            }
+        }
+        stats.dirty_columns = dirty.len();
+        // Re-round and re-pack the dirty columns, 64 at a time, then write
+        // them row by row (dirty columns are sorted, so writes are local).
+        const CHUNK: usize = 64;
+        let mut cols = vec![0i16; CHUNK * kh];
+        for chunk in dirty.chunks(CHUNK) {
+            for (&j, out) in chunk.iter().zip(cols.chunks_mut(kh)) {
+                repack_column(&params, &self.ad[j * d1..(j + 1) * d1], out);
+            }
+            for r in 0..kh {
+                let row = &mut self.hint[r * ell2..(r + 1) * ell2];
+                for (c, &j) in chunk.iter().enumerate() {
+                    row[j] = cols[c * kh + r];
+                }
+            }
+        }
+        stats.timings.hint = t0.elapsed().as_secs_f64();
+        if stats.dirty_columns > 0 {
+            let (h2, packing) = self.rebuild_packing();
+            stats.timings.h2 = h2;
+            stats.timings.packing = packing;
+        }
+        Ok(stats)
     }
 
     /// The parameter set.
@@ -205,11 +375,22 @@ impl Server {
     /// Bytes of server state beyond the database (hint rows, packing
     /// precomputation, expanded public randomness).
     pub fn state_bytes(&self) -> usize {
-        self.hint.len() * 2 + self.a2.len() * 4 + self.pack_a.len() * 4 + self.pack.size_bytes()
+        self.hint.len() * 2
+            + self.ad.len() * 4
+            + self.a1_rev.len() * 4
+            + self.a2.len() * 4
+            + self.pack_a.len() * 4
+            + self.pack.size_bytes()
     }
 
     /// Dense hint: K_H × ℓ2 row-major chunks of ⌊A1·D⌉_{q1,q̃1} (App. B).
-    fn compute_hint(ctx: &Context, db: &Database, seed: &PublicSeed) -> Vec<i16> {
+    /// Returns (dense hint rows, unrounded A1·D column-major d1 × ℓ2, a1).
+    #[allow(clippy::type_complexity)]
+    fn compute_hint(
+        ctx: &Context,
+        db: &Database,
+        seed: &PublicSeed,
+    ) -> (Vec<i16>, Vec<u32>, Vec<u32>) {
         let params = ctx.params;
         let shape = db.shape();
         let (d1, ell1, ell2) = (params.d1, shape.ell1, shape.ell2);
@@ -229,12 +410,12 @@ impl Server {
         }
         // Blocks summed per inverse NTT so that |Σ| ≤ G·d1·2^31·2^7 < q2/2.
         let group = ((1usize << 16) / d1).max(1);
-        let column = |j: usize, out: &mut [i16]| {
+        let column = |j: usize, out: &mut [i16], hsum: &mut [u32]| {
             let mut col = vec![0u8; ell1];
             db.column_into(j, &mut col);
             let mut buf = vec![0u32; 2 * d1];
             let mut acc = vec![0u64; 2 * d1];
-            let mut hsum = vec![0u32; d1];
+            hsum.fill(0);
             let mut b = 0;
             while b < m1 {
                 let b_end = (b + group).min(m1);
@@ -259,12 +440,10 @@ impl Server {
                 }
                 b = b_end;
             }
-            for h in hsum.iter_mut() {
-                *h = round_pow2(*h as u64, LOG_Q1, params.q1_tilde_bits) as u32;
-            }
-            pack_chunks(&hsum, params.q1_tilde_bits, params.p_bits, out);
+            repack_column(&params, hsum, out);
         };
         let mut hint = vec![0i16; kh * ell2];
+        let mut ad = vec![0u32; d1 * ell2];
         const CHUNK: usize = 64;
         let mut cols = vec![0i16; CHUNK * kh];
         let mut j0 = 0;
@@ -275,12 +454,17 @@ impl Server {
                 use rayon::prelude::*;
                 cols[..(j1 - j0) * kh]
                     .par_chunks_mut(kh)
+                    .zip(ad[j0 * d1..j1 * d1].par_chunks_mut(d1))
                     .enumerate()
-                    .for_each(|(k, out)| column(j0 + k, out));
+                    .for_each(|(k, (out, h))| column(j0 + k, out, h));
             }
             #[cfg(not(feature = "parallel"))]
-            for (k, out) in cols[..(j1 - j0) * kh].chunks_mut(kh).enumerate() {
-                column(j0 + k, out);
+            for (k, (out, h)) in cols[..(j1 - j0) * kh]
+                .chunks_mut(kh)
+                .zip(ad[j0 * d1..j1 * d1].chunks_mut(d1))
+                .enumerate()
+            {
+                column(j0 + k, out, h);
             }
             for k in 0..j1 - j0 {
                 for r in 0..kh {
@@ -289,7 +473,7 @@ impl Server {
             }
             j0 = j1;
         }
-        hint
+        (hint, ad, a1)
     }
 
     /// CDKS input a-parts ã = d2^{-1}·(−x)·Σ_b a2,b·ĥ_b of rows (NTT form).
@@ -519,7 +703,7 @@ mod tests {
         .unwrap();
         let seed = PublicSeed([3u8; 32]);
         let ctx = Context::new(params);
-        let hint = Server::compute_hint(&ctx, &db, &seed);
+        let (hint, _, _) = Server::compute_hint(&ctx, &db, &seed);
         let (d1, d2) = (params.d1, params.d2);
         let m1 = params.m1(shape);
         let a1: Vec<i128> = seed.expand_a1(m1, d1).iter().map(|&x| x as i128).collect();

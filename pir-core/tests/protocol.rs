@@ -226,3 +226,91 @@ fn one_gigabyte_database_message_sizes() {
     );
     eprintln!("query {} bytes, response {} bytes", qb.len(), rb.len());
 }
+
+#[test]
+fn update_answers_like_a_fresh_setup() {
+    use pir_core::server::RecordUpdate;
+    for (params, shape) in [
+        (
+            TOY,
+            DbShape {
+                ell1: 300,
+                ell2: 150,
+            },
+        ), // ragged, column-major storage
+        (
+            TOY,
+            DbShape {
+                ell1: 256,
+                ell2: 64,
+            },
+        ), // tiled storage
+        (
+            TABLE1,
+            DbShape {
+                ell1: 2048,
+                ell2: 2100,
+            },
+        ), // real parameters, m2 = 2
+    ] {
+        let mut s = 11;
+        let db = Database::from_fn(shape, 8, |_, _| lcg(&mut s) as u8).unwrap();
+        let seed = PublicSeed::random().unwrap();
+        let mut server = Server::setup(params, db.clone(), seed).unwrap();
+        let mut changes = Vec::new();
+        for _ in 0..200 {
+            changes.push(RecordUpdate {
+                row: lcg(&mut s) as usize % shape.ell1,
+                col: lcg(&mut s) as usize % shape.ell2,
+                value: lcg(&mut s) as u8,
+            });
+        }
+        // a no-op change and a record changed twice (last write wins)
+        changes.push(RecordUpdate {
+            row: 0,
+            col: 0,
+            value: db.get(0, 0).unwrap(),
+        });
+        changes.push(RecordUpdate {
+            row: 5,
+            col: 7,
+            value: 1,
+        });
+        changes.push(RecordUpdate {
+            row: 5,
+            col: 7,
+            value: 200,
+        });
+        // invalid updates are refused and change nothing
+        let bad = [RecordUpdate {
+            row: shape.ell1,
+            col: 0,
+            value: 1,
+        }];
+        assert!(matches!(
+            server.update(&bad),
+            Err(Error::IndexOutOfRange { .. })
+        ));
+        let stats = server.update(&changes).unwrap();
+        assert!(stats.changed_records > 100 && stats.dirty_columns > 10);
+
+        let mut new_db = db.clone();
+        for c in &changes {
+            new_db.set(c.row, c.col, c.value).unwrap();
+        }
+        assert_eq!(server.database(), &new_db);
+        let fresh = Server::setup(params, new_db.clone(), seed).unwrap();
+        let client = Client::new(params, shape, seed).unwrap();
+        for &(r, c) in &[
+            (5usize, 7usize),
+            (0, 0),
+            (shape.ell1 - 1, shape.ell2 - 1),
+            (17, 3),
+        ] {
+            let (q, key) = client.query(r, c).unwrap();
+            let a = server.answer(&q).unwrap();
+            assert_eq!(a, fresh.answer(&q).unwrap(), "{} {shape:?}", params.name);
+            assert_eq!(client.extract(&key, &a).unwrap(), new_db.get(r, c).unwrap());
+        }
+    }
+}

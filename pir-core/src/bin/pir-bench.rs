@@ -14,7 +14,7 @@ use pir_core::client::Client;
 use pir_core::db::{locate_bit, BitDatabase};
 use pir_core::params::{DbShape, TABLE1};
 use pir_core::sampler::PublicSeed;
-use pir_core::server::Server;
+use pir_core::server::{RecordUpdate, Server};
 use pir_core::wire::{Query, Response};
 use rand_chacha::ChaCha8Rng;
 use rand_core::{RngCore, SeedableRng};
@@ -34,6 +34,11 @@ struct Args {
     /// Worker threads for setup and answering.
     #[arg(long, default_value_t = 1)]
     threads: usize,
+    /// After the trials, change this fraction of the records at random,
+    /// apply `Server::update`, time it against the full setup and check
+    /// answers on the updated database.
+    #[arg(long)]
+    update_fraction: Option<f64>,
     /// Print one JSON object (otherwise a short human summary as well).
     #[arg(long)]
     json: bool,
@@ -118,7 +123,7 @@ fn run(args: &Args) -> Result<()> {
 
     let seed = PublicSeed::random()?;
     let t = Instant::now();
-    let server = Server::setup(params, bitdb.into_database(), seed)?;
+    let mut server = Server::setup(params, bitdb.into_database(), seed)?;
     let prep_seconds = t.elapsed().as_secs_f64();
     let client = Client::new(params, shape, seed)?;
 
@@ -159,6 +164,41 @@ fn run(args: &Args) -> Result<()> {
             all_correct &= got == *want;
         }
     }
+    // Incremental update (performance issue, item 6).
+    let mut update = serde_json::Value::Null;
+    if let Some(frac) = args.update_fraction {
+        let n = ((shape.records() as f64) * frac).round() as usize;
+        let changes: Vec<RecordUpdate> = (0..n)
+            .map(|_| RecordUpdate {
+                row: (rng.next_u64() % shape.ell1 as u64) as usize,
+                col: (rng.next_u64() % shape.ell2 as u64) as usize,
+                value: rng.next_u32() as u8,
+            })
+            .collect();
+        let t = Instant::now();
+        let stats = server.update(&changes)?;
+        let secs = t.elapsed().as_secs_f64();
+        // answers after the update must reflect the new records
+        let mut ok = true;
+        for c in changes.iter().take(args.trials) {
+            let (q, key) = client.query(c.row, c.col)?;
+            let r = Response::from_bytes(&server.answer_bytes(&q.to_bytes())?)?;
+            ok &= client.extract(&key, &r)? == server.database().get(c.row, c.col)?;
+        }
+        all_correct &= ok;
+        update = serde_json::json!({
+            "fraction": frac,
+            "records": n,
+            "changed_records": stats.changed_records,
+            "dirty_columns": stats.dirty_columns,
+            "update_seconds": secs,
+            "update_hint_seconds": stats.timings.hint,
+            "update_h2_seconds": stats.timings.h2,
+            "update_packing_seconds": stats.timings.packing,
+            "speedup_vs_setup": prep_seconds / secs,
+            "answers_correct_after_update": ok,
+        });
+    }
     let mem_bw = bw.iter().cloned().fold(0f64, f64::max);
     let ans_min = answer_ms.iter().cloned().fold(f64::INFINITY, f64::min);
     let ans_med = median(&mut answer_ms.clone());
@@ -174,6 +214,10 @@ fn run(args: &Args) -> Result<()> {
         "kernel": pir_core::kernel::simplepir_impl(),
         "prep_seconds": prep_seconds,
         "prep_mb_per_s": db_bytes as f64 / prep_seconds / 1e6,
+        "prep_hint_seconds": server.setup_timings().hint,
+        "prep_h2_seconds": server.setup_timings().h2,
+        "prep_packing_seconds": server.setup_timings().packing,
+        "update": update,
         "query_bytes": query_bytes,
         "response_bytes": response_bytes,
         "answer_ms_min": ans_min,
