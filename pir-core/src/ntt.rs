@@ -17,15 +17,29 @@ pub struct NttTable {
     pub m: Modulus,
     /// Ring dimension n (power of two).
     pub n: usize,
-    log_n: u32,
+    pub(crate) log_n: u32,
     /// Primitive 2n-th root of unity ψ.
     pub psi: u32,
-    psi_rev: Vec<u32>,
-    psi_rev_shoup: Vec<u32>,
-    ipsi_rev: Vec<u32>,
-    ipsi_rev_shoup: Vec<u32>,
-    n_inv: u32,
-    n_inv_shoup: u32,
+    pub(crate) psi_rev: Vec<u32>,
+    pub(crate) psi_rev_shoup: Vec<u32>,
+    pub(crate) ipsi_rev: Vec<u32>,
+    pub(crate) ipsi_rev_shoup: Vec<u32>,
+    pub(crate) n_inv: u32,
+    pub(crate) n_inv_shoup: u32,
+    /// Lane twiddles of the four smallest stages (half-size t = 8, 4, 2, 1)
+    /// for the SIMD transform: for each 32-element chunk, 16 lanes.
+    pub(crate) small: SmallStages,
+}
+
+/// Per-lane twiddles (and Shoup quotients) of the stages whose butterflies
+/// stay inside a 32-element chunk, indexed [stage][chunk·16 + lane] with
+/// stage 0..4 ↔ t = 8, 4, 2, 1.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct SmallStages {
+    pub fwd: [Vec<u32>; 4],
+    pub fwd_shoup: [Vec<u32>; 4],
+    pub inv: [Vec<u32>; 4],
+    pub inv_shoup: [Vec<u32>; 4],
 }
 
 /// Bit reversal of the low `bits` bits of `x`.
@@ -85,6 +99,21 @@ impl NttTable {
         let psi_rev_shoup = psi_rev.iter().map(|&w| m.shoup(w)).collect();
         let ipsi_rev_shoup = ipsi_rev.iter().map(|&w| m.shoup(w)).collect();
         let n_inv = m.inv(n as u32);
+        let mut small = SmallStages::default();
+        if n >= 32 {
+            for (st, t) in [8usize, 4, 2, 1].into_iter().enumerate() {
+                let blocks = n / (2 * t);
+                for c in 0..n / 32 {
+                    for l in 0..16 {
+                        let idx = blocks + c * (16 / t) + l / t;
+                        small.fwd[st].push(psi_rev[idx]);
+                        small.fwd_shoup[st].push(m.shoup(psi_rev[idx]));
+                        small.inv[st].push(ipsi_rev[idx]);
+                        small.inv_shoup[st].push(m.shoup(ipsi_rev[idx]));
+                    }
+                }
+            }
+        }
         NttTable {
             m,
             n,
@@ -96,13 +125,22 @@ impl NttTable {
             ipsi_rev_shoup,
             n_inv,
             n_inv_shoup: m.shoup(n_inv),
+            small,
         }
     }
 
     /// In-place forward negacyclic NTT. Input coefficients in [0, 4p), output
     /// slots in [0, p), bit-reversed order.
     pub fn forward(&self, a: &mut [u32]) {
-        debug_assert_eq!(a.len(), self.n);
+        assert_eq!(a.len(), self.n);
+        if crate::kernel::ntt_forward(self, a) {
+            return;
+        }
+        self.forward_scalar(a);
+    }
+
+    /// Scalar twin of [`NttTable::forward`].
+    pub fn forward_scalar(&self, a: &mut [u32]) {
         let p = self.m.p;
         let two_p = 2 * p;
         let n = self.n;
@@ -131,7 +169,15 @@ impl NttTable {
     /// In-place inverse negacyclic NTT (bit-reversed slots in [0, p) to
     /// natural-order coefficients in [0, p)).
     pub fn inverse(&self, a: &mut [u32]) {
-        debug_assert_eq!(a.len(), self.n);
+        assert_eq!(a.len(), self.n);
+        if crate::kernel::ntt_inverse(self, a) {
+            return;
+        }
+        self.inverse_scalar(a);
+    }
+
+    /// Scalar twin of [`NttTable::inverse`].
+    pub fn inverse_scalar(&self, a: &mut [u32]) {
         let p = self.m.p;
         let two_p = 2 * p;
         let mut t = 1;
@@ -284,6 +330,29 @@ pub(crate) mod tests {
                 tab.forward(&mut rt);
                 tab.inverse(&mut rt);
                 assert_eq!(rt, a);
+            }
+        }
+    }
+
+    #[test]
+    fn simd_ntt_matches_scalar_twin() {
+        let mut seed = 21u64;
+        for n in [2usize, 16, 32, 64, 128, 1024, 2048, 4096] {
+            for p in [P0, P1] {
+                let tab = NttTable::new(Modulus::new(p), n);
+                for _ in 0..3 {
+                    // inputs anywhere in [0, 4p) exercise the lazy ranges
+                    let a: Vec<u32> = rand_vec(&mut seed, n, 4 * p - 1);
+                    let (mut f, mut g) = (a.clone(), a.clone());
+                    tab.forward(&mut f);
+                    tab.forward_scalar(&mut g);
+                    assert_eq!(f, g, "forward n={n} p={p}");
+                    let (mut fi, mut gi) = (f.clone(), f.clone());
+                    tab.inverse(&mut fi);
+                    tab.inverse_scalar(&mut gi);
+                    assert_eq!(fi, gi, "inverse n={n} p={p}");
+                    assert_eq!(fi, a.iter().map(|&x| x % p).collect::<Vec<_>>());
+                }
             }
         }
     }
