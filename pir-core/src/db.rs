@@ -191,6 +191,11 @@ impl Database {
         }
     }
 
+    /// Storage offset of record (row, col) in [`Database::as_bytes`].
+    pub fn record_offset(&self, row: usize, col: usize) -> usize {
+        offset(self.shape, self.tiled, row, col)
+    }
+
     /// The storage bytes (layout described in the module docs).
     pub fn as_bytes(&self) -> &[u8] {
         &self.data

@@ -1183,6 +1183,25 @@ mod avx512_ks {
     }
 }
 
+/// Prefetch hint for `data[index]` (no effect if out of range or on other
+/// architectures; never faults).
+#[inline]
+pub fn prefetch(data: &[u8], index: usize) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if index < data.len() {
+            // SAFETY: prefetch is a hint that cannot fault; the address is
+            // inside `data` anyway.
+            unsafe {
+                std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+                    data.as_ptr().add(index) as *const i8,
+                )
+            };
+        }
+    }
+    let _ = (data, index);
+}
+
 /// `dst[i] += delta·src[i]` (mod 2^32) — the column update of A1·D used by
 /// `Server::update`. Runtime-dispatched: AVX-512F or AVX2 (`vpmulld`), with
 /// [`axpy_wrapping_scalar`] as the twin.
@@ -1190,6 +1209,11 @@ pub fn axpy_wrapping(dst: &mut [u32], delta: u32, src: &[u32]) {
     let n = dst.len().min(src.len());
     #[cfg(target_arch = "x86_64")]
     {
+        if matches!(Kernel::selected(), Kernel::Avx512Bw | Kernel::Avx512Vnni) && avx512() {
+            // SAFETY: avx512f detected at runtime; both slices have ≥ n elements.
+            unsafe { axpy_avx2::axpy512(&mut dst[..n], delta, &src[..n]) };
+            return;
+        }
         if std::arch::is_x86_feature_detected!("avx2") && Kernel::selected() != Kernel::Scalar {
             // SAFETY: avx2 detected at runtime; both slices have ≥ n elements.
             unsafe { axpy_avx2::axpy(&mut dst[..n], delta, &src[..n]) };
@@ -1230,6 +1254,29 @@ mod axpy_avx2 {
         }
         super::axpy_wrapping_scalar(&mut dst[n8..], delta, &src[n8..]);
     }
+
+    /// 16-lane AVX-512 twin of [`axpy`].
+    ///
+    /// # Safety
+    /// avx512f must be available; `dst.len() == src.len()`.
+    #[target_feature(enable = "avx512f")]
+    pub unsafe fn axpy512(dst: &mut [u32], delta: u32, src: &[u32]) {
+        let n = dst.len();
+        let n16 = n / 16 * 16;
+        let dv = _mm512_set1_epi32(delta as i32);
+        let mut i = 0;
+        while i < n16 {
+            // SAFETY: i + 16 <= n16 <= n = len of both slices.
+            unsafe {
+                let s = _mm512_loadu_si512(src.as_ptr().add(i) as *const __m512i);
+                let d = _mm512_loadu_si512(dst.as_ptr().add(i) as *const __m512i);
+                let r = _mm512_add_epi32(d, _mm512_mullo_epi32(dv, s));
+                _mm512_storeu_si512(dst.as_mut_ptr().add(i) as *mut __m512i, r);
+            }
+            i += 16;
+        }
+        super::axpy_wrapping_scalar(&mut dst[n16..], delta, &src[n16..]);
+    }
 }
 
 /// Forward NTT with AVX-512 when available; returns false (untouched input)
@@ -1237,7 +1284,12 @@ mod axpy_avx2 {
 pub(crate) fn ntt_forward(t: &crate::ntt::NttTable, a: &mut [u32]) -> bool {
     #[cfg(target_arch = "x86_64")]
     {
-        if t.n >= 32 && a.len() == t.n && Kernel::selected() != Kernel::Scalar && Kernel::selected() != Kernel::Avx2 && avx512() {
+        if t.n >= 32
+            && a.len() == t.n
+            && Kernel::selected() != Kernel::Scalar
+            && Kernel::selected() != Kernel::Avx2
+            && avx512()
+        {
             // SAFETY: avx512f/avx512bw detected at runtime; a.len() = n ≥ 32.
             unsafe { ntt_avx512::forward(t, a) };
             return true;
@@ -1251,7 +1303,12 @@ pub(crate) fn ntt_forward(t: &crate::ntt::NttTable, a: &mut [u32]) -> bool {
 pub(crate) fn ntt_inverse(t: &crate::ntt::NttTable, a: &mut [u32]) -> bool {
     #[cfg(target_arch = "x86_64")]
     {
-        if t.n >= 32 && a.len() == t.n && Kernel::selected() != Kernel::Scalar && Kernel::selected() != Kernel::Avx2 && avx512() {
+        if t.n >= 32
+            && a.len() == t.n
+            && Kernel::selected() != Kernel::Scalar
+            && Kernel::selected() != Kernel::Avx2
+            && avx512()
+        {
             // SAFETY: avx512f/avx512bw detected at runtime; a.len() = n ≥ 32.
             unsafe { ntt_avx512::inverse(t, a) };
             return true;
@@ -1409,9 +1466,16 @@ mod ntt_avx512 {
                     let w = _mm512_loadu_si512(tw.as_ptr().add(16 * c) as *const __m512i);
                     let ws = _mm512_loadu_si512(tws.as_ptr().add(16 * c) as *const __m512i);
                     let x2 = csub(_mm512_add_epi32(xv, yv), p2);
-                    let y2 = mul_shoup_lazy(_mm512_sub_epi32(_mm512_add_epi32(xv, p2), yv), w, ws, p);
-                    _mm512_storeu_si512(ptr.add(32 * c) as *mut __m512i, _mm512_permutex2var_epi32(x2, ia, y2));
-                    _mm512_storeu_si512(ptr.add(32 * c + 16) as *mut __m512i, _mm512_permutex2var_epi32(x2, ib, y2));
+                    let y2 =
+                        mul_shoup_lazy(_mm512_sub_epi32(_mm512_add_epi32(xv, p2), yv), w, ws, p);
+                    _mm512_storeu_si512(
+                        ptr.add(32 * c) as *mut __m512i,
+                        _mm512_permutex2var_epi32(x2, ia, y2),
+                    );
+                    _mm512_storeu_si512(
+                        ptr.add(32 * c + 16) as *mut __m512i,
+                        _mm512_permutex2var_epi32(x2, ib, y2),
+                    );
                 }
             }
         }
@@ -1430,7 +1494,12 @@ mod ntt_avx512 {
                         let xv = _mm512_loadu_si512(ptr.add(j) as *const __m512i);
                         let yv = _mm512_loadu_si512(ptr.add(j + half) as *const __m512i);
                         let x2 = csub(_mm512_add_epi32(xv, yv), p2);
-                        let y2 = mul_shoup_lazy(_mm512_sub_epi32(_mm512_add_epi32(xv, p2), yv), w, ws, p);
+                        let y2 = mul_shoup_lazy(
+                            _mm512_sub_epi32(_mm512_add_epi32(xv, p2), yv),
+                            w,
+                            ws,
+                            p,
+                        );
                         _mm512_storeu_si512(ptr.add(j) as *mut __m512i, x2);
                         _mm512_storeu_si512(ptr.add(j + half) as *mut __m512i, y2);
                     }

@@ -219,10 +219,34 @@ impl PackPrecomp {
     /// `hint_a[r]` (NTT form), using the public W_a rows `wa` (NTT and
     /// Montgomery form).
     pub fn new(ctx: &Context, leaves: Vec<Leaf>, hint_a: &[Vec<u32>], wa: &[u32]) -> Self {
+        Self::build(ctx, leaves, hint_a, wa, Vec::new())
+    }
+
+    /// Like [`PackPrecomp::new`], reusing the digit buffer of a previous
+    /// precomputation (an update rebuilds the tree without reallocating).
+    pub fn rebuild(
+        self,
+        ctx: &Context,
+        leaves: Vec<Leaf>,
+        hint_a: &[Vec<u32>],
+        wa: &[u32],
+    ) -> Self {
+        Self::build(ctx, leaves, hint_a, wa, self.g_data)
+    }
+
+    fn build(
+        ctx: &Context,
+        leaves: Vec<Leaf>,
+        hint_a: &[Vec<u32>],
+        wa: &[u32],
+        mut g_data: Vec<u32>,
+    ) -> Self {
         let d2 = ctx.params.d2;
         let log_d2 = ctx.params.log_d2();
         let t = ctx.params.gadget_len();
+        let node_len = t * 2 * d2;
         assert_eq!(leaves.len(), d2);
+        // Node kinds first (they depend on the leaves only).
         let mut kinds = vec![leaves
             .iter()
             .map(|l| match l {
@@ -231,6 +255,40 @@ impl PackPrecomp {
                 Leaf::T(_) => Kind::Dynamic,
             })
             .collect::<Vec<_>>()];
+        for level in 1..=log_d2 {
+            let n_nodes = d2 >> level;
+            let prev = &kinds[level - 1];
+            let here = (0..n_nodes)
+                .map(|r| {
+                    let (ke, ko) = (prev[r], prev[r + n_nodes]);
+                    if ke == Kind::Dynamic || ko == Kind::Dynamic {
+                        Kind::Dynamic
+                    } else if ke == Kind::Zero && ko == Kind::Zero {
+                        Kind::Zero
+                    } else {
+                        Kind::Static
+                    }
+                })
+                .collect();
+            kinds.push(here);
+        }
+        // Cached digits are laid out in the order Answer visits the nodes
+        // (depth first, even child first, node after its children), so the
+        // online pass streams them sequentially; offsets are fixed up front
+        // and the buffer is allocated once.
+        let mut order = Vec::new();
+        dfs_order(&kinds, d2, log_d2, 0, &mut order);
+        let mut g_off: Vec<Vec<usize>> = (0..=log_d2).map(|l| vec![usize::MAX; d2 >> l]).collect();
+        let mut n_static = 0;
+        for &(level, r) in &order {
+            if kinds[level][r] == Kind::Static {
+                g_off[level][r] = n_static * node_len;
+                n_static += 1;
+            }
+        }
+        g_data.clear();
+        g_data.resize(n_static * node_len, 0);
+
         // a outputs of the current level (static nodes only)
         let mut level_a: Vec<Option<Vec<u32>>> = leaves
             .iter()
@@ -239,26 +297,13 @@ impl PackPrecomp {
                 _ => None,
             })
             .collect();
-        let mut g_off = vec![vec![]];
-        let mut g_data = Vec::new();
         let mut a_static = Vec::new();
         for level in 1..=log_d2 {
             let n_nodes = d2 >> level;
-            let prev = &kinds[level - 1];
-            let mut k_here = Vec::with_capacity(n_nodes);
-            let mut off_here = vec![usize::MAX; n_nodes];
             let mut a_here: Vec<Option<Vec<u32>>> = Vec::with_capacity(n_nodes);
             for r in 0..n_nodes {
-                let (ke, ko) = (prev[r], prev[r + n_nodes]);
-                let kind = if ke == Kind::Dynamic || ko == Kind::Dynamic {
-                    Kind::Dynamic
-                } else if ke == Kind::Zero && ko == Kind::Zero {
-                    Kind::Zero
-                } else {
-                    Kind::Static
-                };
-                k_here.push(kind);
-                match kind {
+                let (ke, ko) = (kinds[level - 1][r], kinds[level - 1][r + n_nodes]);
+                match kinds[level][r] {
                     Kind::Zero => a_here.push(None),
                     Kind::Dynamic => {
                         for (child, kc) in [(r, ke), (r + n_nodes, ko)] {
@@ -276,44 +321,25 @@ impl PackPrecomp {
                             level_a[r].as_deref(),
                             level_a[r + n_nodes].as_deref(),
                         );
-                        let off = g_data.len();
-                        g_data.resize(off + t * 2 * d2, 0);
-                        digits_ntt(ctx, level, &minus, &mut g_data[off..]);
+                        let off = g_off[level][r];
+                        let g = &mut g_data[off..off + node_len];
+                        digits_ntt(ctx, level, &minus, g);
                         let mut a = plus;
-                        add_keyswitch(ctx, wa, level, &g_data[off..off + t * 2 * d2], &mut a);
-                        off_here[r] = off;
+                        add_keyswitch(ctx, wa, level, g, &mut a);
                         a_here.push(Some(a));
                     }
                 }
             }
-            kinds.push(k_here);
-            g_off.push(off_here);
             level_a = a_here;
         }
-        // Re-lay the cached digits in the order Answer visits the nodes
-        // (depth first, even child first, node after its children), so the
-        // online pass streams them sequentially.
-        let node_len = t * 2 * d2;
-        let mut order = Vec::new();
-        dfs_order(&kinds, d2, log_d2, 0, &mut order);
-        let mut dfs_data = Vec::with_capacity(g_data.len());
-        let mut dfs_off = g_off.clone();
-        for (level, r) in order {
-            let off = g_off[level][r];
-            if off != usize::MAX {
-                dfs_off[level][r] = dfs_data.len();
-                dfs_data.extend_from_slice(&g_data[off..off + node_len]);
-            }
-        }
-        drop(g_data);
         PackPrecomp {
             log_d2,
             d2,
             t,
             kinds,
             leaves,
-            g_off: dfs_off,
-            g_data: dfs_data,
+            g_off,
+            g_data,
             a_static,
         }
     }

@@ -256,7 +256,8 @@ impl Server {
         for (r, &pos) in self.layout.pos_t.iter().enumerate() {
             leaves[pos] = Leaf::T(r);
         }
-        self.pack = PackPrecomp::new(&self.ctx, leaves, &hint_a, &self.pack_a);
+        let old = std::mem::replace(&mut self.pack, PackPrecomp::empty());
+        self.pack = old.rebuild(&self.ctx, leaves, &hint_a, &self.pack_a);
         (h2, t1.elapsed().as_secs_f64())
     }
 
@@ -294,8 +295,20 @@ impl Server {
         }
         let t0 = Instant::now();
         // Group by column so each column of A1·D stays in cache.
-        let mut order: Vec<usize> = (0..changes.len()).collect();
-        order.sort_by_key(|&k| (changes[k].col, changes[k].row));
+        // Counting sort by column (stable, so a later change to the same
+        // record still wins).
+        let mut starts = vec![0usize; ell2 + 1];
+        for c in changes {
+            starts[c.col + 1] += 1;
+        }
+        for j in 0..ell2 {
+            starts[j + 1] += starts[j];
+        }
+        let mut order = vec![0usize; changes.len()];
+        for (k, c) in changes.iter().enumerate() {
+            order[starts[c.col]] = k;
+            starts[c.col] += 1;
+        }
         let mut stats = UpdateStats::default();
         let kh = params.hint_rows();
         let mut dirty = Vec::new();
@@ -305,6 +318,11 @@ impl Server {
             let mut touched = false;
             while k < order.len() && changes[order[k]].col == j {
                 let c = changes[order[k]];
+                if let Some(&ahead) = order.get(k + 16) {
+                    // the records are scattered over the database: fetch ahead
+                    let a = changes[ahead];
+                    kernel::prefetch(self.db.as_bytes(), self.db.record_offset(a.row, a.col));
+                }
                 k += 1;
                 let old = self.db.get(c.row, c.col)?;
                 if old == c.value {
