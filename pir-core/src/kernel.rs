@@ -1057,6 +1057,16 @@ mod avx512_ks {
     use super::Mont;
     use std::arch::x86_64::*;
 
+    fn ks_prefetch() -> usize {
+        static D: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+        *D.get_or_init(|| {
+            std::env::var("PIR_KSPF")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(512)
+        })
+    }
+
     /// REDC of eight 64-bit lanes (values < p·2^32) to [0, p).
     #[inline]
     #[target_feature(enable = "avx512f")]
@@ -1094,6 +1104,10 @@ mod avx512_ks {
                 let mut even = _mm512_setzero_si512();
                 let mut odd = _mm512_setzero_si512();
                 for k in 0..t {
+                    // the digits stream from memory: prefetch ahead (a hint)
+                    _mm_prefetch::<_MM_HINT_T0>(
+                        g.as_ptr().wrapping_add(k * stride + i + ks_prefetch()) as *const i8,
+                    );
                     let a = _mm512_loadu_si512(w.as_ptr().add(k * stride + i) as *const __m512i);
                     let b = _mm512_loadu_si512(g.as_ptr().add(k * stride + i) as *const __m512i);
                     even = _mm512_add_epi64(even, _mm512_mul_epu32(a, b));

@@ -181,20 +181,63 @@ fn add_keyswitch(ctx: &Context, w: &[u32], level: usize, g: &[u32], out: &mut [u
     }
 }
 
-/// KS side of a node: ks_e + x^k ks_o + τ(ks_e − x^k ks_o).
-fn combine_b(ctx: &Context, level: usize, e: Option<&[u32]>, o: Option<&[u32]>) -> Vec<u32> {
+thread_local! {
+    /// Per-thread (plus, minus) scratch of the online tree, so that a query
+    /// does not allocate and zero two polynomials per node.
+    static SCRATCH: std::cell::RefCell<(Vec<u32>, Vec<u32>)> = const { std::cell::RefCell::new((Vec::new(), Vec::new())) };
+}
+
+/// KS side of a node: ks_e + x^k ks_o + τ(ks_e − x^k ks_o). The even
+/// child's buffer is reused for the output.
+fn combine_b(ctx: &Context, level: usize, e: Option<Vec<u32>>, o: Option<&[u32]>) -> Vec<u32> {
     let d2 = ctx.params.d2;
-    if e.is_none() && o.is_none() {
-        return vec![0u32; 2 * d2];
-    }
-    let (plus, minus) = plus_minus(ctx, level, e, o);
-    let perm = &ctx.levels[level - 1].perm;
-    let mut out = vec![0u32; 2 * d2];
-    for (h, m) in MODS.iter().enumerate() {
-        let r = h * d2..(h + 1) * d2;
-        crate::kernel::add_permuted(m.p, &plus[r.clone()], &minus[r.clone()], perm, &mut out[r]);
-    }
-    out
+    let lc = &ctx.levels[level - 1];
+    let (e, o) = match (e, o) {
+        (None, None) => return vec![0u32; 2 * d2],
+        (Some(e), Some(o)) => (e, o),
+        (e, o) => {
+            // one child is zero: rare (edges of the used slots), keep simple
+            let (plus, minus) = plus_minus(ctx, level, e.as_deref(), o);
+            let mut out = vec![0u32; 2 * d2];
+            for (h, m) in MODS.iter().enumerate() {
+                let r = h * d2..(h + 1) * d2;
+                crate::kernel::add_permuted(
+                    m.p,
+                    &plus[r.clone()],
+                    &minus[r.clone()],
+                    &lc.perm,
+                    &mut out[r],
+                );
+            }
+            return out;
+        }
+    };
+    SCRATCH.with(|cell| {
+        let mut guard = cell.borrow_mut();
+        let (plus, minus) = &mut *guard;
+        plus.resize(2 * d2, 0);
+        minus.resize(2 * d2, 0);
+        let mut out = e;
+        for h in 0..2 {
+            let r = h * d2..(h + 1) * d2;
+            crate::kernel::plus_minus(
+                &ctx.mont[h],
+                &out[r.clone()],
+                &o[r.clone()],
+                &lc.mono_mont[r.clone()],
+                &mut plus[r.clone()],
+                &mut minus[r.clone()],
+            );
+            crate::kernel::add_permuted(
+                MODS[h].p,
+                &plus[r.clone()],
+                &minus[r.clone()],
+                &lc.perm,
+                &mut out[r],
+            );
+        }
+        out
+    })
 }
 
 /// Post-order (even subtree, odd subtree, node) of the non-leaf nodes.
@@ -431,9 +474,15 @@ impl PackPrecomp {
             self.eval(ctx, inp, level - 1, r),
             self.eval(ctx, inp, level - 1, r + n_nodes),
         );
-        let ks_e = e.as_ref().and_then(|x| x.1.as_deref());
-        let ks_o = o.as_ref().and_then(|x| x.1.as_deref());
-        let mut ks = combine_b(ctx, level, ks_e, ks_o);
+        let (a_e_dyn, ks_e) = match e {
+            Some((a, ks)) => (Some(a), ks),
+            None => (None, None),
+        };
+        let (a_o_dyn, ks_o) = match o {
+            Some((a, ks)) => (Some(a), ks),
+            None => (None, None),
+        };
+        let mut ks = combine_b(ctx, level, ks_e, ks_o.as_deref());
         match kind {
             Kind::Static => {
                 let off = self.g_off[level][r];
@@ -447,17 +496,16 @@ impl PackPrecomp {
                 Some((None, Some(ks)))
             }
             Kind::Dynamic => {
-                let child_a = |child: usize,
-                               out: &Option<(Option<Vec<u32>>, Option<Vec<u32>>)>|
-                 -> Option<Vec<u32>> {
-                    match self.kinds[level - 1][child] {
-                        Kind::Zero => None,
-                        Kind::Static => Some(self.static_a(level - 1, child).to_vec()),
-                        Kind::Dynamic => out.as_ref().and_then(|x| x.0.clone()),
-                    }
-                };
-                let a_e = child_a(r, &e);
-                let a_o = child_a(r + n_nodes, &o);
+                let child_a =
+                    |child: usize, dynamic: Option<Option<Vec<u32>>>| -> Option<Vec<u32>> {
+                        match self.kinds[level - 1][child] {
+                            Kind::Zero => None,
+                            Kind::Static => Some(self.static_a(level - 1, child).to_vec()),
+                            Kind::Dynamic => dynamic.flatten(),
+                        }
+                    };
+                let a_e = child_a(r, a_e_dyn);
+                let a_o = child_a(r + n_nodes, a_o_dyn);
                 let (plus, minus) = plus_minus(ctx, level, a_e.as_deref(), a_o.as_deref());
                 let mut g = vec![0u32; self.t * 2 * self.d2];
                 digits_ntt(ctx, level, &minus, &mut g);
