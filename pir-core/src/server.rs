@@ -304,23 +304,32 @@ impl Server {
         for j in 0..ell2 {
             starts[j + 1] += starts[j];
         }
-        let mut order = vec![0usize; changes.len()];
-        for (k, c) in changes.iter().enumerate() {
-            order[starts[c.col]] = k;
+        // Scatter the records themselves (writes don't stall; the loop
+        // below then reads them sequentially).
+        let mut sorted = vec![
+            RecordUpdate {
+                row: 0,
+                col: 0,
+                value: 0
+            };
+            changes.len()
+        ];
+        for c in changes {
+            sorted[starts[c.col]] = *c;
             starts[c.col] += 1;
         }
+        let changes = &sorted;
         let mut stats = UpdateStats::default();
         let kh = params.hint_rows();
         let mut dirty = Vec::new();
         let mut k = 0;
-        while k < order.len() {
-            let j = changes[order[k]].col;
+        while k < changes.len() {
+            let j = changes[k].col;
             let mut touched = false;
-            while k < order.len() && changes[order[k]].col == j {
-                let c = changes[order[k]];
-                if let Some(&ahead) = order.get(k + 16) {
+            while k < changes.len() && changes[k].col == j {
+                let c = changes[k];
+                if let Some(a) = changes.get(k + 16) {
                     // the records are scattered over the database: fetch ahead
-                    let a = changes[ahead];
                     kernel::prefetch(self.db.as_bytes(), self.db.record_offset(a.row, a.col));
                 }
                 k += 1;
