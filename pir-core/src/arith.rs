@@ -183,6 +183,15 @@ pub fn reduce_signed(m: &Modulus, x: i64) -> u32 {
     (r & !mask) | (nr & mask)
 }
 
+/// x mod p for a small signed x with |x| < p (branch-free, no division):
+/// used for records, digits and hint chunks.
+#[inline(always)]
+pub fn small_residue(m: &Modulus, x: i64) -> u32 {
+    debug_assert!(x.unsigned_abs() < m.p as u64);
+    let neg = (x >> 63) as u32; // all ones if negative
+    (x as u32).wrapping_add(m.p & neg)
+}
+
 /// Lift x ∈ [0, q) to the centred representative in (−q/2, q/2].
 #[inline(always)]
 pub fn centre(x: u64, q: u64) -> i64 {
@@ -282,6 +291,23 @@ mod tests {
                 );
                 let xi = (next() >> 3) as i64 - (1i64 << 60);
                 assert_eq!(reduce_signed(&m, xi) as i64, xi.rem_euclid(m.p as i64));
+            }
+        }
+    }
+
+    #[test]
+    fn small_residue_matches_reduction() {
+        for m in MODS {
+            for x in [
+                -(m.p as i64) + 1,
+                -300_000,
+                -1,
+                0,
+                1,
+                123_456,
+                m.p as i64 - 1,
+            ] {
+                assert_eq!(small_residue(&m, x), reduce_signed(&m, x));
             }
         }
     }

@@ -107,8 +107,9 @@ fn digits_ntt(ctx: &Context, level: usize, c_minus: &[u32], out: &mut [u32]) {
         let x = ctx.crt.combine(buf[i], buf[d2 + i]);
         gadget_decompose(x, crate::arith::Q2, z_bits, t, &mut digits);
         for (k, &dg) in digits.iter().enumerate() {
-            out[k * 2 * d2 + i] = crate::arith::reduce_signed(&MODS[0], dg);
-            out[k * 2 * d2 + d2 + i] = crate::arith::reduce_signed(&MODS[1], dg);
+            // digits are below z/2 (top digit below q2/(2·z^{t−1})) < p
+            out[k * 2 * d2 + i] = crate::arith::small_residue(&MODS[0], dg);
+            out[k * 2 * d2 + d2 + i] = crate::arith::small_residue(&MODS[1], dg);
         }
     }
     for k in 0..t {

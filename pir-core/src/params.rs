@@ -225,7 +225,12 @@ impl Params {
             && self.q2_2_tilde_bits <= self.q2_1_tilde_bits
             && self.q2_1_tilde_bits <= 55
             && self.z_bits >= 2
-            && self.z_bits <= 30
+            // digits (|d| ≤ z/2, and the top digit) and p-bit chunks must be
+            // below the CRT primes so they convert to residues without a
+            // reduction (arith::small_residue)
+            && self.z_bits <= 27
+            && (Q2 >> ((self.gadget_len() as u32 - 1) * self.z_bits)) < crate::arith::P1 as u64
+            && self.p_bits <= 28
             && self.hint_rows() + self.kappa() <= self.d2;
         if ok {
             Ok(())

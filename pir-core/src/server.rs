@@ -21,7 +21,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::arith::{reduce_signed, round_mod, round_pow2, MODS, Q2};
+use crate::arith::{round_mod, round_pow2, small_residue, MODS, Q2};
 use crate::db::Database;
 use crate::error::{Error, Result};
 use crate::kernel::{self, SplitQuery};
@@ -452,8 +452,8 @@ impl Server {
                     for i in 0..d1 {
                         let row = blk * d1 + d1 - 1 - i;
                         let v = if row < ell1 { col[row] as i8 as i64 } else { 0 };
-                        buf[i] = reduce_signed(&MODS[0], v);
-                        buf[d1 + i] = reduce_signed(&MODS[1], v);
+                        buf[i] = small_residue(&MODS[0], v);
+                        buf[d1 + i] = small_residue(&MODS[1], v);
                     }
                     rns::forward(&ctx.ntt1, &mut buf);
                     rns::mul_acc_lazy(&a1_ntt[blk * 2 * d1..(blk + 1) * 2 * d1], &buf, &mut acc);
@@ -521,8 +521,8 @@ impl Server {
                 for i in 0..d2 {
                     let j = b * d2 + d2 - 1 - i;
                     let v = if j < ell2 { row[j] as i64 } else { 0 };
-                    buf[i] = reduce_signed(&MODS[0], v);
-                    buf[d2 + i] = reduce_signed(&MODS[1], v);
+                    buf[i] = small_residue(&MODS[0], v);
+                    buf[d2 + i] = small_residue(&MODS[1], v);
                 }
                 rns::forward(&ctx.ntt2, &mut buf);
                 rns::mul_acc_lazy(&a2[b * 2 * d2..(b + 1) * 2 * d2], &buf, &mut acc);
