@@ -423,100 +423,115 @@ impl PackPrecomp {
 
     /// Online packing for one query (Answer step 3 with §4.2).
     pub fn pack(&self, ctx: &Context, inp: &PackInputs<'_>) -> PackOutput {
+        self.pack_batch(ctx, std::slice::from_ref(inp)).remove(0)
+    }
+
+    /// Online packing for a batch of queries in one walk of the tree: each
+    /// node's cached digits are read from memory once for the whole batch
+    /// (§4.3 applied to the packing step).
+    pub fn pack_batch(&self, ctx: &Context, inps: &[PackInputs<'_>]) -> Vec<PackOutput> {
         let zero = || vec![0u32; 2 * self.d2];
-        match self.eval(ctx, inp, self.log_d2, 0) {
-            Some((a, ks)) => PackOutput {
-                a: a.unwrap_or_else(zero),
-                ks: ks.unwrap_or_else(zero),
-            },
-            None => PackOutput {
-                a: zero(),
-                ks: zero(),
-            },
+        match self.eval(ctx, inps, self.log_d2, 0) {
+            Some(outs) => outs
+                .into_iter()
+                .map(|(a, ks)| PackOutput {
+                    a: a.unwrap_or_else(zero),
+                    ks: ks.unwrap_or_else(zero),
+                })
+                .collect(),
+            None => inps
+                .iter()
+                .map(|_| PackOutput {
+                    a: zero(),
+                    ks: zero(),
+                })
+                .collect(),
         }
     }
 
-    /// Returns (a if dynamic, ks if non-zero) or None for zero nodes.
+    /// Per query: (a if dynamic, ks if non-zero); None for zero nodes.
     #[allow(clippy::type_complexity)]
     fn eval(
         &self,
         ctx: &Context,
-        inp: &PackInputs<'_>,
+        inps: &[PackInputs<'_>],
         level: usize,
         r: usize,
-    ) -> Option<(Option<Vec<u32>>, Option<Vec<u32>>)> {
+    ) -> Option<Vec<(Option<Vec<u32>>, Option<Vec<u32>>)>> {
         let kind = self.kinds[level][r];
         if kind == Kind::Zero {
             return None;
         }
         if level == 0 {
             // Leaves carry no key-switching term.
-            return Some(match self.leaves[r] {
-                Leaf::T(row) => (Some(inp.t_leaf_a[row].clone()), None),
-                _ => (None, None),
-            });
+            return Some(
+                inps.iter()
+                    .map(|inp| match self.leaves[r] {
+                        Leaf::T(row) => (Some(inp.t_leaf_a[row].clone()), None),
+                        _ => (None, None),
+                    })
+                    .collect(),
+            );
         }
         let n_nodes = self.d2 >> level;
         #[cfg(feature = "parallel")]
         let (e, o) = if level + 3 > self.log_d2 && rayon::current_num_threads() > 1 {
             // the top levels fork: 8 independent subtrees
             rayon::join(
-                || self.eval(ctx, inp, level - 1, r),
-                || self.eval(ctx, inp, level - 1, r + n_nodes),
+                || self.eval(ctx, inps, level - 1, r),
+                || self.eval(ctx, inps, level - 1, r + n_nodes),
             )
         } else {
             (
-                self.eval(ctx, inp, level - 1, r),
-                self.eval(ctx, inp, level - 1, r + n_nodes),
+                self.eval(ctx, inps, level - 1, r),
+                self.eval(ctx, inps, level - 1, r + n_nodes),
             )
         };
         #[cfg(not(feature = "parallel"))]
         let (e, o) = (
-            self.eval(ctx, inp, level - 1, r),
-            self.eval(ctx, inp, level - 1, r + n_nodes),
+            self.eval(ctx, inps, level - 1, r),
+            self.eval(ctx, inps, level - 1, r + n_nodes),
         );
-        let (a_e_dyn, ks_e) = match e {
-            Some((a, ks)) => (Some(a), ks),
-            None => (None, None),
+        let split = |v: Option<Vec<(Option<Vec<u32>>, Option<Vec<u32>>)>>| -> Vec<(Option<Vec<u32>>, Option<Vec<u32>>)> {
+            v.unwrap_or_else(|| inps.iter().map(|_| (None, None)).collect())
         };
-        let (a_o_dyn, ks_o) = match o {
-            Some((a, ks)) => (Some(a), ks),
-            None => (None, None),
-        };
-        let mut ks = combine_b(ctx, level, ks_e, ks_o.as_deref());
-        match kind {
+        let (e, o) = (split(e), split(o));
+        let node_g = match kind {
             Kind::Static => {
                 let off = self.g_off[level][r];
-                add_keyswitch(
-                    ctx,
-                    inp.wb,
-                    level,
-                    &self.g_data[off..off + self.t * 2 * self.d2],
-                    &mut ks,
-                );
-                Some((None, Some(ks)))
+                Some(&self.g_data[off..off + self.t * 2 * self.d2])
             }
-            Kind::Dynamic => {
-                let child_a =
-                    |child: usize, dynamic: Option<Option<Vec<u32>>>| -> Option<Vec<u32>> {
+            _ => None,
+        };
+        let mut out = Vec::with_capacity(inps.len());
+        for ((inp, (a_e_dyn, ks_e)), (a_o_dyn, ks_o)) in inps.iter().zip(e).zip(o) {
+            let mut ks = combine_b(ctx, level, ks_e, ks_o.as_deref());
+            match node_g {
+                Some(g) => {
+                    add_keyswitch(ctx, inp.wb, level, g, &mut ks);
+                    out.push((None, Some(ks)));
+                }
+                None => {
+                    let child_a = |child: usize, dynamic: Option<Vec<u32>>| -> Option<Vec<u32>> {
                         match self.kinds[level - 1][child] {
                             Kind::Zero => None,
                             Kind::Static => Some(self.static_a(level - 1, child).to_vec()),
-                            Kind::Dynamic => dynamic.flatten(),
+                            Kind::Dynamic => dynamic,
                         }
                     };
-                let a_e = child_a(r, a_e_dyn);
-                let a_o = child_a(r + n_nodes, a_o_dyn);
-                let (plus, minus) = plus_minus(ctx, level, a_e.as_deref(), a_o.as_deref());
-                let mut g = vec![0u32; self.t * 2 * self.d2];
-                digits_ntt(ctx, level, &minus, &mut g);
-                let mut a = plus;
-                add_keyswitch(ctx, inp.wa, level, &g, &mut a);
-                add_keyswitch(ctx, inp.wb, level, &g, &mut ks);
-                Some((Some(a), Some(ks)))
+                    let a_e = child_a(r, a_e_dyn);
+                    let a_o = child_a(r + n_nodes, a_o_dyn);
+                    let (plus, minus) = plus_minus(ctx, level, a_e.as_deref(), a_o.as_deref());
+                    let mut g = vec![0u32; self.t * 2 * self.d2];
+                    digits_ntt(ctx, level, &minus, &mut g);
+                    let mut a = plus;
+                    add_keyswitch(ctx, inp.wa, level, &g, &mut a);
+                    add_keyswitch(ctx, inp.wb, level, &g, &mut ks);
+                    out.push((Some(a), Some(ks)));
+                }
             }
-            Kind::Zero => None,
         }
+        Some(out)
     }
 }
 

@@ -651,16 +651,18 @@ impl Server {
         let t2 = Instant::now();
         let d2 = params.d2;
         let mut out = Vec::with_capacity(qs.len());
-        for (i, q) in qs.iter().enumerate() {
-            let wb = self.ctx.to_mont(&q.pk_b);
-            let packed = self.pack.pack(
-                &self.ctx,
-                &PackInputs {
-                    wb: &wb,
-                    wa: &self.pack_a,
-                    t_leaf_a: &t_leaf_a[i],
-                },
-            );
+        let wbs: Vec<Vec<u32>> = qs.iter().map(|q| self.ctx.to_mont(&q.pk_b)).collect();
+        let inputs: Vec<PackInputs<'_>> = wbs
+            .iter()
+            .zip(&t_leaf_a)
+            .map(|(wb, ta)| PackInputs {
+                wb,
+                wa: &self.pack_a,
+                t_leaf_a: ta,
+            })
+            .collect();
+        let packed_all = self.pack.pack_batch(&self.ctx, &inputs);
+        for ((i, q), packed) in qs.iter().enumerate().zip(packed_all) {
             let mut a = packed.a;
             rns::inverse(&self.ctx.ntt2, &mut a);
             let mut b = packed.ks;
