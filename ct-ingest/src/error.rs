@@ -208,6 +208,69 @@ pub enum Error {
     /// above 63 or a leaf index beyond the tree size).
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
+    /// An HTTP request got a status that is not retried (e.g. 404), or a
+    /// retried status (5xx) that persisted after every retry.
+    #[error("HTTP status {status} from {url}")]
+    Http {
+        /// The requested URL.
+        url: String,
+        /// The HTTP status code.
+        status: u16,
+    },
+
+    /// A request (connect, headers and body) did not finish within its
+    /// timeout, after every retry.
+    #[error("timeout after {timeout_ms} ms requesting {url}")]
+    Timeout {
+        /// The requested URL.
+        url: String,
+        /// The per-request timeout.
+        timeout_ms: u64,
+    },
+
+    /// The log kept answering 429 Too Many Requests after every retry, or
+    /// asked to wait longer than the configured maximum.
+    #[error("rate limited by {url} (Retry-After: {retry_after_s:?} s)")]
+    RateLimited {
+        /// The requested URL.
+        url: String,
+        /// The last `Retry-After` in seconds, if the log sent one.
+        retry_after_s: Option<u64>,
+    },
+
+    /// A transport failure (connection refused or reset, TLS, invalid URL,
+    /// ...), after every retry.
+    #[error("network error requesting {url}: {reason}")]
+    Network {
+        /// The requested URL.
+        url: String,
+        /// The client's description of the failure.
+        reason: String,
+    },
+
+    /// The configuration (file, environment, log selection) is invalid.
+    #[error("configuration: {0}")]
+    Config(String),
+
+    /// A background task of the ingester failed (a bug: it panicked).
+    #[error("internal error: {0}")]
+    Internal(String),
+
+    /// Reading a local file failed.
+    #[error("cannot read {path}: {source}")]
+    Io {
+        /// The file.
+        path: String,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// The local test log (feature `testlog`) failed: binding its socket,
+    /// issuing a certificate, or an internal task.
+    #[error("test log: {0}")]
+    TestLog(String),
+
     /// The entry store failed (database error, refused batch, ...); the
     /// store's own variants say which (see [`crate::store::StoreError`]).
     #[error("store: {0}")]

@@ -20,6 +20,14 @@
 //! | [`checkpoint`] | signed notes, checkpoints, static-ct-api `RFC6962NoteSignature` | c2sp.org/signed-note, c2sp.org/tlog-checkpoint, c2sp.org/static-ct-api |
 //! | [`sth`] | [`LogKey`], `DigitallySigned`, `get-sth` JSON, tree head and SCT signatures | RFC 6962 §3.2, §3.5, §4.3 |
 //! | [`loglist`] | Chrome log list v3 | gstatic.com/ct/log_list/v3 schema |
+//! | [`config`] | TOML configuration, environment overrides, log selection from the log list | |
+//! | [`http`] | HTTP client: per-log rate and concurrency limits, timeouts, capped bodies, retries with backoff | RFC 9110 §10.2.3 (`Retry-After`) |
+//! | [`rfc6962`] | `get-sth`, `get-sth-consistency`, `get-entries` client | RFC 6962 §4 |
+//! | [`static_ct`] | checkpoint, data and hash tile client; tile-based prefix proofs | c2sp.org/static-ct-api, c2sp.org/tlog-tiles |
+//! | `bench` (feature `testlog`) | end-to-end ingestion benchmark against a local test log | |
+//! | [`ingest`] | per-log ingestion: download, verify against the signed head, commit with the frontier | see `docs/ingest.md` |
+//! | [`precert`] | precertificate TBS (poison removed), embedded SCT lists, rebuilding the logged entry of a final certificate | RFC 6962 §3.1–§3.3 |
+//! | `testlog` (feature `testlog`, on by default) | a local RFC 6962 + static-ct-api log for tests and demos | RFC 6962 §3–§4, c2sp.org/static-ct-api |
 //!
 //! # Typical flow for a static-ct-api log
 //!
@@ -39,13 +47,23 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+#[cfg(feature = "testlog")]
+pub mod bench;
 pub mod checkpoint;
+pub mod config;
 pub mod error;
+pub mod http;
+pub mod ingest;
 pub mod leaf;
 pub mod loglist;
 pub mod merkle;
+pub mod precert;
+pub mod rfc6962;
+pub mod static_ct;
 pub mod sth;
 pub mod store;
+#[cfg(feature = "testlog")]
+pub mod testlog;
 pub mod tls;
 pub mod x509;
 

@@ -109,6 +109,19 @@ pub enum StoreError {
     /// The database holds a value this code cannot have written.
     #[error("corrupt store: {0}")]
     Corrupt(String),
+    /// The frontier passed with a commit does not have one subtree root per
+    /// set bit of the new verified position.
+    #[error(
+        "a frontier at verified position {position} needs {expected} subtree roots, got {found}"
+    )]
+    FrontierMismatch {
+        /// The verified position after the commit.
+        position: u64,
+        /// `popcount(position)`.
+        expected: u32,
+        /// Number of roots passed.
+        found: usize,
+    },
 }
 
 /// Which CT API a log speaks.
@@ -246,6 +259,9 @@ struct Batch<'a> {
     root_hash: &'a [u8; 32],
     ingested_until_ms: u64,
     now_s: i64,
+    /// CompactRange nodes of `[0, end of batch)`, stored with the position
+    /// (`None`: the stored frontier is cleared when the position moves).
+    frontier: Option<&'a [[u8; 32]]>,
 }
 
 /// How a commit ends: normally, or as if the process died before `COMMIT`
@@ -267,6 +283,9 @@ struct Plan<'a> {
     tree_size: u64,
     root_hash: Option<[u8; 32]>,
     ingested_until_ms: u64,
+    /// `Some(value)`: write `frontier = value` (NULL if `value` is `None`);
+    /// `None`: keep the stored frontier (the position did not move).
+    frontier: Option<Option<Vec<u8>>>,
 }
 
 /// Column vectors of the rows to insert.
@@ -523,6 +542,7 @@ impl Store {
             root_hash,
             ingested_until_ms,
             now_s,
+            frontier: None,
         };
         self.commit_impl(&batch, Finish::Commit).await
     }
@@ -547,8 +567,107 @@ impl Store {
             root_hash,
             ingested_until_ms,
             now_s,
+            frontier: None,
         };
         self.commit_impl(&batch, Finish::Crash).await
+    }
+
+    /// [`Store::commit_verified_at`] that also stores `frontier`, the
+    /// [`crate::merkle::CompactRange`] nodes (largest subtree first) of the
+    /// entries `[0, end of batch)`, in the same transaction as the new
+    /// verified position, so that a restart can resume hashing where the
+    /// verified prefix ends (see [`Store::verified_frontier`]).
+    ///
+    /// The frontier is written only if the commit moves the verified
+    /// position (it then ends at the batch's end); it must hold
+    /// `popcount(end)` roots, else [`StoreError::FrontierMismatch`] and
+    /// nothing is written. A replay that does not move the position keeps
+    /// the stored frontier. (Commits without a frontier clear it when they
+    /// move the position, so a stored frontier always matches it.)
+    #[allow(clippy::too_many_arguments)]
+    pub async fn commit_verified_with_frontier_at(
+        &self,
+        log_id: &LogId,
+        entries: &[Entry],
+        tree_size: u64,
+        root_hash: &[u8; 32],
+        ingested_until_ms: u64,
+        frontier: &[[u8; 32]],
+        now_s: i64,
+    ) -> Result<CommitOutcome, StoreError> {
+        let batch = Batch {
+            log_id,
+            entries,
+            tree_size,
+            root_hash,
+            ingested_until_ms,
+            now_s,
+            frontier: Some(frontier),
+        };
+        self.commit_impl(&batch, Finish::Commit).await
+    }
+
+    /// Test hook: [`Store::commit_verified_with_frontier_at`] that drops the
+    /// transaction instead of committing it (a crash just before `COMMIT`).
+    #[doc(hidden)]
+    #[allow(clippy::too_many_arguments)]
+    pub async fn commit_verified_with_frontier_then_crash(
+        &self,
+        log_id: &LogId,
+        entries: &[Entry],
+        tree_size: u64,
+        root_hash: &[u8; 32],
+        ingested_until_ms: u64,
+        frontier: &[[u8; 32]],
+        now_s: i64,
+    ) -> Result<CommitOutcome, StoreError> {
+        let batch = Batch {
+            log_id,
+            entries,
+            tree_size,
+            root_hash,
+            ingested_until_ms,
+            now_s,
+            frontier: Some(frontier),
+        };
+        self.commit_impl(&batch, Finish::Crash).await
+    }
+
+    /// The log's verified position and the CompactRange nodes of
+    /// `[0, verified_position)` stored with it, read together (`None` if no
+    /// frontier is stored: before the first commit that supplied one).
+    pub async fn verified_frontier(
+        &self,
+        log_id: &LogId,
+    ) -> Result<(u64, Option<Vec<[u8; 32]>>), StoreError> {
+        const Q: &str = "SELECT verified_position, frontier FROM logs WHERE log_id = ";
+        let (pos, blob): (i64, Option<Vec<u8>>) = match &self.backend {
+            Backend::Sqlite(pool) => sqlx::query_as(&format!("{Q}?"))
+                .bind(&log_id[..])
+                .fetch_optional(pool)
+                .await?
+                .ok_or(StoreError::UnknownLog(*log_id))?,
+            Backend::Postgres(pool) => sqlx::query_as(&format!("{Q}$1"))
+                .bind(&log_id[..])
+                .fetch_optional(pool)
+                .await?
+                .ok_or(StoreError::UnknownLog(*log_id))?,
+        };
+        let pos = from_i64("verified_position", pos)?;
+        let Some(blob) = blob else {
+            return Ok((pos, None));
+        };
+        if blob.len() % 32 != 0 || blob.len() / 32 != pos.count_ones() as usize {
+            return Err(StoreError::Corrupt(format!(
+                "frontier of {} bytes at verified position {pos}",
+                blob.len()
+            )));
+        }
+        let nodes = blob
+            .chunks_exact(32)
+            .map(hash32)
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok((pos, Some(nodes)))
     }
 
     async fn commit_impl(
@@ -728,6 +847,23 @@ fn plan<'a>(prev: &PrevState, batch: &Batch<'a>) -> Result<Plan<'a>, StoreError>
         (prev.verified_tree_size, prev.verified_root_hash)
     };
     let verified_position = end.max(prev.verified_position);
+    let frontier = if verified_position > prev.verified_position {
+        match batch.frontier {
+            Some(nodes) => {
+                if nodes.len() != verified_position.count_ones() as usize {
+                    return Err(StoreError::FrontierMismatch {
+                        position: verified_position,
+                        expected: verified_position.count_ones(),
+                        found: nodes.len(),
+                    });
+                }
+                Some(Some(nodes.concat()))
+            }
+            None => Some(None),
+        }
+    } else {
+        None
+    };
     Ok(Plan {
         new_entries,
         replayed,
@@ -736,6 +872,7 @@ fn plan<'a>(prev: &PrevState, batch: &Batch<'a>) -> Result<Plan<'a>, StoreError>
         tree_size,
         root_hash,
         ingested_until_ms: prev.ingested_until_ms.max(batch.ingested_until_ms),
+        frontier,
     })
 }
 
@@ -830,7 +967,8 @@ async fn commit_sqlite(
 
     sqlx::query(
         "UPDATE logs SET verified_position = ?, downloaded_position = ?, \
-         verified_tree_size = ?, verified_root_hash = ?, ingested_until_ms = ? \
+         verified_tree_size = ?, verified_root_hash = ?, ingested_until_ms = ?, \
+         frontier = CASE WHEN ? THEN ? ELSE frontier END \
          WHERE log_no = ?",
     )
     .bind(to_i64("verified_position", plan.verified_position)?)
@@ -838,6 +976,8 @@ async fn commit_sqlite(
     .bind(to_i64("verified_tree_size", plan.tree_size)?)
     .bind(plan.root_hash.as_ref().map(|h| &h[..]))
     .bind(to_i64("ingested_until_ms", plan.ingested_until_ms)?)
+    .bind(plan.frontier.is_some())
+    .bind(plan.frontier.as_ref().and_then(|f| f.as_deref()))
     .bind(log_no)
     .execute(&mut *tx)
     .await?;
@@ -909,14 +1049,17 @@ async fn commit_pg(
 
     sqlx::query(
         "UPDATE logs SET verified_position = $1, downloaded_position = $2, \
-         verified_tree_size = $3, verified_root_hash = $4, ingested_until_ms = $5 \
-         WHERE log_no = $6",
+         verified_tree_size = $3, verified_root_hash = $4, ingested_until_ms = $5, \
+         frontier = CASE WHEN $6 THEN $7 ELSE frontier END \
+         WHERE log_no = $8",
     )
     .bind(to_i64("verified_position", plan.verified_position)?)
     .bind(to_i64("downloaded_position", plan.downloaded_position)?)
     .bind(to_i64("verified_tree_size", plan.tree_size)?)
     .bind(plan.root_hash.as_ref().map(|h| &h[..]))
     .bind(to_i64("ingested_until_ms", plan.ingested_until_ms)?)
+    .bind(plan.frontier.is_some())
+    .bind(plan.frontier.as_ref().and_then(|f| f.as_deref()))
     .bind(log_no)
     .execute(&mut *tx)
     .await?;

@@ -238,10 +238,18 @@ async fn migrations_idempotent_case(store: &Store, db: &TestDb) -> TestResult {
     assert_eq!(again.count_active(NOW).await?, 10);
     assert_eq!(again.log_state(&log_id(1)).await?.verified_position, 10);
     again.close().await;
+    // Every migration file of the backend, each applied once (both
+    // flavours have the same numbered files).
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../migrations/sqlite");
+    let files = std::fs::read_dir(dir)?
+        .filter_map(|e| e.ok())
+        .filter(|e| e.path().extension().is_some_and(|x| x == "sql"))
+        .count();
+    assert!(files >= 2, "0001_store.sql and 0002_frontier.sql at least");
     assert_eq!(
         db.scalar("SELECT count(*) FROM _sqlx_migrations").await?,
-        1,
-        "one migration, applied once"
+        files as i64,
+        "every migration applied once"
     );
     Ok(())
 }
@@ -835,6 +843,82 @@ on_all_backends!(
     concurrent_commits_serialize,
     concurrent_commits_serialize_case
 );
+
+/// The frontier (migration 0002) is stored with the verified position,
+/// checked against it, kept by replays, cleared by a plain commit, and
+/// rolled back with the transaction.
+async fn frontier_with_position_case(store: &Store, _db: &TestDb) -> TestResult {
+    let id = log_id(1);
+    store.upsert_log(&meta(1)).await?;
+    assert_eq!(store.verified_frontier(&id).await?, (0, None));
+    let f5 = vec![[5u8; 32], [1u8; 32]]; // popcount(5) = 2
+    store
+        .commit_verified_with_frontier_at(&id, &entries(1, 0..5, LATER), 10, &root(10), 0, &f5, NOW)
+        .await?;
+    assert_eq!(store.verified_frontier(&id).await?, (5, Some(f5.clone())));
+    // Wrong number of roots: refused, nothing written.
+    let err = store
+        .commit_verified_with_frontier_at(&id, &entries(1, 5..8, LATER), 10, &root(10), 0, &f5, NOW)
+        .await
+        .expect_err("popcount(8) = 1");
+    assert!(matches!(
+        err,
+        StoreError::FrontierMismatch {
+            position: 8,
+            expected: 1,
+            found: 2
+        }
+    ));
+    assert_eq!(store.verified_frontier(&id).await?, (5, Some(f5.clone())));
+    // A replay that does not move the position keeps the frontier.
+    store
+        .commit_verified_with_frontier_at(
+            &id,
+            &entries(1, 0..3, LATER),
+            10,
+            &root(10),
+            0,
+            &[[3u8; 32]],
+            NOW,
+        )
+        .await?;
+    assert_eq!(store.verified_frontier(&id).await?, (5, Some(f5.clone())));
+    // Crash before COMMIT: neither position nor frontier move.
+    store
+        .commit_verified_with_frontier_then_crash(
+            &id,
+            &entries(1, 5..8, LATER),
+            10,
+            &root(10),
+            0,
+            &[[8u8; 32]],
+            NOW,
+        )
+        .await?;
+    assert_eq!(store.verified_frontier(&id).await?, (5, Some(f5)));
+    store
+        .commit_verified_with_frontier_at(
+            &id,
+            &entries(1, 5..8, LATER),
+            10,
+            &root(10),
+            0,
+            &[[8u8; 32]],
+            NOW,
+        )
+        .await?;
+    assert_eq!(
+        store.verified_frontier(&id).await?,
+        (8, Some(vec![[8u8; 32]]))
+    );
+    // A commit without a frontier that moves the position clears it.
+    store
+        .commit_verified_at(&id, &entries(1, 8..9, LATER), 10, &root(10), 0, NOW)
+        .await?;
+    assert_eq!(store.verified_frontier(&id).await?, (9, None));
+    Ok(())
+}
+on_all_backends!(frontier_with_position, frontier_with_position_case);
 
 /// Not a correctness test: bulk-insert throughput of one ingester
 /// (sequential commits of 10,000-entry batches over 8 logs). Run with

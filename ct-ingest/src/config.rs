@@ -1,0 +1,692 @@
+//! Ingester configuration: a TOML file, overridden by environment
+//! variables, plus the selection of logs from Chrome's log list v3.
+//!
+//! ```toml
+//! # Log list: a file path (or file://...) or an http(s) URL.
+//! log_list = "https://www.gstatic.com/ct/log_list/v3/log_list.json"
+//! # Default: the embedded SQLite file ct-ingest.db in the working directory.
+//! database_url = "postgres://ct@db.internal/ct"
+//!
+//! [schedule]              # for `ct-ingest run`; at most one of the two
+//! interval_seconds = 600  # or: daily = "03:30" (UTC)
+//!
+//! [defaults]              # per-log limits, for every selected log
+//! batch_size = 256        # entries per get-entries request (RFC 6962)
+//! concurrency = 4         # requests in flight per log
+//! requests_per_second = 10.0
+//! commit_every = 65536    # entries verified and committed per transaction
+//!
+//! [http]                  # transport, shared by all logs (see http.rs)
+//! timeout_seconds = 60
+//! max_retries = 10
+//!
+//! [[log]]                 # no [[log]] at all: every log of the list
+//! description = "Argon 2026h1"     # case-insensitive substring
+//! [[log]]
+//! id = "DleUvPOuqT4zGyyZB7P3kN+bwj1xMiXdIaklrGHFTiE="  # base64 or hex
+//! api = "static"          # "rfc6962" or "static": when a log has both
+//! requests_per_second = 2.0
+//! ```
+//!
+//! Environment overrides (applied after the file, before validation):
+//!
+//! | variable | overrides |
+//! |---|---|
+//! | `CT_INGEST_DATABASE_URL`, else `DATABASE_URL` | `database_url` |
+//! | `CT_INGEST_LOG_LIST` | `log_list` |
+//! | `CT_INGEST_BATCH_SIZE`, `CT_INGEST_CONCURRENCY`, `CT_INGEST_REQUESTS_PER_SECOND`, `CT_INGEST_COMMIT_EVERY` | the same key of `[defaults]` |
+//! | `CT_INGEST_INTERVAL_SECONDS`, `CT_INGEST_DAILY` | `[schedule]` (one replaces the other) |
+//! | `CT_INGEST_TIMEOUT_SECONDS`, `CT_INGEST_MAX_RETRIES`, `CT_INGEST_MAX_RESPONSE_BYTES` | the same key of `[http]` |
+//!
+//! Per-log settings in `[[log]]` win over `[defaults]` (and so over the
+//! environment's defaults).
+
+use std::collections::HashSet;
+use std::path::Path;
+
+use serde::Deserialize;
+
+use crate::error::{Error, Result};
+use crate::http::{HttpClient, HttpSettings};
+use crate::loglist::{LogApi, LogInfo, LogList, LogStateKind, MAX_LOG_LIST_SIZE};
+use crate::store::LogKind;
+
+/// Chrome's current log list.
+pub const DEFAULT_LOG_LIST: &str = "https://www.gstatic.com/ct/log_list/v3/log_list.json";
+/// The embedded SQLite file used when no database URL is configured.
+pub const DEFAULT_DATABASE_URL: &str = "sqlite://ct-ingest.db?mode=rwc";
+/// Largest configuration file accepted.
+pub const MAX_CONFIG_SIZE: usize = 1 << 20;
+
+/// The whole configuration.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Path, `file://` URL or `http(s)://` URL of a log list v3.
+    #[serde(default = "default_log_list")]
+    pub log_list: String,
+    /// Database URL (`None`: [`DEFAULT_DATABASE_URL`]).
+    #[serde(default)]
+    pub database_url: Option<String>,
+    /// When `ct-ingest run` ingests.
+    #[serde(default)]
+    pub schedule: ScheduleConfig,
+    /// Limits of every selected log unless its `[[log]]` says otherwise.
+    #[serde(default)]
+    pub defaults: LimitsConfig,
+    /// Transport settings.
+    #[serde(default)]
+    pub http: HttpSettings,
+    /// Log selectors; empty selects every log of the list (see
+    /// [`Config::select_logs`]).
+    #[serde(default, rename = "log")]
+    pub logs: Vec<LogSelector>,
+}
+
+fn default_log_list() -> String {
+    DEFAULT_LOG_LIST.to_owned()
+}
+
+/// `[schedule]`.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct ScheduleConfig {
+    /// Ingest every this many seconds (measured from the start of a run).
+    pub interval_seconds: Option<u64>,
+    /// Ingest once a day at `HH:MM` UTC.
+    pub daily: Option<String>,
+}
+
+/// When to ingest, resolved from [`ScheduleConfig`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Schedule {
+    /// Every `n` seconds.
+    Interval(u64),
+    /// Daily at this many seconds after 00:00 UTC.
+    Daily(u32),
+}
+
+/// Optional limits, as written in `[defaults]` or a `[[log]]`.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct LimitsConfig {
+    /// Entries asked per `get-entries` request.
+    pub batch_size: Option<u64>,
+    /// Requests in flight per log.
+    pub concurrency: Option<usize>,
+    /// Request starts per second per log (0: unlimited).
+    pub requests_per_second: Option<f64>,
+    /// Entries per verified commit.
+    pub commit_every: Option<u64>,
+}
+
+/// One `[[log]]`: which log(s), and their limits.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct LogSelector {
+    /// Log ID, base64 (as in the log list) or 64 hex digits.
+    pub id: Option<String>,
+    /// Case-insensitive substring of the log's description.
+    pub description: Option<String>,
+    /// Only the log's RFC 6962 (`"rfc6962"`) or static-ct-api (`"static"`)
+    /// entry of the list.
+    pub api: Option<String>,
+    /// Entries asked per `get-entries` request.
+    pub batch_size: Option<u64>,
+    /// Requests in flight.
+    pub concurrency: Option<usize>,
+    /// Request starts per second (0: unlimited).
+    pub requests_per_second: Option<f64>,
+    /// Entries per verified commit.
+    pub commit_every: Option<u64>,
+}
+
+/// Resolved per-log limits.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LogLimits {
+    /// Entries asked per `get-entries` request (RFC 6962; static-ct-api
+    /// logs are fetched a 256-entry tile at a time).
+    pub batch_size: u64,
+    /// Requests in flight.
+    pub concurrency: usize,
+    /// Request starts per second (`None`: unlimited).
+    pub requests_per_second: Option<f64>,
+    /// Entries per verified commit (rounded up to a multiple of 256 for
+    /// static-ct-api logs).
+    pub commit_every: u64,
+}
+
+impl Default for LogLimits {
+    fn default() -> Self {
+        LogLimits {
+            batch_size: 256,
+            concurrency: 4,
+            requests_per_second: None,
+            commit_every: 65_536,
+        }
+    }
+}
+
+/// A log chosen for ingestion, with its limits.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SelectedLog {
+    /// The log as listed.
+    pub info: LogInfo,
+    /// Its limits.
+    pub limits: LogLimits,
+}
+
+impl SelectedLog {
+    /// The API this log is ingested through.
+    pub fn kind(&self) -> LogKind {
+        match self.info.api {
+            LogApi::Rfc6962 { .. } => LogKind::Rfc6962,
+            LogApi::StaticCt { .. } => LogKind::Static,
+        }
+    }
+
+    /// The URL stored for the log: the RFC 6962 base URL or the
+    /// static-ct-api monitoring prefix.
+    pub fn url(&self) -> &str {
+        match &self.info.api {
+            LogApi::Rfc6962 { url } => url,
+            LogApi::StaticCt { monitoring_url, .. } => monitoring_url,
+        }
+    }
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            log_list: default_log_list(),
+            database_url: None,
+            schedule: ScheduleConfig::default(),
+            defaults: LimitsConfig::default(),
+            http: HttpSettings::default(),
+            logs: Vec::new(),
+        }
+    }
+}
+
+impl Config {
+    /// Reads `path`, applies the process environment and validates.
+    pub fn load(path: &Path) -> Result<Config> {
+        let text = read_capped(path, MAX_CONFIG_SIZE)?;
+        let text = String::from_utf8(text)
+            .map_err(|_| Error::Config(format!("{} is not UTF-8", path.display())))?;
+        let mut config = Config::from_toml(&text)?;
+        config.apply_env(|k| std::env::var(k).ok())?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Parses TOML (no environment, no validation).
+    pub fn from_toml(text: &str) -> Result<Config> {
+        toml::from_str(text).map_err(|e| Error::Config(e.to_string()))
+    }
+
+    /// Applies the `CT_INGEST_*` / `DATABASE_URL` overrides read through
+    /// `env` (empty values are ignored).
+    pub fn apply_env<F>(&mut self, env: F) -> Result<()>
+    where
+        F: Fn(&str) -> Option<String>,
+    {
+        let get = |k: &str| {
+            env(k)
+                .map(|v| v.trim().to_owned())
+                .filter(|v| !v.is_empty())
+        };
+        if let Some(url) = get("CT_INGEST_DATABASE_URL").or_else(|| get("DATABASE_URL")) {
+            self.database_url = Some(url);
+        }
+        if let Some(v) = get("CT_INGEST_LOG_LIST") {
+            self.log_list = v;
+        }
+        if let Some(v) = get("CT_INGEST_BATCH_SIZE") {
+            self.defaults.batch_size = Some(parse_env("CT_INGEST_BATCH_SIZE", &v)?);
+        }
+        if let Some(v) = get("CT_INGEST_CONCURRENCY") {
+            self.defaults.concurrency = Some(parse_env("CT_INGEST_CONCURRENCY", &v)?);
+        }
+        if let Some(v) = get("CT_INGEST_REQUESTS_PER_SECOND") {
+            self.defaults.requests_per_second =
+                Some(parse_env("CT_INGEST_REQUESTS_PER_SECOND", &v)?);
+        }
+        if let Some(v) = get("CT_INGEST_COMMIT_EVERY") {
+            self.defaults.commit_every = Some(parse_env("CT_INGEST_COMMIT_EVERY", &v)?);
+        }
+        if let Some(v) = get("CT_INGEST_INTERVAL_SECONDS") {
+            self.schedule = ScheduleConfig {
+                interval_seconds: Some(parse_env("CT_INGEST_INTERVAL_SECONDS", &v)?),
+                daily: None,
+            };
+        }
+        if let Some(v) = get("CT_INGEST_DAILY") {
+            self.schedule = ScheduleConfig {
+                interval_seconds: None,
+                daily: Some(v),
+            };
+        }
+        if let Some(v) = get("CT_INGEST_TIMEOUT_SECONDS") {
+            self.http.timeout_seconds = parse_env("CT_INGEST_TIMEOUT_SECONDS", &v)?;
+        }
+        if let Some(v) = get("CT_INGEST_MAX_RETRIES") {
+            self.http.max_retries = parse_env("CT_INGEST_MAX_RETRIES", &v)?;
+        }
+        if let Some(v) = get("CT_INGEST_MAX_RESPONSE_BYTES") {
+            self.http.max_response_bytes = parse_env("CT_INGEST_MAX_RESPONSE_BYTES", &v)?;
+        }
+        Ok(())
+    }
+
+    /// Checks every value (limits, schedule, selectors, HTTP settings).
+    pub fn validate(&self) -> Result<()> {
+        self.http.validate()?;
+        self.schedule()?;
+        resolve_limits(&LogLimits::default(), &self.defaults, "[defaults]")?;
+        for (i, sel) in self.logs.iter().enumerate() {
+            if sel.id.is_none() && sel.description.is_none() {
+                return Err(Error::Config(format!(
+                    "[[log]] #{}: needs `id` or `description`",
+                    i + 1
+                )));
+            }
+            if let Some(id) = &sel.id {
+                parse_log_id(id)?;
+            }
+            if let Some(api) = &sel.api {
+                parse_api(api)?;
+            }
+            resolve_limits(&LogLimits::default(), &sel.limits(), "[[log]]")?;
+        }
+        Ok(())
+    }
+
+    /// The database URL to use: `database_url`, else
+    /// [`DEFAULT_DATABASE_URL`].
+    pub fn database_url(&self) -> &str {
+        self.database_url.as_deref().unwrap_or(DEFAULT_DATABASE_URL)
+    }
+
+    /// The schedule (`None` if neither key is set).
+    pub fn schedule(&self) -> Result<Option<Schedule>> {
+        match (&self.schedule.interval_seconds, &self.schedule.daily) {
+            (Some(_), Some(_)) => Err(Error::Config(
+                "[schedule]: set interval_seconds or daily, not both".into(),
+            )),
+            (Some(0), None) => Err(Error::Config(
+                "[schedule] interval_seconds must be > 0".into(),
+            )),
+            (Some(n), None) => Ok(Some(Schedule::Interval(*n))),
+            (None, Some(hhmm)) => Ok(Some(Schedule::Daily(parse_hhmm(hhmm)?))),
+            (None, None) => Ok(None),
+        }
+    }
+
+    /// Picks the logs to ingest from `list`.
+    ///
+    /// * With `[[log]]` selectors: every log matching a selector (all of its
+    ///   given criteria: `id`, `description` substring, `api`). A selector
+    ///   that matches nothing is an error (a typo must not silently skip a
+    ///   log). A log matched by several selectors takes the limits of the
+    ///   first.
+    /// * Without selectors: every log of the list except those `pending` or
+    ///   `rejected`, and except temporal shards whose interval ended before
+    ///   `now_s` (all their certificates have expired).
+    ///
+    /// A log ID listed under both APIs (RFC 6962 `logs` and `tiled_logs`) is
+    /// ingested once: through the API the selector names, else through
+    /// static-ct-api.
+    pub fn select_logs(&self, list: &LogList, now_s: i64) -> Result<Vec<SelectedLog>> {
+        let defaults = resolve_limits(&LogLimits::default(), &self.defaults, "[defaults]")?;
+        let mut chosen: Vec<SelectedLog> = Vec::new();
+        let mut seen: HashSet<[u8; 32]> = HashSet::new();
+        // Static-ct-api entries first, so that they win for unspecific
+        // selectors.
+        let mut candidates: Vec<&LogInfo> = list.logs().map(|(_, l)| l).collect();
+        candidates.sort_by_key(|l| !matches!(l.api, LogApi::StaticCt { .. }));
+        if self.logs.is_empty() {
+            for l in candidates {
+                let skip_state = matches!(
+                    l.state.as_ref().map(|s| s.kind),
+                    Some(LogStateKind::Pending | LogStateKind::Rejected)
+                );
+                let expired_shard = l
+                    .temporal_interval
+                    .as_ref()
+                    .is_some_and(|t| t.end_exclusive <= now_s);
+                if skip_state || expired_shard || !seen.insert(l.log_id) {
+                    continue;
+                }
+                chosen.push(SelectedLog {
+                    info: l.clone(),
+                    limits: defaults.clone(),
+                });
+            }
+            return Ok(chosen);
+        }
+        for (i, sel) in self.logs.iter().enumerate() {
+            let id = sel.id.as_deref().map(parse_log_id).transpose()?;
+            let api = sel.api.as_deref().map(parse_api).transpose()?;
+            let needle = sel.description.as_deref().map(str::to_lowercase);
+            let limits = resolve_limits(&defaults, &sel.limits(), "[[log]]")?;
+            let mut matched = 0;
+            for l in &candidates {
+                let kind = match l.api {
+                    LogApi::Rfc6962 { .. } => LogKind::Rfc6962,
+                    LogApi::StaticCt { .. } => LogKind::Static,
+                };
+                let ok = id.is_none_or(|id| id == l.log_id)
+                    && api.is_none_or(|a| a == kind)
+                    && needle
+                        .as_deref()
+                        .is_none_or(|n| l.description.to_lowercase().contains(n));
+                if !ok {
+                    continue;
+                }
+                matched += 1;
+                if seen.insert(l.log_id) {
+                    chosen.push(SelectedLog {
+                        info: (*l).clone(),
+                        limits: limits.clone(),
+                    });
+                }
+            }
+            if matched == 0 {
+                return Err(Error::Config(format!(
+                    "[[log]] #{} ({}) matches no log of the list",
+                    i + 1,
+                    sel.describe()
+                )));
+            }
+        }
+        Ok(chosen)
+    }
+}
+
+impl LogSelector {
+    fn limits(&self) -> LimitsConfig {
+        LimitsConfig {
+            batch_size: self.batch_size,
+            concurrency: self.concurrency,
+            requests_per_second: self.requests_per_second,
+            commit_every: self.commit_every,
+        }
+    }
+
+    fn describe(&self) -> String {
+        let mut parts = Vec::new();
+        if let Some(id) = &self.id {
+            parts.push(format!("id {id}"));
+        }
+        if let Some(d) = &self.description {
+            parts.push(format!("description {d:?}"));
+        }
+        if let Some(a) = &self.api {
+            parts.push(format!("api {a}"));
+        }
+        parts.join(", ")
+    }
+}
+
+/// Fills `over`'s missing values from `base` and checks the result.
+fn resolve_limits(base: &LogLimits, over: &LimitsConfig, section: &str) -> Result<LogLimits> {
+    let l = LogLimits {
+        batch_size: over.batch_size.unwrap_or(base.batch_size),
+        concurrency: over.concurrency.unwrap_or(base.concurrency),
+        requests_per_second: match over.requests_per_second {
+            Some(r) => (r != 0.0).then_some(r),
+            None => base.requests_per_second,
+        },
+        commit_every: over.commit_every.unwrap_or(base.commit_every),
+    };
+    if l.batch_size == 0 || l.batch_size > 1 << 20 {
+        return Err(Error::Config(format!(
+            "{section} batch_size must be in 1..=1048576, got {}",
+            l.batch_size
+        )));
+    }
+    if l.concurrency == 0 || l.concurrency > 1024 {
+        return Err(Error::Config(format!(
+            "{section} concurrency must be in 1..=1024, got {}",
+            l.concurrency
+        )));
+    }
+    if let Some(r) = l.requests_per_second {
+        if !(r.is_finite() && r > 0.0) {
+            return Err(Error::Config(format!(
+                "{section} requests_per_second must be positive (0: unlimited), got {r}"
+            )));
+        }
+    }
+    if l.commit_every == 0 {
+        return Err(Error::Config(format!("{section} commit_every must be > 0")));
+    }
+    Ok(l)
+}
+
+/// A log ID in base64 (standard, as in the log list) or 64 hex digits.
+pub fn parse_log_id(s: &str) -> Result<[u8; 32]> {
+    let s = s.trim();
+    if s.len() == 64 && s.bytes().all(|b| b.is_ascii_hexdigit()) {
+        let mut out = [0u8; 32];
+        for (i, o) in out.iter_mut().enumerate() {
+            *o = u8::from_str_radix(&s[2 * i..2 * i + 2], 16)
+                .map_err(|e| Error::Config(format!("log id {s:?}: {e}")))?;
+        }
+        return Ok(out);
+    }
+    let bytes = crate::sth::decode_base64(s, "log id", 32)
+        .map_err(|e| Error::Config(format!("log id {s:?}: {e}")))?;
+    <[u8; 32]>::try_from(bytes.as_slice())
+        .map_err(|_| Error::Config(format!("log id {s:?} is not 32 bytes")))
+}
+
+/// Lowercase hex (for log IDs in messages and selectors).
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn parse_api(s: &str) -> Result<LogKind> {
+    match s {
+        "rfc6962" => Ok(LogKind::Rfc6962),
+        "static" | "static-ct-api" | "tiled" => Ok(LogKind::Static),
+        other => Err(Error::Config(format!(
+            "api must be \"rfc6962\" or \"static\", got {other:?}"
+        ))),
+    }
+}
+
+/// `HH:MM` (UTC) to seconds after midnight.
+fn parse_hhmm(s: &str) -> Result<u32> {
+    let bad = || Error::Config(format!("[schedule] daily must be HH:MM (UTC), got {s:?}"));
+    let (h, m) = s.trim().split_once(':').ok_or_else(bad)?;
+    let h: u32 = h.parse().map_err(|_| bad())?;
+    let m: u32 = m.parse().map_err(|_| bad())?;
+    if h > 23 || m > 59 {
+        return Err(bad());
+    }
+    Ok(h * 3600 + m * 60)
+}
+
+fn parse_env<T: std::str::FromStr>(name: &str, v: &str) -> Result<T>
+where
+    T::Err: std::fmt::Display,
+{
+    v.parse()
+        .map_err(|e| Error::Config(format!("{name}={v:?}: {e}")))
+}
+
+impl Schedule {
+    /// Seconds from `now_s` (Unix) to the next run; `last_start_s` is when
+    /// the previous run started (for intervals).
+    pub fn seconds_until_next(&self, now_s: i64, last_start_s: Option<i64>) -> u64 {
+        match *self {
+            Schedule::Interval(n) => match last_start_s {
+                Some(last) => {
+                    let due = last.saturating_add(i64::try_from(n).unwrap_or(i64::MAX));
+                    u64::try_from(due.saturating_sub(now_s)).unwrap_or(0)
+                }
+                None => 0,
+            },
+            Schedule::Daily(at) => {
+                let day = now_s.rem_euclid(86_400);
+                let at = i64::from(at);
+                let wait = if at > day {
+                    at - day
+                } else {
+                    at + 86_400 - day
+                };
+                u64::try_from(wait).unwrap_or(0)
+            }
+        }
+    }
+}
+
+/// Reads a whole file, refusing more than `max` bytes.
+fn read_capped(path: &Path, max: usize) -> Result<Vec<u8>> {
+    use std::io::Read as _;
+    let io = |source| Error::Io {
+        path: path.display().to_string(),
+        source,
+    };
+    let f = std::fs::File::open(path).map_err(io)?;
+    let mut buf = Vec::new();
+    f.take(max as u64 + 1).read_to_end(&mut buf).map_err(io)?;
+    if buf.len() > max {
+        return Err(Error::TooLarge {
+            what: "file",
+            len: buf.len(),
+            max,
+        });
+    }
+    Ok(buf)
+}
+
+/// Loads a log list v3 from a path, a `file://` URL or an `http(s)://`
+/// URL (fetched with `http`, capped at [`MAX_LOG_LIST_SIZE`]).
+pub async fn load_log_list(source: &str, http: &HttpClient) -> Result<LogList> {
+    let body = if source.starts_with("http://") || source.starts_with("https://") {
+        http.get(source, MAX_LOG_LIST_SIZE).await?.body
+    } else {
+        let path = source.strip_prefix("file://").unwrap_or(source);
+        read_capped(Path::new(path), MAX_LOG_LIST_SIZE)?
+    };
+    LogList::from_json(&body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    #[test]
+    fn parses_full_example() {
+        let c = Config::from_toml(
+            r#"
+            log_list = "/tmp/list.json"
+            database_url = "sqlite://x.db?mode=rwc"
+            [schedule]
+            daily = "03:30"
+            [defaults]
+            batch_size = 1000
+            concurrency = 8
+            requests_per_second = 5.5
+            [http]
+            timeout_seconds = 5
+            [[log]]
+            description = "argon"
+            api = "rfc6962"
+            batch_size = 32
+            [[log]]
+            id = "0000000000000000000000000000000000000000000000000000000000000000"
+            "#,
+        )
+        .unwrap();
+        c.validate().unwrap();
+        assert_eq!(
+            c.schedule().unwrap(),
+            Some(Schedule::Daily(3 * 3600 + 1800))
+        );
+        assert_eq!(c.logs.len(), 2);
+        assert_eq!(c.logs[0].batch_size, Some(32));
+        assert_eq!(c.http.timeout_seconds, 5.0);
+        assert_eq!(c.http.max_retries, HttpSettings::default().max_retries);
+        assert_eq!(c.database_url(), "sqlite://x.db?mode=rwc");
+    }
+
+    #[test]
+    fn defaults_and_errors() {
+        let c = Config::from_toml("").unwrap();
+        c.validate().unwrap();
+        assert_eq!(c.database_url(), DEFAULT_DATABASE_URL);
+        assert_eq!(c.log_list, DEFAULT_LOG_LIST);
+        assert_eq!(c.schedule().unwrap(), None);
+        for bad in [
+            "unknown_key = 1",
+            "[defaults]\nbatch_size = 0",
+            "[defaults]\nconcurrency = 0",
+            "[defaults]\nrequests_per_second = -1.0",
+            "[schedule]\ndaily = \"25:00\"",
+            "[schedule]\ninterval_seconds = 5\ndaily = \"01:00\"",
+            "[[log]]\nbatch_size = 3",
+            "[[log]]\nid = \"zz\"",
+            "[[log]]\ndescription = \"x\"\napi = \"grpc\"",
+            "[http]\ntimeout_seconds = 0",
+        ] {
+            let r = Config::from_toml(bad).and_then(|c| c.validate());
+            assert!(r.is_err(), "{bad} accepted");
+        }
+    }
+
+    #[test]
+    fn env_overrides() {
+        let mut c = Config::from_toml("database_url = \"sqlite://a.db\"").unwrap();
+        let env: HashMap<&str, &str> = [
+            ("DATABASE_URL", "postgres://x/y"),
+            ("CT_INGEST_BATCH_SIZE", "77"),
+            ("CT_INGEST_INTERVAL_SECONDS", "30"),
+            ("CT_INGEST_LOG_LIST", " /x.json "),
+            ("CT_INGEST_CONCURRENCY", ""),
+        ]
+        .into_iter()
+        .collect();
+        c.apply_env(|k| env.get(k).map(|v| v.to_string())).unwrap();
+        assert_eq!(c.database_url(), "postgres://x/y");
+        assert_eq!(c.defaults.batch_size, Some(77));
+        assert_eq!(c.defaults.concurrency, None);
+        assert_eq!(c.log_list, "/x.json");
+        assert_eq!(c.schedule().unwrap(), Some(Schedule::Interval(30)));
+        let env2: HashMap<&str, &str> = [
+            ("DATABASE_URL", "postgres://x/y"),
+            ("CT_INGEST_DATABASE_URL", "sqlite://b.db"),
+        ]
+        .into_iter()
+        .collect();
+        c.apply_env(|k| env2.get(k).map(|v| v.to_string())).unwrap();
+        assert_eq!(c.database_url(), "sqlite://b.db");
+        let bad: HashMap<&str, &str> = [("CT_INGEST_BATCH_SIZE", "many")].into_iter().collect();
+        assert!(c.apply_env(|k| bad.get(k).map(|v| v.to_string())).is_err());
+    }
+
+    #[test]
+    fn log_ids() {
+        let hex = "0e5794bcf3aea93e331b2c9907b3f790df9bc23d713225dd21a925ac61c54e21";
+        let b64 = "DleUvPOuqT4zGyyZB7P3kN+bwj1xMiXdIaklrGHFTiE=";
+        assert_eq!(parse_log_id(hex).unwrap(), parse_log_id(b64).unwrap());
+        assert!(parse_log_id("AAAA").is_err());
+    }
+
+    #[test]
+    fn schedule_delays() {
+        let day = 86_400 * 20_000;
+        assert_eq!(Schedule::Daily(3600).seconds_until_next(day, None), 3600);
+        assert_eq!(
+            Schedule::Daily(3600).seconds_until_next(day + 3600, None),
+            86_400
+        );
+        assert_eq!(Schedule::Interval(60).seconds_until_next(100, None), 0);
+        assert_eq!(Schedule::Interval(60).seconds_until_next(100, Some(90)), 50);
+        assert_eq!(Schedule::Interval(60).seconds_until_next(200, Some(90)), 0);
+    }
+}

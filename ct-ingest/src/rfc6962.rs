@@ -1,0 +1,255 @@
+//! Client of the RFC 6962 §4 API (`<url>/ct/v1/...`): `get-sth`,
+//! `get-sth-consistency`, `get-entries`.
+//!
+//! Every response is parsed as hostile input: the body is size-capped by
+//! [`LogEndpoint`], JSON must have the expected shape, base64 must decode,
+//! `get-entries` must return between 1 and the requested number of entries,
+//! every `leaf_input` must be a complete `MerkleTreeLeaf` and every
+//! `extra_data` a complete chain of the entry's type. Anything else is an
+//! error for that request (nothing of it is returned). Tree heads are
+//! returned only once their signature verifies with the log's key.
+//!
+//! Entries come back as [`store::Entry`](crate::store::Entry) values (leaf
+//! index, leaf hash, SCT timestamp, `notAfter`): they are *downloaded*, not
+//! verified; [`crate::ingest`] verifies them against a signed tree head
+//! before they are committed.
+
+use std::borrow::Cow;
+
+use serde::Deserialize;
+
+use crate::error::{Error, Result};
+use crate::http::LogEndpoint;
+use crate::leaf::{LogEntryType, MerkleTreeLeaf, MAX_CERT_LEN, MAX_EXTENSIONS_LEN};
+use crate::merkle::{leaf_hash, Hash, HASH_LEN, MAX_PROOF_LEN};
+use crate::sth::{decode_base64, LogKey, SignedTreeHead, MAX_STH_JSON_LEN};
+use crate::store::Entry;
+use crate::tls::{Reader, MAX_U24_LEN};
+
+/// Largest `leaf_input` accepted: a `MerkleTreeLeaf` with a maximal
+/// certificate (or TBS plus issuer key hash) and maximal extensions.
+pub const MAX_LEAF_INPUT_LEN: usize = 2 + 8 + 2 + 32 + 3 + MAX_CERT_LEN + 2 + MAX_EXTENSIONS_LEN;
+/// Largest `extra_data` accepted (a certificate chain).
+pub const MAX_EXTRA_DATA_LEN: usize = 3 + 3 + 2 * MAX_U24_LEN;
+/// Largest `get-sth-consistency` body accepted.
+pub const MAX_CONSISTENCY_JSON_LEN: usize = 64 << 10;
+
+/// An RFC 6962 log: its endpoint (with limits), base URL and key.
+#[derive(Clone, Debug)]
+pub struct Rfc6962Client {
+    ep: LogEndpoint,
+    /// `<url>/ct/v1/`, ending in a slash.
+    prefix: String,
+    key: LogKey,
+}
+
+#[derive(Deserialize)]
+struct GetEntriesJson<'a> {
+    #[serde(borrow)]
+    entries: Vec<RawEntry<'a>>,
+}
+
+#[derive(Deserialize)]
+struct RawEntry<'a> {
+    #[serde(borrow)]
+    leaf_input: Cow<'a, str>,
+    #[serde(borrow)]
+    extra_data: Cow<'a, str>,
+}
+
+#[derive(Deserialize)]
+struct ConsistencyJson {
+    consistency: Vec<String>,
+}
+
+impl Rfc6962Client {
+    /// A client for the log at `url` (the log list's `url`, with or without
+    /// a trailing slash) whose key is `key`.
+    pub fn new(ep: LogEndpoint, url: &str, key: LogKey) -> Self {
+        Rfc6962Client {
+            ep,
+            prefix: format!("{}/ct/v1/", url.trim_end_matches('/')),
+            key,
+        }
+    }
+
+    /// The log's key.
+    pub fn key(&self) -> &LogKey {
+        &self.key
+    }
+
+    /// `get-sth`, verified with the log's key.
+    pub async fn get_sth(&self) -> Result<SignedTreeHead> {
+        let url = format!("{}get-sth", self.prefix);
+        let resp = self.ep.get(&url, MAX_STH_JSON_LEN).await?;
+        let sth = SignedTreeHead::from_json(&resp.body)?;
+        sth.verify(&self.key)?;
+        Ok(sth)
+    }
+
+    /// `get-sth-consistency?first=..&second=..`: the proof's hashes
+    /// (checked to be 32 bytes each and at most [`MAX_PROOF_LEN`]; whether
+    /// they prove anything is for [`crate::merkle::verify_consistency`]).
+    pub async fn get_sth_consistency(&self, first: u64, second: u64) -> Result<Vec<Hash>> {
+        let url = format!(
+            "{}get-sth-consistency?first={first}&second={second}",
+            self.prefix
+        );
+        let resp = self.ep.get(&url, MAX_CONSISTENCY_JSON_LEN).await?;
+        parse_consistency(&resp.body)
+    }
+
+    /// One `get-entries?start=..&end=..` request for `[start, end)`
+    /// (`end` exclusive here; the request's `end` is inclusive). The log may
+    /// return fewer entries than asked (RFC 6962 §4.6); this returns what
+    /// came back, decoded, with leaf indices from `start`. Zero entries, more
+    /// than asked, or any undecodable entry is an error.
+    pub async fn get_entries(&self, start: u64, end: u64) -> Result<Vec<Entry>> {
+        if end <= start {
+            return Err(Error::InvalidArgument(format!(
+                "get-entries of the empty range [{start}, {end})"
+            )));
+        }
+        let url = format!("{}get-entries?start={start}&end={}", self.prefix, end - 1);
+        let resp = self.ep.get(&url, usize::MAX).await?;
+        parse_get_entries(&resp.body, start, end - start)
+    }
+}
+
+/// Parses a `get-sth-consistency` body.
+pub fn parse_consistency(body: &[u8]) -> Result<Vec<Hash>> {
+    let j: ConsistencyJson = serde_json::from_slice(body).map_err(|source| Error::Json {
+        what: "get-sth-consistency response",
+        source,
+    })?;
+    if j.consistency.len() > MAX_PROOF_LEN {
+        return Err(Error::TooLarge {
+            what: "consistency proof",
+            len: j.consistency.len(),
+            max: MAX_PROOF_LEN,
+        });
+    }
+    j.consistency
+        .iter()
+        .map(|h| {
+            let b = decode_base64(h, "consistency proof hash", HASH_LEN)?;
+            <Hash>::try_from(b.as_slice()).map_err(|_| Error::TooSmall {
+                what: "consistency proof hash",
+                len: b.len(),
+                min: HASH_LEN,
+            })
+        })
+        .collect()
+}
+
+/// Parses a `get-entries` body for a request of `requested` entries from
+/// `start`: 1..=`requested` entries, each decoded (see [`decode_entry`]).
+pub fn parse_get_entries(body: &[u8], start: u64, requested: u64) -> Result<Vec<Entry>> {
+    let j: GetEntriesJson<'_> = serde_json::from_slice(body).map_err(|source| Error::Json {
+        what: "get-entries response",
+        source,
+    })?;
+    let n = j.entries.len() as u64;
+    if n == 0 || n > requested {
+        return Err(Error::malformed(
+            "get-entries response",
+            format!("{n} entries for a request of {requested} starting at {start}"),
+        ));
+    }
+    j.entries
+        .iter()
+        .zip(start..)
+        .map(|(e, index)| decode_entry(&e.leaf_input, &e.extra_data, index))
+        .collect()
+}
+
+/// Decodes one `get-entries` entry at `leaf_index`: the `leaf_input`
+/// `MerkleTreeLeaf` (its leaf hash is over the exact bytes served), the
+/// `extra_data` chain (structure only), the SCT timestamp and `notAfter`
+/// ([`crate::ingest::entry_not_after`]).
+pub fn decode_entry(leaf_input_b64: &str, extra_data_b64: &str, leaf_index: u64) -> Result<Entry> {
+    let leaf = decode_base64(leaf_input_b64, "get-entries leaf_input", MAX_LEAF_INPUT_LEN)?;
+    let mtl = MerkleTreeLeaf::decode(&leaf)?;
+    let extra = decode_base64(extra_data_b64, "get-entries extra_data", MAX_EXTRA_DATA_LEN)?;
+    let te = &mtl.timestamped_entry;
+    check_extra_data(te.signed_entry.entry_type(), &extra)?;
+    Ok(Entry {
+        leaf_index,
+        leaf_hash: leaf_hash(&leaf),
+        sct_timestamp_ms: te.timestamp,
+        not_after: crate::ingest::entry_not_after(&te.signed_entry, te.timestamp, leaf_index),
+    })
+}
+
+/// Checks the structure of `extra_data` (RFC 6962 §4.6): for an
+/// `x509_entry`, `ASN.1Cert certificate_chain<0..2^24-1>`; for a
+/// `precert_entry`, a `PrecertChainEntry` (`ASN.1Cert pre_certificate;
+/// ASN.1Cert precertificate_chain<0..2^24-1>`). Certificates must be
+/// non-empty; nothing may trail.
+pub fn check_extra_data(entry_type: LogEntryType, extra: &[u8]) -> Result<()> {
+    const WHAT: &str = "get-entries extra_data";
+    let mut r = Reader::new(extra);
+    if entry_type == LogEntryType::Precert {
+        let pre = r.read_opaque24("PrecertChainEntry.pre_certificate")?;
+        if pre.is_empty() {
+            return Err(Error::malformed(WHAT, "empty pre_certificate"));
+        }
+    }
+    let chain = r.read_opaque24("certificate_chain")?;
+    r.finish(WHAT)?;
+    let mut c = Reader::new(chain);
+    while !c.is_empty() {
+        let cert = c.read_opaque24("certificate_chain entry")?;
+        if cert.is_empty() {
+            return Err(Error::malformed(WHAT, "empty certificate in the chain"));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn garbage_get_entries_is_an_error() {
+        for body in [
+            &b"<html><body>502 Bad Gateway</body></html>"[..],
+            b"",
+            b"{}",
+            b"{\"entries\": []}",
+            b"{\"entries\": [{\"leaf_input\": \"!!!\", \"extra_data\": \"\"}]}",
+            b"{\"entries\": [{\"leaf_input\": \"AAAA\", \"extra_data\": \"\"}]}",
+        ] {
+            assert!(parse_get_entries(body, 0, 10).is_err());
+        }
+    }
+
+    #[test]
+    fn consistency_parsing() {
+        let h = "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=";
+        let body = format!("{{\"consistency\": [\"{h}\", \"{h}\"]}}");
+        assert_eq!(parse_consistency(body.as_bytes()).unwrap().len(), 2);
+        assert!(parse_consistency(b"{\"consistency\": [\"AAAA\"]}").is_err());
+        assert!(parse_consistency(b"<html>").is_err());
+        assert_eq!(
+            parse_consistency(b"{\"consistency\": []}").unwrap().len(),
+            0
+        );
+    }
+
+    #[test]
+    fn extra_data_structure() {
+        // x509: empty chain; one-cert chain.
+        assert!(check_extra_data(LogEntryType::X509, &[0, 0, 0]).is_ok());
+        assert!(check_extra_data(LogEntryType::X509, &[0, 0, 4, 0, 0, 1, 7]).is_ok());
+        // Trailing byte, empty cert, truncated.
+        assert!(check_extra_data(LogEntryType::X509, &[0, 0, 0, 1]).is_err());
+        assert!(check_extra_data(LogEntryType::X509, &[0, 0, 3, 0, 0, 0]).is_err());
+        assert!(check_extra_data(LogEntryType::X509, &[0, 0, 5, 0, 0, 1]).is_err());
+        // precert: pre_certificate then chain.
+        assert!(check_extra_data(LogEntryType::Precert, &[0, 0, 1, 9, 0, 0, 0]).is_ok());
+        assert!(check_extra_data(LogEntryType::Precert, &[0, 0, 0, 0, 0, 0]).is_err());
+        assert!(check_extra_data(LogEntryType::Precert, &[0, 0, 0]).is_err());
+    }
+}
