@@ -1,0 +1,167 @@
+//! `ct-ingest`: pull the configured CT logs into the entry store.
+//!
+//! ```text
+//! ct-ingest once  --config ct-ingest.toml
+//! ct-ingest run   --config ct-ingest.toml [--daily HH:MM | --interval SECONDS]
+//! ct-ingest bench --entries 100000 [--api rfc6962|static] [--database-url URL]
+//! ```
+//! See docs/ingest.md for the configuration file and what each run verifies.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use clap::{Parser, Subcommand};
+use ct_ingest::config::{Config, Schedule};
+use ct_ingest::ingest::{run_once, IngestOptions, RunSummary};
+
+#[derive(Parser)]
+#[command(about = "Ingest Certificate Transparency logs into the auditor's entry store")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Ingest every selected log up to its current signed head, then prune
+    /// expired entries.
+    Once {
+        /// TOML configuration (log list, database, per-log limits).
+        #[arg(long)]
+        config: PathBuf,
+    },
+    /// Ingest continuously: once now, then on a schedule (flags override the
+    /// configuration's `[schedule]`). Ctrl-C stops between runs; an
+    /// interrupted run resumes from the last verified position next time.
+    Run {
+        /// TOML configuration.
+        #[arg(long)]
+        config: PathBuf,
+        /// Run daily at this UTC time (HH:MM).
+        #[arg(long, conflicts_with = "interval")]
+        daily: Option<String>,
+        /// Run every N seconds.
+        #[arg(long)]
+        interval: Option<u64>,
+    },
+    /// Fill a local test log and measure entries/s ingested (JSON on stdout).
+    #[cfg(feature = "testlog")]
+    Bench {
+        /// Entries to issue and ingest.
+        #[arg(long, default_value_t = 100_000)]
+        entries: u64,
+        /// `rfc6962` or `static`.
+        #[arg(long, default_value = "rfc6962")]
+        api: String,
+        /// Store URL (default: a temporary SQLite file).
+        #[arg(long)]
+        database_url: Option<String>,
+    },
+}
+
+fn print_summary(summary: &RunSummary) -> bool {
+    let mut ok = true;
+    for (log, res) in &summary.logs {
+        match res {
+            Ok(r) => tracing::info!(
+                log = %log.info.description,
+                verified = r.verified_position,
+                head = r.head_tree_size,
+                inserted = r.inserted,
+                "log ingested"
+            ),
+            Err(e) => {
+                ok = false;
+                tracing::error!(log = %log.info.description, error = %e, "log refused");
+            }
+        }
+    }
+    tracing::info!(pruned = summary.pruned, "expired entries pruned");
+    ok
+}
+
+async fn once(config: &Config) -> Result<bool> {
+    let summary = run_once(config, &IngestOptions::default())
+        .await
+        .context("ingest run failed")?;
+    Ok(print_summary(&summary))
+}
+
+fn unix_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0)
+}
+
+#[tokio::main]
+async fn main() -> Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    match Cli::parse().cmd {
+        Cmd::Once { config } => {
+            let config =
+                Config::load(&config).with_context(|| format!("loading {}", config.display()))?;
+            if !once(&config).await? {
+                bail!("at least one log was refused (see the log lines above)");
+            }
+        }
+        Cmd::Run {
+            config,
+            daily,
+            interval,
+        } => {
+            let mut config =
+                Config::load(&config).with_context(|| format!("loading {}", config.display()))?;
+            if daily.is_some() || interval.is_some() {
+                config.schedule.daily = daily;
+                config.schedule.interval_seconds = interval;
+            }
+            let schedule = config.schedule()?.unwrap_or(Schedule::Interval(3600));
+            loop {
+                let start = unix_now();
+                if let Err(e) = once(&config).await {
+                    tracing::error!(error = %e, "run failed; retrying at the next scheduled time");
+                }
+                let wait = schedule.seconds_until_next(unix_now(), Some(start));
+                tracing::info!(seconds = wait, "next run scheduled");
+                tokio::select! {
+                    _ = tokio::time::sleep(Duration::from_secs(wait)) => {}
+                    _ = tokio::signal::ctrl_c() => {
+                        tracing::info!("interrupted; stopping");
+                        break;
+                    }
+                }
+            }
+        }
+        #[cfg(feature = "testlog")]
+        Cmd::Bench {
+            entries,
+            api,
+            database_url,
+        } => {
+            use ct_ingest::bench::{run, BenchOptions};
+            use ct_ingest::store::LogKind;
+            let api = match api.as_str() {
+                "rfc6962" => LogKind::Rfc6962,
+                "static" => LogKind::Static,
+                other => bail!("unknown --api {other}: use rfc6962 or static"),
+            };
+            let report = run(&BenchOptions {
+                entries,
+                api,
+                database_url,
+                ..BenchOptions::default()
+            })
+            .await?;
+            println!("{}", report.to_json());
+        }
+    }
+    Ok(())
+}
