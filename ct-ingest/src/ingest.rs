@@ -620,6 +620,8 @@ pub struct RunSummary {
     pub logs: Vec<(SelectedLog, Result<IngestReport>)>,
     /// Entries removed by the expiry prune after ingesting.
     pub pruned: u64,
+    /// HTTP traffic of the run: (requests, body bytes, retries, failed requests).
+    pub http: (u64, u64, u64, u64),
 }
 
 /// One full pass: loads the log list, selects the logs, connects to the
@@ -637,9 +639,17 @@ pub async fn run_once(config: &Config, opts: &IngestOptions) -> Result<RunSummar
         .prune_expired(opts.now_s.unwrap_or_else(unix_now_s))
         .await?;
     store.close().await;
+    let c = http.counters();
+    let load = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
     Ok(RunSummary {
         logs: logs.into_iter().zip(results).collect(),
         pruned,
+        http: (
+            load(&c.requests),
+            load(&c.bytes),
+            load(&c.retries),
+            load(&c.errors),
+        ),
     })
 }
 

@@ -57,6 +57,7 @@ pub mod ingest;
 pub mod leaf;
 pub mod loglist;
 pub mod merkle;
+pub mod metrics;
 pub mod precert;
 pub mod rfc6962;
 pub mod static_ct;

@@ -30,6 +30,9 @@ enum Cmd {
         /// TOML configuration (log list, database, per-log limits).
         #[arg(long)]
         config: PathBuf,
+        /// Write Prometheus metrics here after the run (textfile collector).
+        #[arg(long)]
+        metrics_file: Option<PathBuf>,
     },
     /// Ingest continuously: once now, then on a schedule (flags override the
     /// configuration's `[schedule]`). Ctrl-C stops between runs; an
@@ -44,6 +47,9 @@ enum Cmd {
         /// Run every N seconds.
         #[arg(long)]
         interval: Option<u64>,
+        /// Write Prometheus metrics here after every run (textfile collector).
+        #[arg(long)]
+        metrics_file: Option<PathBuf>,
     },
     /// Fill a local test log and measure entries/s ingested (JSON on stdout).
     #[cfg(feature = "testlog")]
@@ -81,10 +87,18 @@ fn print_summary(summary: &RunSummary) -> bool {
     ok
 }
 
-async fn once(config: &Config) -> Result<bool> {
+async fn once(config: &Config, metrics_file: Option<&PathBuf>) -> Result<bool> {
     let summary = run_once(config, &IngestOptions::default())
         .await
         .context("ingest run failed")?;
+    ct_ingest::metrics::record_run(&summary, unix_now() as u64 * 1000);
+    if let Some(path) = metrics_file {
+        // write-then-rename so a scraper never reads a half-written file
+        let tmp = path.with_extension("tmp");
+        std::fs::write(&tmp, ct_ingest::metrics::render_prometheus())
+            .and_then(|()| std::fs::rename(&tmp, path))
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
     Ok(print_summary(&summary))
 }
 
@@ -103,12 +117,16 @@ async fn main() -> Result<()> {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     match Cli::parse().cmd {
-        Cmd::Once { config } => {
+        Cmd::Once {
+            config,
+            metrics_file,
+        } => {
             let config =
                 Config::load(&config).with_context(|| format!("loading {}", config.display()))?;
-            if !once(&config).await? {
+            if !once(&config, metrics_file.as_ref()).await? {
                 bail!("at least one log was refused (see the log lines above)");
             }
         }
@@ -116,6 +134,7 @@ async fn main() -> Result<()> {
             config,
             daily,
             interval,
+            metrics_file,
         } => {
             let mut config =
                 Config::load(&config).with_context(|| format!("loading {}", config.display()))?;
@@ -126,7 +145,7 @@ async fn main() -> Result<()> {
             let schedule = config.schedule()?.unwrap_or(Schedule::Interval(3600));
             loop {
                 let start = unix_now();
-                if let Err(e) = once(&config).await {
+                if let Err(e) = once(&config, metrics_file.as_ref()).await {
                     tracing::error!(error = %e, "run failed; retrying at the next scheduled time");
                 }
                 let wait = schedule.seconds_until_next(unix_now(), Some(start));

@@ -1,0 +1,193 @@
+//! Process-wide ingest metrics in the Prometheus text exposition format.
+//!
+//! [`record_run`] folds a finished [`RunSummary`] into counters (entries,
+//! bytes, requests, errors) and per-log gauges (verified size, lag behind
+//! the signed head in entries and in time); [`render_prometheus`] renders
+//! them. The `ct-ingest` binary writes the rendering to a file after every
+//! run (`--metrics-file`, for a node-exporter textfile collector), and
+//! auditor-server can serve the same text on its `/metrics`.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+use crate::ingest::RunSummary;
+
+#[derive(Clone, Debug, Default)]
+struct LogGauges {
+    description: String,
+    verified_size: u64,
+    head_size: u64,
+    lag_seconds: u64,
+    ok: bool,
+}
+
+#[derive(Default)]
+struct Metrics {
+    runs: AtomicU64,
+    entries_inserted: AtomicU64,
+    entries_expired: AtomicU64,
+    entries_pruned: AtomicU64,
+    http_requests: AtomicU64,
+    http_bytes: AtomicU64,
+    http_retries: AtomicU64,
+    http_errors: AtomicU64,
+    log_errors: AtomicU64,
+    logs: Mutex<BTreeMap<String, LogGauges>>,
+}
+
+static METRICS: std::sync::OnceLock<Metrics> = std::sync::OnceLock::new();
+
+fn metrics() -> &'static Metrics {
+    METRICS.get_or_init(Metrics::default)
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// Adds a finished run to the process-wide metrics (`now_ms`: wall clock).
+pub fn record_run(summary: &RunSummary, now_ms: u64) {
+    let m = metrics();
+    m.runs.fetch_add(1, Ordering::Relaxed);
+    m.entries_pruned
+        .fetch_add(summary.pruned, Ordering::Relaxed);
+    let (req, bytes, retries, errors) = summary.http;
+    m.http_requests.fetch_add(req, Ordering::Relaxed);
+    m.http_bytes.fetch_add(bytes, Ordering::Relaxed);
+    m.http_retries.fetch_add(retries, Ordering::Relaxed);
+    m.http_errors.fetch_add(errors, Ordering::Relaxed);
+    let mut logs = m.logs.lock().unwrap_or_else(|p| p.into_inner());
+    for (log, res) in &summary.logs {
+        let key = hex(&log.info.log_id);
+        let g = logs.entry(key).or_default();
+        g.description = log.info.description.clone();
+        match res {
+            Ok(r) => {
+                m.entries_inserted.fetch_add(r.inserted, Ordering::Relaxed);
+                m.entries_expired.fetch_add(r.expired, Ordering::Relaxed);
+                g.verified_size = r.verified_position;
+                g.head_size = r.head_tree_size;
+                g.lag_seconds = now_ms.saturating_sub(r.ingested_until_ms) / 1000;
+                g.ok = true;
+            }
+            Err(_) => {
+                m.log_errors.fetch_add(1, Ordering::Relaxed);
+                g.ok = false;
+            }
+        }
+    }
+}
+
+/// Escapes a Prometheus label value.
+fn label(v: &str) -> String {
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+/// The metrics in the Prometheus text format (version 0.0.4).
+pub fn render_prometheus() -> String {
+    let m = metrics();
+    let mut out = String::new();
+    let counters: [(&str, &str, &AtomicU64); 9] = [
+        ("ct_ingest_runs_total", "Completed ingest runs.", &m.runs),
+        (
+            "ct_ingest_entries_inserted_total",
+            "Verified entries stored.",
+            &m.entries_inserted,
+        ),
+        (
+            "ct_ingest_entries_expired_total",
+            "Verified entries skipped because already expired.",
+            &m.entries_expired,
+        ),
+        (
+            "ct_ingest_entries_pruned_total",
+            "Expired entries removed from the store.",
+            &m.entries_pruned,
+        ),
+        (
+            "ct_ingest_http_requests_total",
+            "HTTP requests sent to logs (every attempt).",
+            &m.http_requests,
+        ),
+        (
+            "ct_ingest_http_bytes_total",
+            "HTTP response body bytes read from logs.",
+            &m.http_bytes,
+        ),
+        (
+            "ct_ingest_http_retries_total",
+            "HTTP attempts retried (429, 5xx, timeouts).",
+            &m.http_retries,
+        ),
+        (
+            "ct_ingest_http_errors_total",
+            "HTTP requests that failed for good.",
+            &m.http_errors,
+        ),
+        (
+            "ct_ingest_log_errors_total",
+            "Log runs refused (verification or transport errors).",
+            &m.log_errors,
+        ),
+    ];
+    for (name, help, v) in counters {
+        let _ = writeln!(
+            out,
+            "# HELP {name} {help}\n# TYPE {name} counter\n{name} {}",
+            v.load(Ordering::Relaxed)
+        );
+    }
+    let logs = m.logs.lock().unwrap_or_else(|p| p.into_inner());
+    type Gauge = (&'static str, &'static str, fn(&LogGauges) -> u64);
+    let gauges: [Gauge; 4] = [
+        (
+            "ct_ingest_log_verified_size",
+            "Verified tree size stored per log.",
+            |g| g.verified_size,
+        ),
+        (
+            "ct_ingest_log_lag_entries",
+            "Signed head size minus verified size.",
+            |g| g.head_size.saturating_sub(g.verified_size),
+        ),
+        (
+            "ct_ingest_log_lag_seconds",
+            "Seconds since the log's ingested-until timestamp.",
+            |g| g.lag_seconds,
+        ),
+        (
+            "ct_ingest_log_up",
+            "1 if the last run of the log succeeded.",
+            |g| g.ok as u64,
+        ),
+    ];
+    for (name, help, f) in gauges {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge");
+        for (id, g) in logs.iter() {
+            let _ = writeln!(
+                out,
+                "{name}{{log_id=\"{id}\",description=\"{}\"}} {}",
+                label(&g.description),
+                f(g)
+            );
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_counters_and_escapes_labels() {
+        let text = render_prometheus();
+        assert!(text.contains("# TYPE ct_ingest_runs_total counter"));
+        assert!(text.contains("ct_ingest_http_bytes_total "));
+        assert_eq!(label("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
+    }
+}
