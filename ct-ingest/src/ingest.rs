@@ -68,9 +68,43 @@ use crate::x509::entry_validity;
 /// S a little longer.
 pub const UNPARSABLE_VALIDITY_FALLBACK_S: i64 = 1_200 * 86_400;
 
+/// Progress sink: called with (log description, entries downloaded and
+/// hashed so far, size of the signed head being ingested). The CLI draws
+/// per-log progress bars with it; tracing logs are emitted regardless.
+#[derive(Clone, Default)]
+pub struct Progress(Option<Arc<ProgressFn>>);
+
+/// The callback type of [`Progress`].
+pub type ProgressFn = dyn Fn(&str, u64, u64) + Send + Sync;
+
+impl Progress {
+    /// Wraps a callback.
+    pub fn new(f: impl Fn(&str, u64, u64) + Send + Sync + 'static) -> Progress {
+        Progress(Some(Arc::new(f)))
+    }
+
+    fn report(&self, log: &str, done: u64, total: u64) {
+        if let Some(f) = &self.0 {
+            f(log, done, total);
+        }
+    }
+}
+
+impl std::fmt::Debug for Progress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "Progress(callback)"
+        } else {
+            "Progress(none)"
+        })
+    }
+}
+
 /// Options of one ingestion run.
 #[derive(Clone, Debug, Default)]
 pub struct IngestOptions {
+    /// Progress reporting (none by default).
+    pub progress: Progress,
     /// The clock for expiry at commit time, Unix seconds (`None`: the
     /// system clock at each commit).
     pub now_s: Option<i64>,
@@ -546,6 +580,7 @@ pub async fn ingest_log(
                 compact.push(en.leaf_hash)?;
             }
             report.entries_downloaded += entries.len() as u64;
+            opts.progress.report(&info.description, compact.size(), end);
             if pending.is_empty() {
                 pending = entries;
             } else {

@@ -87,10 +87,43 @@ fn print_summary(summary: &RunSummary) -> bool {
     ok
 }
 
+/// Per-log progress bars on a terminal; nothing otherwise (tracing logs
+/// carry the same information).
+fn progress() -> ct_ingest::ingest::Progress {
+    use std::collections::HashMap;
+    use std::sync::Mutex;
+    if !std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+        return ct_ingest::ingest::Progress::default();
+    }
+    let multi = indicatif::MultiProgress::new();
+    let bars: Mutex<HashMap<String, indicatif::ProgressBar>> = Mutex::new(HashMap::new());
+    let style = indicatif::ProgressStyle::with_template(
+        "{prefix:40} [{bar:30}] {pos}/{len} entries ({per_sec}, eta {eta})",
+    )
+    .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+    .progress_chars("=> ");
+    ct_ingest::ingest::Progress::new(move |log, done, total| {
+        let mut bars = bars.lock().unwrap_or_else(|p| p.into_inner());
+        let bar = bars.entry(log.to_owned()).or_insert_with(|| {
+            let b = multi.add(indicatif::ProgressBar::new(total));
+            b.set_style(style.clone());
+            b.set_prefix(log.chars().take(40).collect::<String>());
+            b
+        });
+        bar.set_length(total);
+        bar.set_position(done);
+        if done >= total {
+            bar.finish();
+        }
+    })
+}
+
 async fn once(config: &Config, metrics_file: Option<&PathBuf>) -> Result<bool> {
-    let summary = run_once(config, &IngestOptions::default())
-        .await
-        .context("ingest run failed")?;
+    let opts = IngestOptions {
+        progress: progress(),
+        ..IngestOptions::default()
+    };
+    let summary = run_once(config, &opts).await.context("ingest run failed")?;
     ct_ingest::metrics::record_run(&summary, unix_now() as u64 * 1000);
     if let Some(path) = metrics_file {
         // write-then-rename so a scraper never reads a half-written file
