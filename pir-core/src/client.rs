@@ -127,19 +127,7 @@ impl Client {
     pub fn with_context(ctx: Arc<Context>, shape: DbShape, seed: PublicSeed) -> Result<Client> {
         let params = ctx.params;
         params.check_shape(shape)?;
-        let d1 = params.d1;
-        let m1 = params.m1(shape);
-        let a1 = seed.expand_a1(m1, d1);
-        let mut a1_ntt = vec![0u32; m1 * 2 * d1];
-        for b in 0..m1 {
-            let signed: Vec<i64> = a1[b * d1..(b + 1) * d1]
-                .iter()
-                .map(|&x| x as i32 as i64)
-                .collect();
-            let dst = &mut a1_ntt[b * 2 * d1..(b + 1) * 2 * d1];
-            rns::from_signed(&signed, dst);
-            rns::forward(&ctx.ntt1, dst);
-        }
+        let (_, a1_ntt) = ctx.a1_ntt(&seed, params.m1(shape));
         Ok(Client {
             a2: seed.expand_a2(params.m2(shape), params.d2),
             pack_a: seed.expand_pack(params.log_d2(), params.gadget_len(), params.d2),

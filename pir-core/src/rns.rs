@@ -191,6 +191,22 @@ impl Context {
         }
     }
 
+    /// a1 (`m1` blocks from the seed) lifted to (−2^31, 2^31] and transformed
+    /// over both CRT primes (dimension d1): exact integer products with it
+    /// are recovered by CRT (App. B hint on the server, c1 on the client).
+    /// Returns (a1 coefficients mod 2^32, a1 in NTT form).
+    pub fn a1_ntt(&self, seed: &crate::sampler::PublicSeed, m1: usize) -> (Vec<u32>, Vec<u32>) {
+        let d1 = self.params.d1;
+        let a1 = seed.expand_a1(m1, d1);
+        let mut a1_ntt = vec![0u32; m1 * 2 * d1];
+        for (block, dst) in a1.chunks(d1).zip(a1_ntt.chunks_mut(2 * d1)) {
+            let signed: Vec<i64> = block.iter().map(|&x| x as i32 as i64).collect();
+            from_signed(&signed, dst);
+            forward(&self.ntt1, dst);
+        }
+        (a1, a1_ntt)
+    }
+
     /// Converts a sequence of RNS polynomials of dimension d2 (NTT form)
     /// to Montgomery form (x·2^32 mod p per half), as the key-switching
     /// kernel expects for W rows.

@@ -424,17 +424,7 @@ impl Server {
         let m1 = params.m1(shape);
         let kh = params.hint_rows();
         // a1 lifted to (−2^31, 2^31] and transformed over both primes
-        let a1 = seed.expand_a1(m1, d1);
-        let mut a1_ntt = vec![0u32; m1 * 2 * d1];
-        for b in 0..m1 {
-            let signed: Vec<i64> = a1[b * d1..(b + 1) * d1]
-                .iter()
-                .map(|&x| x as i32 as i64)
-                .collect();
-            let dst = &mut a1_ntt[b * 2 * d1..(b + 1) * 2 * d1];
-            rns::from_signed(&signed, dst);
-            rns::forward(&ctx.ntt1, dst);
-        }
+        let (a1, a1_ntt) = ctx.a1_ntt(seed, m1);
         // Blocks summed per inverse NTT so that |Σ| ≤ G·d1·2^31·2^7 < q2/2.
         let group = ((1usize << 16) / d1).max(1);
         let column = |j: usize, out: &mut [i16], hsum: &mut [u32]| {

@@ -201,6 +201,32 @@ fn check_len(buf: &[u8], want: usize) -> Result<()> {
     }
 }
 
+/// Checks magic, version and length of a header; returns the parameter set
+/// and seed id (bytes 4..14, shared by queries and responses).
+fn parse_common_header(
+    buf: &[u8],
+    magic: [u8; 3],
+    header: usize,
+    kind: &'static str,
+) -> Result<(Params, [u8; 8])> {
+    if buf.len() < header {
+        return Err(Error::Truncated {
+            needed: header,
+            have: buf.len(),
+        });
+    }
+    if buf[0..3] != magic {
+        return Err(Error::BadMagic(kind));
+    }
+    if buf[3] != VERSION {
+        return Err(Error::UnsupportedVersion(buf[3]));
+    }
+    let params = params::by_id(u16::from_le_bytes([buf[4], buf[5]]))?;
+    let mut seed_id = [0u8; 8];
+    seed_id.copy_from_slice(&buf[6..14]);
+    Ok((params, seed_id))
+}
+
 impl Query {
     /// Serializes (wire version 1).
     pub fn to_bytes(&self) -> Vec<u8> {
@@ -231,22 +257,8 @@ impl Query {
     /// rest; the shape must be one the params accept (≤ 2^18 per side), so a
     /// query is at most a few MB before any allocation.
     pub fn from_bytes(buf: &[u8]) -> Result<Query> {
-        if buf.len() < QUERY_HEADER {
-            return Err(Error::Truncated {
-                needed: QUERY_HEADER,
-                have: buf.len(),
-            });
-        }
-        if buf[0..3] != QUERY_MAGIC {
-            return Err(Error::BadMagic("query"));
-        }
-        if buf[3] != VERSION {
-            return Err(Error::UnsupportedVersion(buf[3]));
-        }
-        let param_id = u16::from_le_bytes([buf[4], buf[5]]);
-        let params = params::by_id(param_id)?;
-        let mut seed_id = [0u8; 8];
-        seed_id.copy_from_slice(&buf[6..14]);
+        let (params, seed_id) = parse_common_header(buf, QUERY_MAGIC, QUERY_HEADER, "query")?;
+        let param_id = params.id;
         let ell1 = u32::from_le_bytes([buf[14], buf[15], buf[16], buf[17]]) as usize;
         let ell2 = u32::from_le_bytes([buf[18], buf[19], buf[20], buf[21]]) as usize;
         let shape = DbShape { ell1, ell2 };
@@ -301,22 +313,9 @@ impl Response {
 
     /// Parses untrusted bytes.
     pub fn from_bytes(buf: &[u8]) -> Result<Response> {
-        if buf.len() < RESPONSE_HEADER {
-            return Err(Error::Truncated {
-                needed: RESPONSE_HEADER,
-                have: buf.len(),
-            });
-        }
-        if buf[0..3] != RESPONSE_MAGIC {
-            return Err(Error::BadMagic("response"));
-        }
-        if buf[3] != VERSION {
-            return Err(Error::UnsupportedVersion(buf[3]));
-        }
-        let param_id = u16::from_le_bytes([buf[4], buf[5]]);
-        let params = params::by_id(param_id)?;
-        let mut seed_id = [0u8; 8];
-        seed_id.copy_from_slice(&buf[6..14]);
+        let (params, seed_id) =
+            parse_common_header(buf, RESPONSE_MAGIC, RESPONSE_HEADER, "response")?;
+        let param_id = params.id;
         check_len(buf, response_len(&params))?;
         let mut r = BitReader::new(&buf[RESPONSE_HEADER..]);
         // Every bit pattern of the field width is a valid element (the
