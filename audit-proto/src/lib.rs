@@ -1,0 +1,26 @@
+//! The contract between the auditor server and its clients, shared by
+//! `auditor-server` and `browser-client` (which must not depend on each
+//! other or on `ct-ingest`).
+//!
+//! * [`filter`]: the salted multi-Bloom filter of the SimplePIR paper §6
+//!   (a one-hash-function Bloom filters of k·N bits, Prop. 6.2) and the
+//!   exact bit-index derivation every client must reproduce.
+//! * [`manifest`]: the epoch manifest served at `GET /v1/manifest`, parsed
+//!   into a checked form ("parse, don't validate"): salts and seeds are
+//!   decoded, the database layout is proven to cover every filter once.
+//! * [`api`]: the JSON error body of every 4xx/5xx answer, header names and
+//!   size limits of the HTTP API (`docs/protocol.md`).
+//!
+//! Nothing here is secret; the client's secrets live in `pir-core`.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod api;
+pub mod error;
+pub mod filter;
+pub mod hex;
+pub mod manifest;
+
+pub use error::{Error, Result};
+pub use filter::{bit_index, FilterSpec, Salt};
+pub use manifest::{DbSpec, LogCoverage, Manifest, PirSpec, Probe};

@@ -1,0 +1,356 @@
+//! The epoch manifest (`GET /v1/manifest`, `docs/protocol.md` §Manifest).
+//!
+//! [`Manifest::from_json`] is the only way in from bytes: it caps the size,
+//! rejects unknown fields, decodes every salt, seed and log id, and checks
+//! that the databases partition the filters in order, so the rest of a
+//! client can index without further checks.
+
+use base64::Engine as _;
+use serde::{Deserialize, Serialize};
+
+use crate::api::MAX_MANIFEST_BYTES;
+use crate::error::{Error, Result};
+use crate::filter::FilterSpec;
+
+/// Manifest format version.
+pub const MANIFEST_VERSION: u32 = 1;
+/// Largest number of PIR databases per epoch.
+pub const MAX_DBS: usize = 4096;
+/// Largest number of logs per epoch.
+pub const MAX_LOGS: usize = 4096;
+
+/// One epoch, as served to clients.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Manifest {
+    /// [`MANIFEST_VERSION`].
+    pub version: u32,
+    /// Epoch id: increases by one with every published epoch.
+    pub epoch: u64,
+    /// When the epoch was built (Unix seconds).
+    pub created_at: i64,
+    /// S = entries whose certificate had not expired at this time (Unix s).
+    pub snapshot_at: i64,
+    /// |S|.
+    pub entries: u64,
+    /// Per-log coverage at snapshot time.
+    pub logs: Vec<LogCoverage>,
+    /// The filters.
+    pub filter: FilterSpec,
+    /// The PIR scheme.
+    pub pir: PirSpec,
+    /// The PIR databases, in filter order.
+    pub dbs: Vec<DbSpec>,
+}
+
+/// What an epoch covers of one log.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LogCoverage {
+    /// RFC 6962 LogID (SHA-256 of the log's key), base64 as in log lists.
+    pub log_id: String,
+    /// Size of the log's latest verified tree head.
+    pub verified_tree_size: u64,
+    /// Entries `[0, verified_position)` were ingested (unless expired).
+    pub verified_position: u64,
+    /// Every entry with an SCT timestamp ≤ this (ms) is in S unless
+    /// expired: a client audits an SCT only once it is covered.
+    pub ingested_until_ms: u64,
+    /// The log's maximum merge delay (s).
+    pub mmd_s: u64,
+}
+
+impl LogCoverage {
+    /// The decoded log id.
+    pub fn log_id_bytes(&self) -> Result<[u8; 32]> {
+        decode_log_id(&self.log_id)
+    }
+}
+
+/// Decodes a base64 LogID.
+pub fn decode_log_id(s: &str) -> Result<[u8; 32]> {
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(s)
+        .map_err(|_| Error::Encoding {
+            what: "log_id",
+            why: "not base64",
+        })?;
+    bytes.try_into().map_err(|_| Error::Encoding {
+        what: "log_id",
+        why: "not 32 bytes",
+    })
+}
+
+/// Encodes a LogID as base64.
+pub fn encode_log_id(id: &[u8; 32]) -> String {
+    base64::engine::general_purpose::STANDARD.encode(id)
+}
+
+/// The PIR scheme and parameter set.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PirSpec {
+    /// `"ypir"`.
+    pub scheme: String,
+    /// pir-core parameter-set id (1 = YPIR Table 1).
+    pub param_set: u16,
+    /// Its name.
+    pub param_name: String,
+    /// Wire format version of queries and responses.
+    pub wire_version: u8,
+}
+
+/// One PIR database: `filters` consecutive filters, concatenated.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DbSpec {
+    /// Index in [`Manifest::dbs`] (and in the query URL).
+    pub id: u32,
+    /// First filter stored here.
+    pub first_filter: u32,
+    /// Number of filters stored here; filter `first_filter + j` occupies
+    /// bits `[j·bits, (j+1)·bits)` of the database.
+    pub filters: u32,
+    /// Bits of the bit database: `filters · filter.bits`.
+    pub bits: u64,
+    /// ℓ1 (rows of one-byte records).
+    pub rows: u64,
+    /// ℓ2 (columns).
+    pub cols: u64,
+    /// The public seed of this database for this epoch (fresh per epoch).
+    #[serde(with = "crate::hex::array")]
+    pub seed: [u8; 32],
+    /// Exact length of a query (bytes).
+    pub query_bytes: u64,
+    /// Exact length of a response (bytes).
+    pub response_bytes: u64,
+}
+
+/// Where a client's probe goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Probe {
+    /// Epoch.
+    pub epoch: u64,
+    /// Filter i (chosen uniformly by the client).
+    pub filter: u32,
+    /// Database index.
+    pub db: u32,
+    /// Bit within the database.
+    pub bit: u64,
+}
+
+impl Manifest {
+    /// Parses and checks a manifest (see the module docs).
+    pub fn from_json(bytes: &[u8]) -> Result<Manifest> {
+        if bytes.len() > MAX_MANIFEST_BYTES {
+            return Err(Error::TooLarge {
+                len: bytes.len(),
+                max: MAX_MANIFEST_BYTES,
+            });
+        }
+        let m: Manifest = serde_json::from_slice(bytes)?;
+        m.check()?;
+        Ok(m)
+    }
+
+    /// Serializes (compact JSON).
+    pub fn to_json(&self) -> Vec<u8> {
+        // Serializing plain structs of strings and integers cannot fail.
+        serde_json::to_vec(self).unwrap_or_default()
+    }
+
+    /// Checks every invariant (what [`Manifest::from_json`] relies on).
+    pub fn check(&self) -> Result<()> {
+        let bad = |m: String| Err(Error::Invalid(m));
+        if self.version != MANIFEST_VERSION {
+            return bad(format!("version {} (expected {MANIFEST_VERSION})", self.version));
+        }
+        self.filter.check()?;
+        if self.entries > self.filter.n {
+            return bad(format!("|S| = {} > N = {}", self.entries, self.filter.n));
+        }
+        if self.pir.scheme != "ypir" {
+            return bad(format!("unknown PIR scheme {:?}", self.pir.scheme));
+        }
+        if self.logs.len() > MAX_LOGS {
+            return bad(format!("{} logs (max {MAX_LOGS})", self.logs.len()));
+        }
+        for l in &self.logs {
+            l.log_id_bytes()?;
+        }
+        if self.dbs.is_empty() || self.dbs.len() > MAX_DBS {
+            return bad(format!("{} databases (1..={MAX_DBS})", self.dbs.len()));
+        }
+        let mut next = 0u32;
+        for (i, db) in self.dbs.iter().enumerate() {
+            if db.id as usize != i || db.first_filter != next || db.filters == 0 {
+                return bad(format!("database {i} does not continue the filter partition"));
+            }
+            next = next
+                .checked_add(db.filters)
+                .filter(|&n| n <= self.filter.a)
+                .ok_or_else(|| Error::Invalid(format!("database {i} holds too many filters")))?;
+            let want = u64::from(db.filters).checked_mul(self.filter.bits);
+            let room = db.rows.checked_mul(db.cols).and_then(|r| r.checked_mul(8));
+            match (want, room) {
+                (Some(w), Some(r)) if w == db.bits && r >= w => {}
+                _ => return bad(format!("database {i}: bits/rows/cols inconsistent")),
+            }
+        }
+        if next != self.filter.a {
+            return bad(format!("databases hold {next} of {} filters", self.filter.a));
+        }
+        Ok(())
+    }
+
+    /// The database and bit that filter `filter`'s bit for `leaf_hash`
+    /// lives at.
+    pub fn probe(&self, filter: u32, leaf_hash: &[u8; 32]) -> Result<Probe> {
+        let bit = self.filter.bit(filter, leaf_hash)?;
+        let (db, bit) = self.locate(filter, bit)?;
+        Ok(Probe {
+            epoch: self.epoch,
+            filter,
+            db,
+            bit,
+        })
+    }
+
+    /// Maps (filter, bit of the filter) to (database, bit of the database).
+    pub fn locate(&self, filter: u32, bit: u64) -> Result<(u32, u64)> {
+        if bit >= self.filter.bits {
+            return Err(Error::OutOfRange {
+                what: "bit",
+                index: bit,
+                len: self.filter.bits,
+            });
+        }
+        let idx = self.dbs.partition_point(|d| d.first_filter <= filter);
+        let db = idx
+            .checked_sub(1)
+            .and_then(|i| self.dbs.get(i))
+            .filter(|d| filter < d.first_filter + d.filters)
+            .ok_or(Error::OutOfRange {
+                what: "filter",
+                index: u64::from(filter),
+                len: u64::from(self.filter.a),
+            })?;
+        Ok((db.id, u64::from(filter - db.first_filter) * self.filter.bits + bit))
+    }
+
+    /// Coverage of the log `log_id`, if the epoch has it.
+    pub fn coverage(&self, log_id: &[u8; 32]) -> Option<&LogCoverage> {
+        let id = encode_log_id(log_id);
+        self.logs.iter().find(|l| l.log_id == id)
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::filter::{Salt, HASH_V1};
+
+    pub(crate) fn sample() -> Manifest {
+        Manifest {
+            version: 1,
+            epoch: 7,
+            created_at: 1_700_000_000,
+            snapshot_at: 1_700_000_000,
+            entries: 10,
+            logs: vec![LogCoverage {
+                log_id: encode_log_id(&[9; 32]),
+                verified_tree_size: 10,
+                verified_position: 10,
+                ingested_until_ms: 1_699_999_000_000,
+                mmd_s: 86_400,
+            }],
+            filter: FilterSpec {
+                hash: HASH_V1.into(),
+                a: 3,
+                k: 8,
+                n: 16,
+                bits: 128,
+                salts: vec![Salt([1; 32]), Salt([2; 32]), Salt([3; 32])],
+            },
+            pir: PirSpec {
+                scheme: "ypir".into(),
+                param_set: 1,
+                param_name: "table1".into(),
+                wire_version: 1,
+            },
+            dbs: vec![
+                DbSpec {
+                    id: 0,
+                    first_filter: 0,
+                    filters: 2,
+                    bits: 256,
+                    rows: 4,
+                    cols: 8,
+                    seed: [5; 32],
+                    query_bytes: 1,
+                    response_bytes: 1,
+                },
+                DbSpec {
+                    id: 1,
+                    first_filter: 2,
+                    filters: 1,
+                    bits: 128,
+                    rows: 4,
+                    cols: 4,
+                    seed: [6; 32],
+                    query_bytes: 1,
+                    response_bytes: 1,
+                },
+            ],
+        }
+    }
+
+    #[test]
+    fn round_trip_and_locate() {
+        let m = sample();
+        let json = m.to_json();
+        assert_eq!(Manifest::from_json(&json).unwrap(), m);
+        assert_eq!(m.locate(0, 5).unwrap(), (0, 5));
+        assert_eq!(m.locate(1, 5).unwrap(), (0, 133));
+        assert_eq!(m.locate(2, 127).unwrap(), (1, 127));
+        assert!(m.locate(3, 0).is_err());
+        assert!(m.locate(0, 128).is_err());
+        let p = m.probe(1, &[0; 32]).unwrap();
+        assert_eq!((p.epoch, p.db), (7, 0));
+        assert!(p.bit >= 128 && p.bit < 256);
+        assert!(m.coverage(&[9; 32]).is_some());
+        assert!(m.coverage(&[8; 32]).is_none());
+    }
+
+    #[test]
+    fn rejects_inconsistent_manifests() {
+        let cases: Vec<fn(&mut Manifest)> = vec![
+            |m| m.version = 2,
+            |m| m.entries = 17,
+            |m| m.pir.scheme = "spiral".into(),
+            |m| m.logs[0].log_id = "AAAA".into(),
+            |m| m.dbs[1].first_filter = 1,
+            |m| m.dbs[1].filters = 2,
+            |m| m.dbs[0].bits = 255,
+            |m| m.dbs[0].rows = 1,
+            |m| m.dbs[1].id = 5,
+            |m| {
+                m.dbs.pop();
+            },
+            |m| m.dbs.clear(),
+        ];
+        for f in cases {
+            let mut m = sample();
+            f(&mut m);
+            assert!(Manifest::from_json(&m.to_json()).is_err(), "{m:?}");
+        }
+        // Unknown fields, bad hex, oversize input.
+        let json = String::from_utf8(sample().to_json()).unwrap();
+        let extra = json.replacen("{", "{\"x\":1,", 1);
+        assert!(Manifest::from_json(extra.as_bytes()).is_err());
+        let badhex = json.replacen(&crate::hex::encode(&[5; 32]), "zz", 1);
+        assert!(Manifest::from_json(badhex.as_bytes()).is_err());
+        let big = vec![b' '; MAX_MANIFEST_BYTES + 1];
+        assert!(matches!(Manifest::from_json(&big), Err(Error::TooLarge { .. })));
+    }
+}
