@@ -498,7 +498,7 @@ fn parse_api(s: &str) -> Result<LogKind> {
 }
 
 /// `HH:MM` (UTC) to seconds after midnight.
-fn parse_hhmm(s: &str) -> Result<u32> {
+pub fn parse_hhmm(s: &str) -> Result<u32> {
     let bad = || Error::Config(format!("[schedule] daily must be HH:MM (UTC), got {s:?}"));
     let (h, m) = s.trim().split_once(':').ok_or_else(bad)?;
     let h: u32 = h.parse().map_err(|_| bad())?;

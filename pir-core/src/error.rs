@@ -114,6 +114,19 @@ pub enum Error {
     /// A batch of queries was empty or mixed databases.
     #[error("invalid batch: {0}")]
     InvalidBatch(&'static str),
+    /// A hint file (see `server::Server::write_hint`) is internally
+    /// inconsistent: bad checksum or a header field that contradicts the
+    /// parameter set.
+    #[error("corrupt hint file: {0}")]
+    CorruptHint(&'static str),
+    /// Writing a hint file failed.
+    #[error("I/O error ({kind:?}): {message}")]
+    Io {
+        /// `std::io::Error::kind`
+        kind: std::io::ErrorKind,
+        /// the error's message
+        message: String,
+    },
     /// The operating system's random number generator failed.
     #[error("OS random number generator failed: {0}")]
     Rng(String),
@@ -121,3 +134,12 @@ pub enum Error {
 
 /// Result alias for this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl From<std::io::Error> for Error {
+    fn from(e: std::io::Error) -> Self {
+        Error::Io {
+            kind: e.kind(),
+            message: e.to_string(),
+        }
+    }
+}

@@ -32,7 +32,7 @@
 //! | [`db`] | record databases (1 byte per record, column-major) and bit databases |
 //! | [`kernel`] | SimplePIR and DoublePIR inner loops (the only `unsafe`: AVX2 with scalar twin) |
 //! | [`packing`] | CDKS LWE-to-RLWE packing with the §4.2 precomputation |
-//! | [`server`] | DBSetup (NTT hint, App. B) and Answer, batched answers (§4.3) |
+//! | [`server`] | DBSetup (NTT hint, App. B), hint files for restarts, Answer, batched answers (§4.3) |
 //! | [`client`] | Query and Extract |
 //! | [`wire`] | versioned byte format of queries and responses (`docs/wire-format.md`) |
 //!
