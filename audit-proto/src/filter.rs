@@ -99,7 +99,7 @@ impl FilterSpec {
         if self.k == 0 || self.k > MAX_K {
             return bad(format!("k = {} not in 1..={MAX_K}", self.k));
         }
-        if self.n == 0 || self.n % 8 != 0 {
+        if self.n == 0 || !self.n.is_multiple_of(8) {
             return bad(format!("N = {} must be a positive multiple of 8", self.n));
         }
         match self.n.checked_mul(u64::from(self.k)) {
@@ -112,7 +112,11 @@ impl FilterSpec {
             }
         }
         if self.salts.len() != self.a as usize {
-            return bad(format!("{} salts for a = {} filters", self.salts.len(), self.a));
+            return bad(format!(
+                "{} salts for a = {} filters",
+                self.salts.len(),
+                self.a
+            ));
         }
         Ok(())
     }
@@ -161,7 +165,10 @@ mod tests {
             counts[bit_index(&salt, &h, bits) as usize] += 1;
         }
         // Expected 1000 each; σ ≈ 31; 6σ tolerance.
-        assert!(counts.iter().all(|&c| (810..=1190).contains(&c)), "{counts:?}");
+        assert!(
+            counts.iter().all(|&c| (810..=1190).contains(&c)),
+            "{counts:?}"
+        );
     }
 
     #[test]

@@ -40,7 +40,9 @@ pub mod array {
     }
 
     /// Deserializes exactly `N` bytes of hex.
-    pub fn deserialize<'de, D: Deserializer<'de>, const N: usize>(d: D) -> Result<[u8; N], D::Error> {
+    pub fn deserialize<'de, D: Deserializer<'de>, const N: usize>(
+        d: D,
+    ) -> Result<[u8; N], D::Error> {
         let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;
         super::decode_array(&s)
             .ok_or_else(|| D::Error::custom(format!("expected {} hex digits", 2 * N)))

@@ -163,7 +163,10 @@ impl Manifest {
     pub fn check(&self) -> Result<()> {
         let bad = |m: String| Err(Error::Invalid(m));
         if self.version != MANIFEST_VERSION {
-            return bad(format!("version {} (expected {MANIFEST_VERSION})", self.version));
+            return bad(format!(
+                "version {} (expected {MANIFEST_VERSION})",
+                self.version
+            ));
         }
         self.filter.check()?;
         if self.entries > self.filter.n {
@@ -184,7 +187,9 @@ impl Manifest {
         let mut next = 0u32;
         for (i, db) in self.dbs.iter().enumerate() {
             if db.id as usize != i || db.first_filter != next || db.filters == 0 {
-                return bad(format!("database {i} does not continue the filter partition"));
+                return bad(format!(
+                    "database {i} does not continue the filter partition"
+                ));
             }
             next = next
                 .checked_add(db.filters)
@@ -198,7 +203,10 @@ impl Manifest {
             }
         }
         if next != self.filter.a {
-            return bad(format!("databases hold {next} of {} filters", self.filter.a));
+            return bad(format!(
+                "databases hold {next} of {} filters",
+                self.filter.a
+            ));
         }
         Ok(())
     }
@@ -235,7 +243,10 @@ impl Manifest {
                 index: u64::from(filter),
                 len: u64::from(self.filter.a),
             })?;
-        Ok((db.id, u64::from(filter - db.first_filter) * self.filter.bits + bit))
+        Ok((
+            db.id,
+            u64::from(filter - db.first_filter) * self.filter.bits + bit,
+        ))
     }
 
     /// Coverage of the log `log_id`, if the epoch has it.
@@ -351,6 +362,9 @@ pub(crate) mod tests {
         let badhex = json.replacen(&crate::hex::encode(&[5; 32]), "zz", 1);
         assert!(Manifest::from_json(badhex.as_bytes()).is_err());
         let big = vec![b' '; MAX_MANIFEST_BYTES + 1];
-        assert!(matches!(Manifest::from_json(&big), Err(Error::TooLarge { .. })));
+        assert!(matches!(
+            Manifest::from_json(&big),
+            Err(Error::TooLarge { .. })
+        ));
     }
 }

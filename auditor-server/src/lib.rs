@@ -1,6 +1,32 @@
-//! `auditor-server`: the axum service that answers hintless YPIR queries over
-//! the epoch's Bloom filters.
+//! The auditor service: builds daily epochs of salted multi-Bloom filters
+//! from ct-ingest's store (SimplePIR paper §6–7) and answers hintless YPIR
+//! single-bit queries on them over HTTP (YPIR Construction 3.1, §4.3
+//! batching).
 //!
-//! Not yet implemented: this crate is a placeholder in the workspace until its
-//! issue is taken up.
+//! * [`epoch`]: snapshot → salts → filters → PIR databases → DBSetup →
+//!   persisted artifacts; loading them back.
+//! * [`state`]: the served epochs (current + previous during a grace
+//!   period), atomic swap.
+//! * [`batch`]: cross-client batching of queries per database on a rayon
+//!   pool, off the async runtime.
+//! * [`routes`]: the axum router (`/v1/manifest`, `/v1/epochs/{e}/dbs/{d}/query`,
+//!   `/healthz`, `/metrics`), JSON errors, tower limits.
+//! * [`service`]: start-up, scheduled builds, reloads, graceful shutdown.
+//! * [`bench`]: the load and build benchmarks.
+//!
+//! The wire contract lives in `audit-proto` and `docs/protocol.md`.
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod batch;
+pub mod bench;
+pub mod config;
+pub mod epoch;
+pub mod error;
+pub mod metrics;
+pub mod routes;
+pub mod service;
+pub mod state;
+
+pub use config::Config;
+pub use error::{Error, Result};

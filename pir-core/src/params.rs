@@ -100,6 +100,7 @@ pub const TOY: Params = Params {
     name: "toy-insecure-d64",
     d1: 64,
     d2: 128,
+    secure: false,
     ..TABLE1
 };
 
@@ -109,6 +110,7 @@ pub const SMALL: Params = Params {
     name: "small-insecure-d256",
     d1: 256,
     d2: 512,
+    secure: false,
     ..TABLE1
 };
 

@@ -1,0 +1,133 @@
+//! `auditor-server`: serve epochs, build one, or benchmark.
+//!
+//! ```sh
+//! auditor-server serve --config auditor.toml
+//! auditor-server build-epoch --database-url sqlite://ct-ingest.db --epoch-dir epochs
+//! auditor-server bench load --db-bits 30 --clients 1,4,16
+//! auditor-server bench build --entries 100000,1000000
+//! ```
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use auditor_server::{bench, epoch, service::Service, Config};
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    version,
+    about = "Private CT auditor: serves salted multi-Bloom filters over hintless YPIR"
+)]
+struct Cli {
+    /// TOML configuration file (AUDITOR_* environment variables override it).
+    #[arg(long, global = true)]
+    config: Option<PathBuf>,
+    /// Entry store URL (overrides config and environment).
+    #[arg(long, global = true)]
+    database_url: Option<String>,
+    /// Epoch directory (overrides config and environment).
+    #[arg(long, global = true)]
+    epoch_dir: Option<PathBuf>,
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Serve the newest epoch; build epochs on the configured schedule.
+    Serve {
+        /// Listen address (overrides config).
+        #[arg(long)]
+        bind: Option<String>,
+    },
+    /// Build the next epoch from the store, persist it and exit (a running
+    /// server picks it up at its next reload).
+    BuildEpoch {
+        /// Snapshot time (Unix seconds; default now).
+        #[arg(long)]
+        now: Option<i64>,
+    },
+    /// Benchmarks (JSON on stdout).
+    Bench {
+        #[command(subcommand)]
+        which: bench::BenchCmd,
+    },
+}
+
+fn load_config(cli: &Cli) -> anyhow::Result<Config> {
+    let mut c = Config::load(cli.config.as_deref())?;
+    if let Some(u) = &cli.database_url {
+        c.database_url = Some(u.clone());
+    }
+    if let Some(d) = &cli.epoch_dir {
+        c.epoch_dir = d.clone();
+    }
+    Ok(c)
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    match &cli.cmd {
+        Cmd::Serve { bind } => {
+            let mut config = load_config(&cli)?;
+            if let Some(b) = bind {
+                config.bind = b.clone();
+            }
+            config.validate()?;
+            let listener = tokio::net::TcpListener::bind(&config.bind)
+                .await
+                .with_context(|| format!("binding {}", config.bind))?;
+            let svc = Arc::new(Service::new(config)?);
+            svc.run(listener, shutdown_signal()).await?;
+            tracing::info!("shut down");
+        }
+        Cmd::BuildEpoch { now } => {
+            let config = load_config(&cli)?;
+            let store = ct_ingest::store::Store::connect(config.database_url()).await?;
+            let dir = epoch::EpochDir::open(&config.epoch_dir)?;
+            let mut bp = epoch::BuildParams::from_config(&config)?;
+            bp.progress = std::io::IsTerminal::is_terminal(&std::io::stderr());
+            let now = now.unwrap_or_else(epoch::unix_now_s);
+            let (path, e) = epoch::build_next(&store, &dir, bp, config.epoch.keep, now).await?;
+            store.close().await;
+            let report = serde_json::to_string_pretty(&e.report)?;
+            println!("{report}");
+            eprintln!("published {}", path.display());
+        }
+        Cmd::Bench { which } => {
+            let out = bench::run(which).await?;
+            println!("{}", serde_json::to_string_pretty(&out)?);
+        }
+    }
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
+    }
+    tracing::info!("shutdown requested: draining requests");
+}

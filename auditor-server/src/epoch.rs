@@ -1,0 +1,675 @@
+//! Epochs: the salted multi-Bloom filter of one snapshot of S, its PIR
+//! databases, and their persisted artifacts (SimplePIR paper §6–7).
+//!
+//! Building (`build_epoch`):
+//! 1. [`snapshot`] reads per-log coverage *first*, then streams the active
+//!    leaf hashes: anything committed in between only adds entries, so
+//!    "every entry up to `ingested_until` is in S" stays true.
+//! 2. Only then are the a salts drawn from the OS CSPRNG (Prop. 6.2 needs
+//!    the hash functions chosen after S is fixed), and N = |S| rounded up to
+//!    a multiple of 8, so each filter of k·N bits is whole 64-bit words.
+//! 3. Filters are grouped into PIR databases ([`plan_dbs`]): consecutive
+//!    filters are concatenated until a database would exceed
+//!    `db_bits_target`. At internet scale (k·N ≈ 2^35.2) every filter is its
+//!    own database, as in the paper; for small sets grouping amortises the
+//!    per-database fixed costs (packing precomputation, ~0.6 MB of packing
+//!    key per query, one YPIR answer's fixed ~10 ms) at the price of
+//!    scanning the group. The client reveals only which database — i.e.
+//!    which group of filters — it probes; its filter index is uniformly
+//!    random and independent of the certificate, so this leaks nothing.
+//! 4. Each database gets a fresh public seed and its YPIR DBSetup
+//!    (pir-core); bitmap and NTT hint are written next to the manifest.
+//!
+//! Persistence: an epoch is built in `.building-<id>` and published by
+//! renaming it to `epoch-<id>` after every file is fsynced, so a reader sees
+//! either nothing or a complete epoch. Each artifact carries a SHA-256
+//! trailer; a restarted server reloads the newest epoch without
+//! recomputing A1·D (`pir_core::server::Server::from_hint`).
+//!
+//! Why no incremental update between epochs: salts and seeds are fresh
+//! every epoch, so every bit of every filter and every column of A1·D
+//! changes; `Server::update` (pir-core) would touch everything. Keeping
+//! salts across epochs would let a log that has seen them grind new
+//! certificates onto the bits of an entry it omits — exactly the attack
+//! Prop. 6.2's fresh hash functions prevent.
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use audit_proto::filter::{FilterSpec, Salt, HASH_V1};
+use audit_proto::manifest::{
+    encode_log_id, DbSpec, LogCoverage, Manifest, PirSpec, MANIFEST_VERSION,
+};
+use futures_util::TryStreamExt;
+use indicatif::{ProgressBar, ProgressStyle};
+use pir_core::db::BitDatabase;
+use pir_core::params::{DbShape, Params};
+use pir_core::rns::Context;
+use pir_core::sampler::PublicSeed;
+use pir_core::server::Server;
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::error::{io, Error, Result};
+
+/// Magic of a bitmap artifact.
+const BITS_MAGIC: &[u8; 8] = b"CTAUBIT1";
+/// Header: magic, epoch u64, db u32, bits u64.
+const BITS_HEADER: usize = 8 + 8 + 4 + 8;
+/// Largest manifest file read back.
+const MAX_MANIFEST_FILE: u64 = audit_proto::api::MAX_MANIFEST_BYTES as u64;
+
+/// A fixed snapshot of S.
+#[derive(Clone, Debug)]
+pub struct Snapshot {
+    /// Entries active at this time (Unix seconds) are in S.
+    pub now_s: i64,
+    /// Leaf hashes of S, sorted and deduplicated.
+    pub hashes: Vec<[u8; 32]>,
+    /// Per-log coverage, read before the hashes.
+    pub coverage: Vec<ct_ingest::store::Coverage>,
+}
+
+/// Reads a snapshot of S from the store (see the module docs for the
+/// order of reads).
+pub async fn snapshot(store: &ct_ingest::store::Store, now_s: i64) -> Result<Snapshot> {
+    let coverage = store.coverage().await?;
+    let mut hashes: Vec<[u8; 32]> = store.active_leaf_hashes(now_s).try_collect().await?;
+    hashes.sort_unstable();
+    hashes.dedup();
+    Ok(Snapshot {
+        now_s,
+        hashes,
+        coverage,
+    })
+}
+
+/// How epochs are built.
+#[derive(Clone, Copy, Debug)]
+pub struct BuildParams {
+    /// a.
+    pub filters: u32,
+    /// k.
+    pub k: u32,
+    /// Group filters into databases of at most this many bits.
+    pub db_bits_target: u64,
+    /// PIR parameter set.
+    pub params: Params,
+    /// Show progress bars (on a terminal).
+    pub progress: bool,
+}
+
+impl BuildParams {
+    /// From the configuration.
+    pub fn from_config(c: &crate::config::Config) -> Result<BuildParams> {
+        Ok(BuildParams {
+            filters: c.epoch.filters,
+            k: c.epoch.k,
+            db_bits_target: c.epoch.db_bits_target,
+            params: c.params()?,
+            progress: false,
+        })
+    }
+}
+
+/// Partition of `a` filters of `filter_bits` bits into consecutive groups
+/// of at most `target` bits (at least one filter each), sizes balanced:
+/// returns (first filter, count) per database.
+pub fn plan_dbs(a: u32, filter_bits: u64, target: u64) -> Vec<(u32, u32)> {
+    let per = (target / filter_bits.max(1)).clamp(1, u64::from(a)) as u32;
+    let n = a.div_ceil(per);
+    let (base, extra) = (a / n, a % n);
+    let mut out = Vec::with_capacity(n as usize);
+    let mut first = 0;
+    for i in 0..n {
+        let count = base + u32::from(i < extra);
+        out.push((first, count));
+        first += count;
+    }
+    out
+}
+
+/// Timings and sizes of one build (written as `build.json`).
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct BuildReport {
+    /// Epoch id.
+    pub epoch: u64,
+    /// |S|.
+    pub entries: u64,
+    /// a.
+    pub filters: u32,
+    /// Bits per filter.
+    pub filter_bits: u64,
+    /// Number of PIR databases.
+    pub dbs: usize,
+    /// Total database bytes.
+    pub db_bytes: u64,
+    /// Seconds hashing entries into filters (SHA-256, all cores).
+    pub filters_s: f64,
+    /// Seconds in YPIR DBSetup.
+    pub setup_s: f64,
+    /// Seconds writing artifacts (including fsync).
+    pub persist_s: f64,
+    /// Whole build after the snapshot.
+    pub total_s: f64,
+    /// Fraction of filter bits set (expected ≈ 1 − e^{−|S|/(kN)}).
+    pub fill_ratio: f64,
+}
+
+/// An epoch in memory: its manifest and one YPIR server per database.
+pub struct Epoch {
+    /// The manifest.
+    pub manifest: Manifest,
+    /// `servers[i]` answers database `i`.
+    pub servers: Vec<Server>,
+    /// Build report (`None` if the file was missing).
+    pub report: Option<BuildReport>,
+}
+
+impl std::fmt::Debug for Epoch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Epoch")
+            .field("epoch", &self.manifest.epoch)
+            .field("dbs", &self.servers.len())
+            .finish()
+    }
+}
+
+fn os_random(buf: &mut [u8]) -> Result<()> {
+    getrandom::getrandom(buf).map_err(|e| Error::Random(e.to_string()))
+}
+
+fn bar(show: bool, len: u64, what: &str) -> ProgressBar {
+    if !show {
+        return ProgressBar::hidden();
+    }
+    let pb = ProgressBar::new(len);
+    if let Ok(style) =
+        ProgressStyle::with_template("{msg:>24} [{bar:40}] {pos}/{len} ({elapsed}, eta {eta})")
+    {
+        pb.set_style(style.progress_chars("=> "));
+    }
+    pb.set_message(what.to_owned());
+    pb
+}
+
+/// Sets filter `salt`'s bit for every hash in `words` (the filter's
+/// `bits / 64` words).
+fn fill_filter(salt: &Salt, bits: u64, hashes: &[[u8; 32]], words: &mut [u8]) {
+    for h in hashes {
+        let b = audit_proto::filter::bit_index(salt, h, bits);
+        words[(b / 8) as usize] |= 1 << (b % 8);
+    }
+}
+
+/// Builds epoch `epoch` from `snap` into the directory `out` (created by
+/// the caller, e.g. [`EpochDir::begin`]): filters, DBSetup, artifacts and
+/// manifest. CPU-bound; call from a blocking thread.
+pub fn build_epoch(snap: &Snapshot, epoch: u64, bp: &BuildParams, out: &Path) -> Result<Epoch> {
+    let t_all = Instant::now();
+    let params = bp.params;
+    let entries = snap.hashes.len() as u64;
+    let n = FilterSpec::capacity_for(entries);
+    let filter_bits = n
+        .checked_mul(u64::from(bp.k))
+        .filter(|&b| b <= audit_proto::filter::MAX_FILTER_BITS)
+        .ok_or_else(|| Error::Config(format!("k·N too large for |S| = {entries}")))?;
+    // Fresh salts, drawn now that S is fixed (Prop. 6.2).
+    let mut salt_bytes = vec![0u8; 32 * bp.filters as usize];
+    os_random(&mut salt_bytes)?;
+    let salts: Vec<Salt> = salt_bytes
+        .chunks_exact(32)
+        .map(|c| Salt(c.try_into().unwrap_or([0; 32])))
+        .collect();
+    let filter = FilterSpec {
+        hash: HASH_V1.to_owned(),
+        a: bp.filters,
+        k: bp.k,
+        n,
+        bits: filter_bits,
+        salts,
+    };
+    let ctx = Arc::new(Context::new(params));
+    let plan = plan_dbs(bp.filters, filter_bits, bp.db_bits_target);
+    let mut report = BuildReport {
+        epoch,
+        entries,
+        filters: bp.filters,
+        filter_bits,
+        dbs: plan.len(),
+        ..Default::default()
+    };
+    let mut dbs = Vec::with_capacity(plan.len());
+    let mut servers = Vec::with_capacity(plan.len());
+    let pb = bar(bp.progress, u64::from(bp.filters), "hashing into filters");
+    let mut set_bits = 0u64;
+    for (id, &(first, count)) in plan.iter().enumerate() {
+        let bits = u64::from(count) * filter_bits;
+        let t = Instant::now();
+        let mut bitmap = vec![0u8; (bits / 8) as usize];
+        let chunk = (filter_bits / 8) as usize;
+        bitmap
+            .par_chunks_mut(chunk)
+            .enumerate()
+            .for_each(|(j, words)| {
+                fill_filter(
+                    &filter.salts[first as usize + j],
+                    filter_bits,
+                    &snap.hashes,
+                    words,
+                );
+                pb.inc(1);
+            });
+        set_bits += bitmap
+            .par_iter()
+            .map(|b| u64::from(b.count_ones()))
+            .sum::<u64>();
+        report.filters_s += t.elapsed().as_secs_f64();
+
+        let t = Instant::now();
+        write_bits(&out.join(bits_name(id)), epoch, id as u32, bits, &bitmap)?;
+        report.persist_s += t.elapsed().as_secs_f64();
+
+        let t = Instant::now();
+        let mut seed = [0u8; 32];
+        os_random(&mut seed)?;
+        let seed = PublicSeed(seed);
+        let db = BitDatabase::from_bitmap_owned(bits, bitmap)?.into_database();
+        report.db_bytes += db.as_bytes().len() as u64;
+        let server = Server::setup_with_context(ctx.clone(), db, seed)?;
+        report.setup_s += t.elapsed().as_secs_f64();
+
+        let t = Instant::now();
+        let hint_path = out.join(hint_name(id));
+        let mut f =
+            std::io::BufWriter::new(std::fs::File::create(&hint_path).map_err(io(&hint_path))?);
+        server.write_hint(&mut f)?;
+        let f = f.into_inner().map_err(|e| Error::Io {
+            path: hint_path.display().to_string(),
+            source: e.into_error(),
+        })?;
+        f.sync_all().map_err(io(&hint_path))?;
+        report.persist_s += t.elapsed().as_secs_f64();
+
+        let shape = server.shape();
+        dbs.push(DbSpec {
+            id: id as u32,
+            first_filter: first,
+            filters: count,
+            bits,
+            rows: shape.ell1 as u64,
+            cols: shape.ell2 as u64,
+            seed: seed.0,
+            query_bytes: pir_core::wire::query_len(&params, shape) as u64,
+            response_bytes: pir_core::wire::response_len(&params) as u64,
+        });
+        servers.push(server);
+    }
+    pb.finish_and_clear();
+    report.fill_ratio = set_bits as f64 / (filter_bits as f64 * f64::from(bp.filters));
+    let manifest = Manifest {
+        version: MANIFEST_VERSION,
+        epoch,
+        created_at: unix_now_s(),
+        snapshot_at: snap.now_s,
+        entries,
+        logs: snap
+            .coverage
+            .iter()
+            .map(|c| LogCoverage {
+                log_id: encode_log_id(&c.log_id),
+                verified_tree_size: c.verified_tree_size,
+                verified_position: c.verified_position,
+                ingested_until_ms: c.ingested_until_ms,
+                mmd_s: c.mmd_s,
+            })
+            .collect(),
+        filter,
+        pir: PirSpec {
+            scheme: "ypir".to_owned(),
+            param_set: params.id,
+            param_name: params.name.to_owned(),
+            wire_version: pir_core::wire::VERSION,
+        },
+        dbs,
+    };
+    manifest.check()?;
+    report.total_s = t_all.elapsed().as_secs_f64();
+    let t = Instant::now();
+    write_synced(&out.join("manifest.json"), &manifest.to_json())?;
+    report.persist_s += t.elapsed().as_secs_f64();
+    let json = serde_json::to_vec_pretty(&report).map_err(|e| Error::Internal(e.to_string()))?;
+    write_synced(&out.join("build.json"), &json)?;
+    Ok(Epoch {
+        manifest,
+        servers,
+        report: Some(report),
+    })
+}
+
+/// Loads a published epoch directory: manifest, bitmaps (checksummed) and
+/// NTT hints (checksummed; recomputed with a warning if damaged).
+pub fn load_epoch(dir: &Path) -> Result<Epoch> {
+    let t = Instant::now();
+    let mpath = dir.join("manifest.json");
+    let manifest = Manifest::from_json(&read_capped(&mpath, MAX_MANIFEST_FILE)?)?;
+    let params = pir_core::params::by_id(manifest.pir.param_set)?;
+    let ctx = Arc::new(Context::new(params));
+    let mut servers = Vec::with_capacity(manifest.dbs.len());
+    for spec in &manifest.dbs {
+        let id = spec.id as usize;
+        let bpath = dir.join(bits_name(id));
+        let bitmap = read_bits(&bpath, manifest.epoch, spec.id, spec.bits)?;
+        let db = BitDatabase::from_bitmap_owned(spec.bits, bitmap)?.into_database();
+        let shape = db.shape();
+        if shape
+            != (DbShape {
+                ell1: spec.rows as usize,
+                ell2: spec.cols as usize,
+            })
+        {
+            return Err(corrupt(
+                &mpath,
+                format!("database {id}: shape differs from the manifest"),
+            ));
+        }
+        let seed = PublicSeed(spec.seed);
+        let hpath = dir.join(hint_name(id));
+        let hint = read_capped(&hpath, Server::hint_file_len(&params, shape) as u64)
+            .map_err(|e| e.to_string());
+        let server = match hint.and_then(|h| {
+            Server::from_hint(ctx.clone(), db.clone(), seed, &h).map_err(|e| e.to_string())
+        }) {
+            Ok(s) => s,
+            Err(why) => {
+                tracing::warn!(path = %hpath.display(), %why, "hint unusable; recomputing DBSetup");
+                Server::setup_with_context(ctx.clone(), db, seed)?
+            }
+        };
+        servers.push(server);
+    }
+    let report = read_capped(&dir.join("build.json"), 1 << 20)
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok());
+    tracing::info!(
+        epoch = manifest.epoch,
+        dbs = servers.len(),
+        seconds = t.elapsed().as_secs_f64(),
+        "epoch loaded"
+    );
+    Ok(Epoch {
+        manifest,
+        servers,
+        report,
+    })
+}
+
+fn bits_name(id: usize) -> String {
+    format!("db-{id:04}.bits")
+}
+
+fn hint_name(id: usize) -> String {
+    format!("db-{id:04}.hint")
+}
+
+fn corrupt(path: &Path, why: String) -> Error {
+    Error::Corrupt {
+        path: path.display().to_string(),
+        why,
+    }
+}
+
+fn write_synced(path: &Path, bytes: &[u8]) -> Result<()> {
+    let mut f = std::fs::File::create(path).map_err(io(path))?;
+    f.write_all(bytes).map_err(io(path))?;
+    f.sync_all().map_err(io(path))
+}
+
+fn read_capped(path: &Path, max: u64) -> Result<Vec<u8>> {
+    use std::io::Read as _;
+    let f = std::fs::File::open(path).map_err(io(path))?;
+    let mut buf = Vec::new();
+    f.take(max + 1).read_to_end(&mut buf).map_err(io(path))?;
+    if buf.len() as u64 > max {
+        return Err(corrupt(path, format!("longer than {max} bytes")));
+    }
+    Ok(buf)
+}
+
+/// Bitmap file: magic ‖ epoch u64 ‖ db u32 ‖ bits u64 (LE) ‖ ⌈bits/8⌉
+/// bytes ‖ SHA-256 of all before.
+fn write_bits(path: &Path, epoch: u64, db: u32, bits: u64, bitmap: &[u8]) -> Result<()> {
+    let mut header = Vec::with_capacity(BITS_HEADER);
+    header.extend_from_slice(BITS_MAGIC);
+    header.extend_from_slice(&epoch.to_le_bytes());
+    header.extend_from_slice(&db.to_le_bytes());
+    header.extend_from_slice(&bits.to_le_bytes());
+    let digest = Sha256::new()
+        .chain_update(&header)
+        .chain_update(bitmap)
+        .finalize();
+    let mut f = std::io::BufWriter::new(std::fs::File::create(path).map_err(io(path))?);
+    f.write_all(&header).map_err(io(path))?;
+    f.write_all(bitmap).map_err(io(path))?;
+    f.write_all(&digest).map_err(io(path))?;
+    let f = f.into_inner().map_err(|e| Error::Io {
+        path: path.display().to_string(),
+        source: e.into_error(),
+    })?;
+    f.sync_all().map_err(io(path))
+}
+
+fn read_bits(path: &Path, epoch: u64, db: u32, bits: u64) -> Result<Vec<u8>> {
+    let body = bits.div_ceil(8);
+    let want = BITS_HEADER as u64 + body + 32;
+    let mut buf = read_capped(path, want)?;
+    if buf.len() as u64 != want {
+        return Err(corrupt(
+            path,
+            format!("{} bytes, expected {want}", buf.len()),
+        ));
+    }
+    let (data, digest) = buf.split_at(buf.len() - 32);
+    if Sha256::digest(data).as_slice() != digest {
+        return Err(corrupt(path, "checksum mismatch".into()));
+    }
+    let mut expected = Vec::with_capacity(BITS_HEADER);
+    expected.extend_from_slice(BITS_MAGIC);
+    expected.extend_from_slice(&epoch.to_le_bytes());
+    expected.extend_from_slice(&db.to_le_bytes());
+    expected.extend_from_slice(&bits.to_le_bytes());
+    if data[..BITS_HEADER] != expected[..] {
+        return Err(corrupt(path, "header does not match the manifest".into()));
+    }
+    buf.truncate(BITS_HEADER + body as usize);
+    buf.drain(..BITS_HEADER);
+    Ok(buf)
+}
+
+/// Unix time in seconds.
+pub fn unix_now_s() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0)
+}
+
+/// The directory of persisted epochs.
+#[derive(Clone, Debug)]
+pub struct EpochDir {
+    root: PathBuf,
+}
+
+impl EpochDir {
+    /// Opens (creating) `root`.
+    pub fn open(root: &Path) -> Result<EpochDir> {
+        std::fs::create_dir_all(root).map_err(io(root))?;
+        Ok(EpochDir {
+            root: root.to_owned(),
+        })
+    }
+
+    /// The root directory.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// Published epoch ids, ascending.
+    pub fn list(&self) -> Result<Vec<u64>> {
+        let mut ids = Vec::new();
+        for e in std::fs::read_dir(&self.root).map_err(io(&self.root))? {
+            let e = e.map_err(io(&self.root))?;
+            let name = e.file_name();
+            if let Some(id) = name
+                .to_str()
+                .and_then(|n| n.strip_prefix("epoch-"))
+                .and_then(|n| n.parse::<u64>().ok())
+            {
+                if e.path().join("manifest.json").is_file() {
+                    ids.push(id);
+                }
+            }
+        }
+        ids.sort_unstable();
+        Ok(ids)
+    }
+
+    /// The newest published epoch.
+    pub fn latest(&self) -> Result<Option<u64>> {
+        Ok(self.list()?.last().copied())
+    }
+
+    /// Directory of published epoch `id`.
+    pub fn path(&self, id: u64) -> PathBuf {
+        self.root.join(format!("epoch-{id:012}"))
+    }
+
+    /// Starts building epoch `id`: an empty private directory.
+    pub fn begin(&self, id: u64) -> Result<PathBuf> {
+        let tmp = self.root.join(format!(".building-{id:012}"));
+        if tmp.exists() {
+            std::fs::remove_dir_all(&tmp).map_err(io(&tmp))?;
+        }
+        std::fs::create_dir(&tmp).map_err(io(&tmp))?;
+        Ok(tmp)
+    }
+
+    /// Publishes a built directory atomically (rename; fails if another
+    /// builder published `id` first).
+    pub fn commit(&self, id: u64, tmp: &Path) -> Result<PathBuf> {
+        let dst = self.path(id);
+        if dst.exists() {
+            return Err(Error::Config(format!(
+                "{} exists: another builder published epoch {id} first",
+                dst.display()
+            )));
+        }
+        std::fs::rename(tmp, &dst).map_err(io(&dst))?;
+        std::fs::File::open(&self.root)
+            .and_then(|d| d.sync_all())
+            .map_err(io(&self.root))?;
+        Ok(dst)
+    }
+
+    /// Deletes all but the newest `keep` epochs and stale build dirs.
+    pub fn prune(&self, keep: usize) -> Result<()> {
+        let ids = self.list()?;
+        for id in ids.iter().take(ids.len().saturating_sub(keep)) {
+            let p = self.path(*id);
+            std::fs::remove_dir_all(&p).map_err(io(&p))?;
+        }
+        Ok(())
+    }
+}
+
+/// Snapshot of the store at `now_s`, build of the next epoch, publication
+/// and pruning: what `auditor-server build-epoch` and the schedule run.
+pub async fn build_next(
+    store: &ct_ingest::store::Store,
+    dir: &EpochDir,
+    bp: BuildParams,
+    keep: usize,
+    now_s: i64,
+) -> Result<(PathBuf, Epoch)> {
+    let t = Instant::now();
+    let snap = snapshot(store, now_s).await?;
+    let snap_s = t.elapsed().as_secs_f64();
+    let id = dir.latest()?.map_or(1, |l| l + 1);
+    let tmp = dir.begin(id)?;
+    tracing::info!(
+        epoch = id,
+        entries = snap.hashes.len(),
+        snapshot_s = snap_s,
+        "building epoch"
+    );
+    let tmp2 = tmp.clone();
+    let epoch = tokio::task::spawn_blocking(move || build_epoch(&snap, id, &bp, &tmp2))
+        .await
+        .map_err(|e| Error::Internal(e.to_string()))??;
+    let path = dir.commit(id, &tmp)?;
+    dir.prune(keep)?;
+    if let Some(r) = &epoch.report {
+        tracing::info!(
+            epoch = id,
+            dbs = r.dbs,
+            db_bytes = r.db_bytes,
+            total_s = r.total_s,
+            fill = r.fill_ratio,
+            "epoch published"
+        );
+    }
+    Ok((path, epoch))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plan_partitions_in_order() {
+        for (a, fb, target) in [
+            (768, 1000, 1 << 30),
+            (768, 1 << 20, 1 << 26),
+            (768, 1 << 35, 1 << 30),
+            (5, 10, 25),
+            (1, 8, 8),
+        ] {
+            let plan = plan_dbs(a, fb, target);
+            let mut next = 0;
+            for &(first, count) in &plan {
+                assert_eq!(first, next);
+                assert!(count >= 1);
+                assert!(count == 1 || u64::from(count) * fb <= target);
+                next += count;
+            }
+            assert_eq!(next, a);
+            let max = plan.iter().map(|p| p.1).max().unwrap();
+            let min = plan.iter().map(|p| p.1).min().unwrap();
+            assert!(max - min <= 1, "balanced: {plan:?}");
+        }
+        assert_eq!(plan_dbs(768, 1 << 35, 1 << 30).len(), 768);
+        assert_eq!(plan_dbs(768, 1000, 1 << 30).len(), 1);
+    }
+
+    #[test]
+    fn bits_file_round_trip_and_damage() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("x.bits");
+        let bitmap: Vec<u8> = (0..100u8).collect();
+        write_bits(&p, 3, 1, 800, &bitmap).unwrap();
+        assert_eq!(read_bits(&p, 3, 1, 800).unwrap(), bitmap);
+        assert!(read_bits(&p, 4, 1, 800).is_err());
+        assert!(read_bits(&p, 3, 0, 800).is_err());
+        assert!(read_bits(&p, 3, 1, 792).is_err());
+        let mut raw = std::fs::read(&p).unwrap();
+        raw[40] ^= 1;
+        std::fs::write(&p, &raw).unwrap();
+        assert!(matches!(
+            read_bits(&p, 3, 1, 800),
+            Err(Error::Corrupt { .. })
+        ));
+    }
+}

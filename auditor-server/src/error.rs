@@ -1,0 +1,56 @@
+//! The crate's one error type (HTTP errors are [`crate::routes::ApiError`]).
+
+/// Errors of epoch building, loading and serving.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// Bad configuration (file, environment or command line).
+    #[error("configuration: {0}")]
+    Config(String),
+    /// A file could not be read or written.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A persisted epoch artifact is damaged or inconsistent.
+    #[error("epoch artifact {path}: {why}")]
+    Corrupt {
+        /// The file.
+        path: String,
+        /// What is wrong.
+        why: String,
+    },
+    /// The entry store failed.
+    #[error("entry store: {0}")]
+    Store(#[from] ct_ingest::store::StoreError),
+    /// The PIR layer refused something (e.g. a shape whose error bound
+    /// exceeds 2^-40).
+    #[error("pir: {0}")]
+    Pir(#[from] pir_core::Error),
+    /// A manifest is invalid.
+    #[error("manifest: {0}")]
+    Manifest(#[from] audit_proto::Error),
+    /// The OS random number generator failed.
+    #[error("OS randomness unavailable: {0}")]
+    Random(String),
+    /// No epoch exists yet where one is needed.
+    #[error("no epoch in {0}")]
+    NoEpoch(String),
+    /// A worker thread or task died.
+    #[error("internal: {0}")]
+    Internal(String),
+}
+
+/// Shorthand.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+pub(crate) fn io(path: &std::path::Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
+    move |source| Error::Io {
+        path: path.display().to_string(),
+        source,
+    }
+}

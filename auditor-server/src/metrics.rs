@@ -1,0 +1,175 @@
+//! Prometheus metrics (`GET /metrics`).
+
+use prometheus::{
+    Encoder, Gauge, GaugeVec, Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, Opts,
+    Registry, TextEncoder,
+};
+
+/// Every metric the server exports.
+#[derive(Clone)]
+pub struct Metrics {
+    registry: Registry,
+    /// Queries by outcome (`ok`, or the error code).
+    pub queries: IntCounterVec,
+    /// Query bytes received (accepted queries).
+    pub bytes_in: IntCounter,
+    /// Response bytes sent.
+    pub bytes_out: IntCounter,
+    /// Wall time of one answering pass (a whole batch).
+    pub answer_seconds: Histogram,
+    /// Time from request to response, for answered queries.
+    pub request_seconds: Histogram,
+    /// Queries per answering pass.
+    pub batch_size: Histogram,
+    /// Manifest requests.
+    pub manifest_requests: IntCounter,
+    /// The epoch currently served.
+    pub epoch: IntGauge,
+    /// Seconds since the current epoch was built.
+    pub epoch_age_seconds: Gauge,
+    /// |S| of the current epoch.
+    pub epoch_entries: IntGauge,
+    /// Seconds the last epoch build took.
+    pub epoch_build_seconds: Gauge,
+    /// Epochs published since start.
+    pub epochs_published: IntCounter,
+    /// Failed epoch builds or loads.
+    pub epoch_failures: IntCounter,
+    /// Per log: seconds between now and the epoch's ingested-until.
+    pub ingest_lag_seconds: GaugeVec,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Metrics")
+    }
+}
+
+fn hist(name: &str, help: &str, buckets: Vec<f64>) -> Histogram {
+    // Names and buckets are constants: construction cannot fail.
+    Histogram::with_opts(HistogramOpts::new(name, help).buckets(buckets))
+        .unwrap_or_else(|e| unreachable!("histogram {name}: {e}"))
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    /// A fresh registry with every metric registered.
+    pub fn new() -> Metrics {
+        let registry = Registry::new();
+        let secs = vec![
+            0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0,
+        ];
+        let m = Metrics {
+            queries: IntCounterVec::new(
+                Opts::new("auditor_queries_total", "PIR queries by outcome"),
+                &["outcome"],
+            )
+            .unwrap_or_else(|e| unreachable!("{e}")),
+            bytes_in: IntCounter::new("auditor_query_bytes_total", "Query bytes received")
+                .unwrap_or_else(|e| unreachable!("{e}")),
+            bytes_out: IntCounter::new("auditor_response_bytes_total", "Response bytes sent")
+                .unwrap_or_else(|e| unreachable!("{e}")),
+            answer_seconds: hist(
+                "auditor_answer_seconds",
+                "Wall time of one YPIR answering pass (one batch)",
+                secs.clone(),
+            ),
+            request_seconds: hist(
+                "auditor_request_seconds",
+                "Query request latency (answered queries)",
+                secs,
+            ),
+            batch_size: hist(
+                "auditor_batch_size",
+                "Queries answered per pass",
+                vec![1.0, 2.0, 3.0, 4.0, 6.0, 8.0, 16.0, 32.0, 64.0],
+            ),
+            manifest_requests: IntCounter::new(
+                "auditor_manifest_requests_total",
+                "Manifest requests",
+            )
+            .unwrap_or_else(|e| unreachable!("{e}")),
+            epoch: IntGauge::new("auditor_epoch", "Epoch currently served")
+                .unwrap_or_else(|e| unreachable!("{e}")),
+            epoch_age_seconds: Gauge::new("auditor_epoch_age_seconds", "Age of the served epoch")
+                .unwrap_or_else(|e| unreachable!("{e}")),
+            epoch_entries: IntGauge::new(
+                "auditor_epoch_entries",
+                "Entries |S| in the served epoch",
+            )
+            .unwrap_or_else(|e| unreachable!("{e}")),
+            epoch_build_seconds: Gauge::new(
+                "auditor_epoch_build_seconds",
+                "Duration of the served epoch's build",
+            )
+            .unwrap_or_else(|e| unreachable!("{e}")),
+            epochs_published: IntCounter::new(
+                "auditor_epochs_published_total",
+                "Epochs swapped in",
+            )
+            .unwrap_or_else(|e| unreachable!("{e}")),
+            epoch_failures: IntCounter::new(
+                "auditor_epoch_failures_total",
+                "Failed epoch builds or loads",
+            )
+            .unwrap_or_else(|e| unreachable!("{e}")),
+            ingest_lag_seconds: GaugeVec::new(
+                Opts::new(
+                    "auditor_ingest_lag_seconds",
+                    "Now minus the served epoch's ingested-until, per log",
+                ),
+                &["log_id"],
+            )
+            .unwrap_or_else(|e| unreachable!("{e}")),
+            registry,
+        };
+        let collectors: Vec<Box<dyn prometheus::core::Collector>> = vec![
+            Box::new(m.queries.clone()),
+            Box::new(m.bytes_in.clone()),
+            Box::new(m.bytes_out.clone()),
+            Box::new(m.answer_seconds.clone()),
+            Box::new(m.request_seconds.clone()),
+            Box::new(m.batch_size.clone()),
+            Box::new(m.manifest_requests.clone()),
+            Box::new(m.epoch.clone()),
+            Box::new(m.epoch_age_seconds.clone()),
+            Box::new(m.epoch_entries.clone()),
+            Box::new(m.epoch_build_seconds.clone()),
+            Box::new(m.epochs_published.clone()),
+            Box::new(m.epoch_failures.clone()),
+            Box::new(m.ingest_lag_seconds.clone()),
+        ];
+        for c in collectors {
+            // Distinct constant names: registration cannot fail.
+            let _ = m.registry.register(c);
+        }
+        m
+    }
+
+    /// Refreshes the time-dependent gauges from the served manifest.
+    pub fn observe_epoch(&self, manifest: Option<&audit_proto::Manifest>, now_s: i64) {
+        let Some(m) = manifest else { return };
+        self.epoch.set(m.epoch as i64);
+        self.epoch_entries.set(m.entries as i64);
+        self.epoch_age_seconds.set((now_s - m.created_at) as f64);
+        self.ingest_lag_seconds.reset();
+        for l in &m.logs {
+            let lag = now_s as f64 - l.ingested_until_ms as f64 / 1000.0;
+            self.ingest_lag_seconds
+                .with_label_values(&[&l.log_id])
+                .set(lag);
+        }
+    }
+
+    /// Prometheus text exposition.
+    pub fn render(&self) -> String {
+        let mut buf = Vec::new();
+        let _ = TextEncoder::new().encode(&self.registry.gather(), &mut buf);
+        String::from_utf8(buf).unwrap_or_default()
+    }
+}

@@ -1,0 +1,213 @@
+//! Start-up, scheduled epoch builds, reloads of epochs built elsewhere,
+//! and graceful shutdown.
+//!
+//! The service answers the current epoch while the next is built (on the
+//! blocking pool and rayon's global pool; answers use their own pool), then
+//! swaps atomically ([`crate::state::Registry::publish`]).
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+
+use crate::batch::BatchConfig;
+use crate::config::Config;
+use crate::epoch::{self, BuildParams, Epoch, EpochDir};
+use crate::error::{Error, Result};
+use crate::metrics::Metrics;
+use crate::routes::{self, AppState, Limits};
+use crate::state::{Registry, ServedEpoch};
+
+/// A configured auditor.
+pub struct Service {
+    config: Config,
+    state: AppState,
+    pool: Arc<rayon::ThreadPool>,
+    batch: BatchConfig,
+    dir: EpochDir,
+    /// Serialises builds started by this process.
+    building: tokio::sync::Mutex<()>,
+}
+
+impl std::fmt::Debug for Service {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Service")
+            .field("epoch_dir", &self.dir)
+            .finish()
+    }
+}
+
+impl Service {
+    /// Sets up the answer pool, registry, metrics and epoch directory.
+    pub fn new(config: Config) -> Result<Service> {
+        config.validate()?;
+        let threads = match config.limits.threads {
+            0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+            n => n,
+        };
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .thread_name(|i| format!("pir-answer-{i}"))
+            .build()
+            .map_err(|e| Error::Internal(e.to_string()))?;
+        let dir = EpochDir::open(&config.epoch_dir)?;
+        let state = AppState {
+            registry: Arc::new(Registry::new(Duration::from_secs(
+                config.epoch.grace_seconds,
+            ))),
+            metrics: Metrics::new(),
+            limits: Limits {
+                max_concurrent: config.limits.max_concurrent_queries,
+                timeout: Duration::from_secs(config.limits.request_timeout_seconds),
+            },
+        };
+        Ok(Service {
+            batch: BatchConfig {
+                window: Duration::from_millis(config.limits.batch_window_ms),
+                max_batch: config.limits.max_batch,
+            },
+            config,
+            state,
+            pool: Arc::new(pool),
+            dir,
+            building: tokio::sync::Mutex::new(()),
+        })
+    }
+
+    /// Handler state (registry, metrics, limits).
+    pub fn state(&self) -> &AppState {
+        &self.state
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The epoch directory.
+    pub fn epoch_dir(&self) -> &EpochDir {
+        &self.dir
+    }
+
+    /// The router over this service's state.
+    pub fn router(&self) -> axum::Router {
+        routes::app(self.state.clone())
+    }
+
+    /// Serves `epoch` from now on (must be newer than the current one).
+    /// Call inside the tokio runtime.
+    pub fn publish(&self, epoch: Epoch) -> Result<bool> {
+        let build_s = epoch.report.as_ref().map(|r| r.total_s);
+        let served = ServedEpoch::activate(epoch, &self.pool, self.batch, &self.state.metrics)?;
+        let id = served.id();
+        let ok = self.state.registry.publish(served);
+        if ok {
+            self.state.metrics.epochs_published.inc();
+            if let Some(s) = build_s {
+                self.state.metrics.epoch_build_seconds.set(s);
+            }
+            tracing::info!(epoch = id, "epoch published");
+        }
+        Ok(ok)
+    }
+
+    /// Loads the newest persisted epoch if it is newer than the served one;
+    /// returns the epoch served afterwards.
+    pub async fn reload(&self) -> Result<Option<u64>> {
+        let current = self.state.registry.current().map(|e| e.id());
+        if let Some(latest) = self.dir.latest()? {
+            if current.is_none_or(|c| latest > c) {
+                let path = self.dir.path(latest);
+                let epoch = tokio::task::spawn_blocking(move || epoch::load_epoch(&path))
+                    .await
+                    .map_err(|e| Error::Internal(e.to_string()))??;
+                self.publish(epoch)?;
+            }
+        }
+        Ok(self.state.registry.current().map(|e| e.id()))
+    }
+
+    /// Builds the next epoch from the store (snapshot at `now_s`, default
+    /// now), persists and publishes it. Returns its id.
+    pub async fn build_and_publish(&self, now_s: Option<i64>) -> Result<u64> {
+        let _guard = self.building.lock().await;
+        let store = ct_ingest::store::Store::connect(self.config.database_url()).await?;
+        let bp = BuildParams::from_config(&self.config)?;
+        let now = now_s.unwrap_or_else(epoch::unix_now_s);
+        let built = epoch::build_next(&store, &self.dir, bp, self.config.epoch.keep, now).await;
+        store.close().await;
+        let (_, epoch) = built.inspect_err(|_| self.state.metrics.epoch_failures.inc())?;
+        let id = epoch.manifest.epoch;
+        self.publish(epoch)?;
+        Ok(id)
+    }
+
+    /// Serves on `listener` until `shutdown` resolves: loads the newest
+    /// epoch (building one if none exists and the config says so), runs the
+    /// build schedule and the reload poll, and drains requests on shutdown.
+    pub async fn run<F>(self: Arc<Self>, listener: TcpListener, shutdown: F) -> Result<()>
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        match self.reload().await {
+            Ok(Some(e)) => tracing::info!(epoch = e, "serving persisted epoch"),
+            Ok(None) if self.config.schedule.build_if_missing => {
+                tracing::info!("no epoch on disk: building one");
+                self.build_and_publish(None).await?;
+            }
+            Ok(None) => tracing::warn!("no epoch on disk; answering 503 until one is published"),
+            Err(e) => {
+                self.state.metrics.epoch_failures.inc();
+                return Err(e);
+            }
+        }
+        let mut tasks = Vec::new();
+        if let Some(schedule) = self.config.schedule()? {
+            let svc = self.clone();
+            tasks.push(tokio::spawn(async move {
+                let mut last = None;
+                loop {
+                    let now = epoch::unix_now_s();
+                    let wait = schedule.seconds_until_next(now, last);
+                    tokio::time::sleep(Duration::from_secs(wait)).await;
+                    last = Some(epoch::unix_now_s());
+                    match svc.build_and_publish(None).await {
+                        Ok(id) => tracing::info!(epoch = id, "scheduled epoch built"),
+                        Err(e) => tracing::error!(error = %e, "scheduled epoch build failed"),
+                    }
+                }
+            }));
+        }
+        let every = self.config.schedule.reload_seconds;
+        {
+            let svc = self.clone();
+            let every = Duration::from_secs(if every == 0 { 5 } else { every });
+            let reload = self.config.schedule.reload_seconds > 0;
+            tasks.push(tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(every).await;
+                    svc.state.registry.sweep();
+                    if reload {
+                        if let Err(e) = svc.reload().await {
+                            svc.state.metrics.epoch_failures.inc();
+                            tracing::error!(error = %e, "epoch reload failed");
+                        }
+                    }
+                }
+            }));
+        }
+        let addr = listener
+            .local_addr()
+            .map_err(|e| Error::Internal(e.to_string()))?;
+        tracing::info!(%addr, "auditor-server listening");
+        let served = axum::serve(listener, self.router())
+            .with_graceful_shutdown(shutdown)
+            .await
+            .map_err(|e| Error::Internal(e.to_string()));
+        for t in tasks {
+            t.abort();
+        }
+        served
+    }
+}

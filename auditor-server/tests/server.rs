@@ -1,0 +1,611 @@
+//! End-to-end tests of the auditor over real HTTP on 127.0.0.1 port 0:
+//! local test log → ct-ingest (SQLite) → epoch → auditor-server → YPIR
+//! queries built from the served manifest, decoded and compared with the
+//! filters built in the clear.
+
+use std::collections::HashSet;
+use std::error::Error as StdError;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use audit_proto::api::{ErrorBody, BATCH_SIZE_HEADER, OCTET_STREAM};
+use audit_proto::Manifest;
+use auditor_server::service::Service;
+use auditor_server::Config;
+use ct_ingest::ingest::{run_once, IngestOptions};
+use ct_ingest::testlog::{IssuedEntry, TestLog, TestLogConfig};
+use pir_core::client::{Client, QueryKey};
+use pir_core::params::DbShape;
+use pir_core::sampler::PublicSeed;
+use pir_core::wire::Response;
+
+type BoxErr = Box<dyn StdError + Send + Sync>;
+type TestResult = Result<(), BoxErr>;
+
+/// A local log with `n` entries ingested into a fresh SQLite store.
+struct Pipeline {
+    dir: tempfile::TempDir,
+    log: TestLog,
+    issued: Vec<IssuedEntry>,
+    db_url: String,
+}
+
+impl Pipeline {
+    async fn new(n: usize) -> Result<Pipeline, BoxErr> {
+        let dir = tempfile::tempdir()?;
+        let log = TestLog::start(TestLogConfig {
+            mmd_seconds: 3600,
+            ..TestLogConfig::default()
+        })
+        .await?;
+        let issued = log.add_entries(n, 0.5).await?;
+        let db_url = format!("sqlite://{}?mode=rwc", dir.path().join("ct.db").display());
+        let p = Pipeline {
+            dir,
+            log,
+            issued,
+            db_url,
+        };
+        p.ingest().await?;
+        Ok(p)
+    }
+
+    /// Runs ct-ingest once against the log.
+    async fn ingest(&self) -> TestResult {
+        let list = self.dir.path().join("log_list.json");
+        std::fs::write(&list, self.log.log_list_json())?;
+        let toml = format!(
+            "log_list = {:?}\ndatabase_url = {:?}\n",
+            list.display().to_string(),
+            self.db_url
+        );
+        let config = ct_ingest::config::Config::from_toml(&toml)?;
+        let summary = run_once(&config, &IngestOptions::default()).await?;
+        for (_, r) in &summary.logs {
+            r.as_ref().map_err(|e| e.to_string())?;
+        }
+        Ok(())
+    }
+
+    fn config(&self) -> Config {
+        let mut c = Config {
+            database_url: Some(self.db_url.clone()),
+            epoch_dir: self.dir.path().join("epochs"),
+            bind: "127.0.0.1:0".into(),
+            ..Config::default()
+        };
+        c.schedule.reload_seconds = 0;
+        c
+    }
+}
+
+/// A running server.
+struct Running {
+    addr: SocketAddr,
+    svc: Arc<Service>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<auditor_server::Result<()>>,
+    http: reqwest::Client,
+}
+
+impl Running {
+    async fn start(config: Config) -> Result<Running, BoxErr> {
+        let svc = Arc::new(Service::new(config)?);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(svc.clone().run(listener, async {
+            let _ = rx.await;
+        }));
+        let r = Running {
+            addr,
+            svc,
+            stop: Some(tx),
+            task,
+            http: reqwest::Client::new(),
+        };
+        // Wait until it serves an epoch.
+        for _ in 0..600 {
+            if let Ok(resp) = r.http.get(r.url("/healthz")).send().await {
+                if resp.status() == 200 {
+                    return Ok(r);
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        Err("server did not become healthy".into())
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://{}{}", self.addr, path)
+    }
+
+    async fn stop(mut self) -> TestResult {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+        (&mut self.task).await??;
+        Ok(())
+    }
+
+    async fn manifest(&self) -> Result<Manifest, BoxErr> {
+        let resp = self.http.get(self.url("/v1/manifest")).send().await?;
+        assert_eq!(resp.status(), 200);
+        Ok(Manifest::from_json(&resp.bytes().await?)?)
+    }
+
+    /// Builds a query for (filter, bit of the filter) from the manifest.
+    fn query(
+        m: &Manifest,
+        filter: u32,
+        bit: u64,
+    ) -> Result<(u32, Vec<u8>, Client, QueryKey, u32), BoxErr> {
+        let (db, bit) = m.locate(filter, bit)?;
+        let spec = &m.dbs[db as usize];
+        let params = pir_core::params::by_id(m.pir.param_set)?;
+        let shape = DbShape {
+            ell1: spec.rows as usize,
+            ell2: spec.cols as usize,
+        };
+        let client = Client::new(params, shape, PublicSeed(spec.seed))?;
+        let (q, key, b) = client.query_bit(spec.bits, bit)?;
+        let bytes = q.to_bytes();
+        assert_eq!(bytes.len() as u64, spec.query_bytes);
+        Ok((db, bytes, client, key, b))
+    }
+
+    async fn post(&self, epoch: u64, db: u32, body: Vec<u8>) -> Result<reqwest::Response, BoxErr> {
+        Ok(self
+            .http
+            .post(self.url(&format!("/v1/epochs/{epoch}/dbs/{db}/query")))
+            .header("content-type", OCTET_STREAM)
+            .body(body)
+            .send()
+            .await?)
+    }
+
+    /// Privately reads one filter bit through HTTP.
+    async fn read_bit(&self, m: &Manifest, filter: u32, bit: u64) -> Result<bool, BoxErr> {
+        let (db, body, client, key, b) = Self::query(m, filter, bit)?;
+        let resp = self.post(m.epoch, db, body).await?;
+        let status = resp.status();
+        let bytes = resp.bytes().await?;
+        if status != 200 {
+            return Err(format!("HTTP {status}: {}", String::from_utf8_lossy(&bytes)).into());
+        }
+        let r = Response::from_bytes(&bytes)?;
+        Ok(client.extract_bit(&key, &r, b)?)
+    }
+}
+
+/// Filter `f` of the manifest's epoch built in the clear from `hashes`.
+fn clear_filter(m: &Manifest, f: u32, hashes: &[[u8; 32]]) -> Vec<bool> {
+    let mut bits = vec![false; m.filter.bits as usize];
+    for h in hashes {
+        bits[m.filter.bit(f, h).unwrap() as usize] = true;
+    }
+    bits
+}
+
+fn hashes(p: &Pipeline) -> Vec<[u8; 32]> {
+    p.issued.iter().map(|e| e.leaf_hash).collect()
+}
+
+async fn error_body(resp: reqwest::Response) -> Result<(u16, ErrorBody), BoxErr> {
+    let status = resp.status().as_u16();
+    let ct = resp
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_owned();
+    assert!(
+        ct.starts_with("application/json"),
+        "status {status}: content-type {ct:?}"
+    );
+    Ok((status, serde_json::from_slice(&resp.bytes().await?)?))
+}
+
+/// The headline test: every bit of one filter read privately over HTTP
+/// equals the filter built in the clear; every member answers 1.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_bit_of_a_filter_matches_the_clear_filter() -> TestResult {
+    let p = Pipeline::new(40).await?;
+    let run = Running::start(p.config()).await?;
+    let m = run.manifest().await?;
+    assert_eq!(m.epoch, 1);
+    assert_eq!(m.entries, 40);
+    assert_eq!((m.filter.a, m.filter.k, m.filter.n), (768, 8, 40));
+    assert_eq!(m.logs.len(), 1);
+    assert_eq!(m.logs[0].verified_tree_size, 40);
+    assert_eq!(m.logs[0].mmd_s, 3600);
+    assert_eq!(m.logs[0].log_id_bytes()?, p.log.log_id());
+    let distinct: HashSet<_> = m.filter.salts.iter().collect();
+    assert_eq!(distinct.len(), 768, "fresh, distinct salts");
+
+    let hs = hashes(&p);
+    let filter = 1 + (u32::from(m.filter.salts[0].0[0]) % 766); // some filter in the middle
+    let clear = clear_filter(&m, filter, &hs);
+    let ones = clear.iter().filter(|b| **b).count();
+    assert!(ones > 0 && ones <= 40);
+    // Query all 320 bits, 4 in flight at a time (exercises batching too).
+    let run = Arc::new(run);
+    let m = Arc::new(m);
+    let mut read = vec![false; clear.len()];
+    for chunk in (0..clear.len()).collect::<Vec<_>>().chunks(4) {
+        let tasks: Vec<_> = chunk
+            .iter()
+            .map(|&bit| {
+                let (run, m) = (run.clone(), m.clone());
+                tokio::spawn(async move {
+                    run.read_bit(&m, filter, bit as u64)
+                        .await
+                        .map_err(|e| e.to_string())
+                })
+            })
+            .collect();
+        for (&bit, t) in chunk.iter().zip(tasks) {
+            read[bit] = t.await??;
+        }
+    }
+    assert_eq!(
+        read, clear,
+        "filter {filter} read over PIR differs from the clear filter"
+    );
+    // Members answer 1 in random filters (and in the first and last).
+    for (i, h) in hs.iter().enumerate() {
+        let f = match i {
+            0 => 0,
+            1 => 767,
+            _ => (u32::from(h[0]) << 8 | u32::from(h[1])) % 768,
+        };
+        let bit = m.filter.bit(f, h)?;
+        assert!(
+            run.read_bit(&m, f, bit).await?,
+            "member {i} answered 0 in filter {f}"
+        );
+    }
+    let run = Arc::into_inner(run).ok_or("server still shared")?;
+    // Metrics saw the queries.
+    let text = run
+        .http
+        .get(run.url("/metrics"))
+        .send()
+        .await?
+        .text()
+        .await?;
+    for name in [
+        "auditor_queries_total{outcome=\"ok\"}",
+        "auditor_batch_size_bucket",
+        "auditor_answer_seconds_bucket",
+        "auditor_query_bytes_total",
+        "auditor_response_bytes_total",
+        "auditor_epoch 1",
+        "auditor_epoch_age_seconds",
+        "auditor_ingest_lag_seconds{log_id=",
+    ] {
+        assert!(text.contains(name), "metrics lack {name}:\n{text}");
+    }
+    run.stop().await
+}
+
+/// A new epoch is published while clients stream queries against the old
+/// one: none fails; after the grace period the old epoch is refused with
+/// a pointer to the current one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn epoch_swap_during_a_query_stream_loses_none() -> TestResult {
+    let p = Pipeline::new(24).await?;
+    let mut config = p.config();
+    config.epoch.grace_seconds = 8;
+    config.schedule.reload_seconds = 1;
+    let run = Arc::new(Running::start(config).await?);
+    let m1 = Arc::new(run.manifest().await?);
+    let hs = Arc::new(hashes(&p));
+    // New certificates arrive and are ingested.
+    let more = p.log.add_entries(8, 0.5).await?;
+    p.ingest().await?;
+    // A client keeps querying epoch 1 until 5 queries after the swap.
+    let published = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stream = {
+        let (run, m1, hs, published) = (run.clone(), m1.clone(), hs.clone(), published.clone());
+        tokio::spawn(async move {
+            let (mut before, mut after) = (0usize, 0usize);
+            let mut i = 0usize;
+            while after < 5 {
+                let swapped = published.load(std::sync::atomic::Ordering::SeqCst);
+                let f = (i as u32 * 31) % 768;
+                let bit = m1
+                    .filter
+                    .bit(f, &hs[i % hs.len()])
+                    .map_err(|e| e.to_string())?;
+                if !run.read_bit(&m1, f, bit).await.map_err(|e| e.to_string())? {
+                    return Err(format!("member answered 0 in epoch {}", m1.epoch));
+                }
+                if swapped {
+                    after += 1;
+                } else {
+                    before += 1;
+                }
+                i += 1;
+            }
+            Ok::<_, String>((before, after))
+        })
+    };
+    // Meanwhile: build and publish epoch 2 (as the schedule would).
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let id = run.svc.build_and_publish(None).await?;
+    let swap = std::time::Instant::now();
+    published.store(true, std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(id, 2);
+    let (before, after) = stream.await??;
+    assert!(
+        before >= 1 && after == 5,
+        "queries before/after the swap: {before}/{after}"
+    );
+    let m2 = run.manifest().await?;
+    assert_eq!(m2.epoch, 2);
+    assert_eq!(m2.entries, 32);
+    assert_ne!(m2.filter.salts, m1.filter.salts, "fresh salts per epoch");
+    assert_ne!(m2.dbs[0].seed, m1.dbs[0].seed, "fresh seeds per epoch");
+    // The new certificates are members of epoch 2.
+    for e in &more {
+        let bit = m2.filter.bit(5, &e.leaf_hash)?;
+        assert!(run.read_bit(&m2, 5, bit).await?);
+    }
+    // Still in grace: epoch 1 answers (checked only if this machine got
+    // here well within the grace period).
+    if swap.elapsed() < Duration::from_secs(6) {
+        assert!(run.read_bit(&m1, 0, m1.filter.bit(0, &hs[0])?).await?);
+    }
+    // After the grace period (the reload tick sweeps it): 404 + current epoch.
+    tokio::time::sleep(Duration::from_millis(9500).saturating_sub(swap.elapsed())).await;
+    let (_, body, _, _, _) = Running::query(&m1, 0, 0)?;
+    let (status, err) = error_body(run.post(1, 0, body).await?).await?;
+    assert_eq!(
+        (status, err.error.as_str(), err.current_epoch),
+        (404, "unknown_epoch", Some(2))
+    );
+    let run = Arc::into_inner(run).ok_or("server still shared")?;
+    run.stop().await
+}
+
+/// A restarted server serves the persisted epoch (same manifest, same
+/// answers) without rebuilding it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restart_serves_the_persisted_epoch() -> TestResult {
+    let p = Pipeline::new(16).await?;
+    let run = Running::start(p.config()).await?;
+    let m = run.manifest().await?;
+    run.stop().await?;
+    // The store is gone: a restart must not need it.
+    let mut config = p.config();
+    config.database_url = Some("sqlite:///nonexistent/dir/none.db".into());
+    config.schedule.build_if_missing = false;
+    let t = std::time::Instant::now();
+    let run = Running::start(config).await?;
+    eprintln!("restart to healthy: {:.2} s", t.elapsed().as_secs_f64());
+    let m2 = run.manifest().await?;
+    assert_eq!(m2, m, "same epoch, same manifest");
+    for (i, e) in p.issued.iter().enumerate().take(6) {
+        let f = (i as u32 * 97) % 768;
+        assert!(
+            run.read_bit(&m2, f, m2.filter.bit(f, &e.leaf_hash)?)
+                .await?
+        );
+    }
+    // A damaged artifact is detected: flip a bitmap byte, restart → refuses.
+    run.stop().await?;
+    let bits = p
+        .config()
+        .epoch_dir
+        .join("epoch-000000000001")
+        .join("db-0000.bits");
+    let mut raw = std::fs::read(&bits)?;
+    raw[100] ^= 0x10;
+    std::fs::write(&bits, raw)?;
+    let mut config = p.config();
+    config.schedule.build_if_missing = false;
+    let svc = Service::new(config)?;
+    let err = svc
+        .reload()
+        .await
+        .expect_err("corrupt bitmap must be refused");
+    assert!(err.to_string().contains("checksum"), "{err}");
+    Ok(())
+}
+
+/// Each kind of bad input gets its 4xx JSON answer, and the server keeps
+/// answering good queries correctly afterwards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_gets_4xx_json() -> TestResult {
+    let p = Pipeline::new(12).await?;
+    let run = Running::start(p.config()).await?;
+    let m = run.manifest().await?;
+    let (_, good, _, _, _) = Running::query(&m, 3, 7)?;
+    let e = m.epoch;
+
+    let expect = |status: u16, code: &'static str| {
+        move |(s, b): (u16, ErrorBody)| {
+            assert_eq!((s, b.error.as_str()), (status, code), "{}", b.message);
+            assert!(!b.message.is_empty());
+        }
+    };
+    // Unknown epoch / db / path / method.
+    expect(404, "unknown_epoch")(error_body(run.post(e + 5, 0, good.clone()).await?).await?);
+    expect(404, "unknown_db")(error_body(run.post(e, 9, good.clone()).await?).await?);
+    let r = run
+        .http
+        .post(run.url("/v1/epochs/x/dbs/0/query"))
+        .body(good.clone())
+        .send()
+        .await?;
+    expect(400, "bad_epoch")(error_body(r).await?);
+    let r = run
+        .http
+        .get(run.url("/v1/epochs/1/dbs/0/query"))
+        .send()
+        .await?;
+    expect(405, "method_not_allowed")(error_body(r).await?);
+    let r = run.http.get(run.url("/v2/manifest")).send().await?;
+    expect(404, "not_found")(error_body(r).await?);
+    // Wrong content type.
+    let r = run
+        .http
+        .post(run.url(&format!("/v1/epochs/{e}/dbs/0/query")))
+        .header("content-type", "application/json")
+        .body(good.clone())
+        .send()
+        .await?;
+    expect(415, "unsupported_media_type")(error_body(r).await?);
+    // Malformed: empty, truncated, garbage, trailing bytes, oversized.
+    expect(400, "malformed_query")(error_body(run.post(e, 0, Vec::new()).await?).await?);
+    expect(400, "malformed_query")(
+        error_body(run.post(e, 0, good[..good.len() - 1].to_vec()).await?).await?,
+    );
+    expect(400, "malformed_query")(
+        error_body(run.post(e, 0, vec![0xAB; good.len()]).await?).await?,
+    );
+    let mut trailing = good.clone();
+    trailing.push(0);
+    expect(413, "query_too_large")(error_body(run.post(e, 0, trailing).await?).await?);
+    let huge = vec![0u8; auditor_server::routes::max_query_body() + 1];
+    expect(413, "query_too_large")(error_body(run.post(e, 0, huge).await?).await?);
+    // Wrong seed: a query built for the same shape with another seed.
+    let spec = &m.dbs[0];
+    let shape = DbShape {
+        ell1: spec.rows as usize,
+        ell2: spec.cols as usize,
+    };
+    let other = Client::new(pir_core::params::TABLE1, shape, PublicSeed([0x42; 32]))?;
+    let (q, _, _) = other.query_bit(spec.bits, 0)?;
+    expect(400, "wrong_seed")(error_body(run.post(e, 0, q.to_bytes()).await?).await?);
+    // Wrong parameter set (an insecure test set), same shape and seed.
+    let toy = Client::new(pir_core::params::TOY, shape, PublicSeed(spec.seed))?;
+    let (q, _, _) = toy.query_bit(spec.bits, 0)?;
+    expect(400, "wrong_param_set")(error_body(run.post(e, 0, q.to_bytes()).await?).await?);
+    // Wrong shape: same parameters and seed, a smaller database.
+    let small = DbShape {
+        ell1: shape.ell1 / 2,
+        ell2: shape.ell2,
+    };
+    let c = Client::new(pir_core::params::TABLE1, small, PublicSeed(spec.seed))?;
+    let (q, _) = c.query(0, 0)?;
+    expect(400, "wrong_shape")(error_body(run.post(e, 0, q.to_bytes()).await?).await?);
+    // Nothing changed: a good query still decodes right.
+    let h = p.issued[0].leaf_hash;
+    assert!(run.read_bit(&m, 3, m.filter.bit(3, &h)?).await?);
+    let text = run
+        .http
+        .get(run.url("/metrics"))
+        .send()
+        .await?
+        .text()
+        .await?;
+    assert!(
+        text.contains("auditor_queries_total{outcome=\"wrong_seed\"} 1"),
+        "{text}"
+    );
+    run.stop().await
+}
+
+/// Concurrency limit: with one slot and a long batch window, a second
+/// concurrent query is shed with 503 + Retry-After.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn overload_gets_503_with_retry_after() -> TestResult {
+    let p = Pipeline::new(8).await?;
+    let mut config = p.config();
+    config.limits.max_concurrent_queries = 1;
+    config.limits.batch_window_ms = 800;
+    let run = Arc::new(Running::start(config).await?);
+    let m = run.manifest().await?;
+    let (_, q1, _, _, _) = Running::query(&m, 0, 0)?;
+    let (_, q2, _, _, _) = Running::query(&m, 0, 1)?;
+    let first = {
+        let run = run.clone();
+        tokio::spawn(async move {
+            run.post(1, 0, q1)
+                .await
+                .map(|r| r.status().as_u16())
+                .map_err(|e| e.to_string())
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(250)).await;
+    let resp = run.post(1, 0, q2).await?;
+    assert_eq!(
+        resp.headers()
+            .get("retry-after")
+            .and_then(|v| v.to_str().ok()),
+        Some("1")
+    );
+    let (status, body) = error_body(resp).await?;
+    assert_eq!((status, body.error.as_str()), (503, "overloaded"));
+    assert_eq!(first.await??, 200);
+    let run = Arc::into_inner(run).ok_or("server still shared")?;
+    run.stop().await
+}
+
+/// Queries arriving together are answered in one pass, and each batched
+/// answer is byte-identical to the unbatched answer of the same query.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batched_answers_equal_unbatched_ones() -> TestResult {
+    let p = Pipeline::new(8).await?;
+    let mut config = p.config();
+    config.limits.batch_window_ms = 400;
+    config.limits.max_batch = 8;
+    let run = Arc::new(Running::start(config).await?);
+    let m = run.manifest().await?;
+    let mut queries = Vec::new();
+    for i in 0..5u64 {
+        let (_, q, client, key, b) = Running::query(&m, 2, i * 11)?;
+        queries.push((q, client, key, b));
+    }
+    let tasks: Vec<_> = queries
+        .iter()
+        .map(|(q, ..)| {
+            let (run, q) = (run.clone(), q.clone());
+            tokio::spawn(async move {
+                let r = run.post(1, 0, q).await.map_err(|e| e.to_string())?;
+                let batch: usize = r
+                    .headers()
+                    .get(BATCH_SIZE_HEADER)
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(|v| v.parse().ok())
+                    .ok_or("no batch header")?;
+                let timing = r
+                    .headers()
+                    .get("server-timing")
+                    .ok_or("no server-timing")?
+                    .to_str()
+                    .map_err(|e| e.to_string())?
+                    .to_owned();
+                assert!(timing.starts_with("answer;dur="), "{timing}");
+                Ok::<_, String>((batch, r.bytes().await.map_err(|e| e.to_string())?.to_vec()))
+            })
+        })
+        .collect();
+    let served = run.svc.state().registry.current().ok_or("no epoch")?;
+    let server = served.dbs[0].server.clone();
+    let clear = clear_filter(&m, 2, &hashes(&p));
+    let mut max_batch = 0;
+    for (t, (q, client, key, b)) in tasks.into_iter().zip(&queries) {
+        let (batch, bytes) = t.await??;
+        max_batch = max_batch.max(batch);
+        assert_eq!(
+            bytes,
+            server.answer_bytes(q)?,
+            "batched answer differs from the single answer"
+        );
+        let bit = client.extract_bit(key, &Response::from_bytes(&bytes)?, *b)?;
+        let i = queries.iter().position(|x| &x.0 == q).unwrap_or(0) as u64;
+        assert_eq!(bit, clear[(i * 11) as usize]);
+    }
+    assert!(
+        max_batch >= 2,
+        "queries sent together were not batched (max batch {max_batch})"
+    );
+    drop(served);
+    drop(server);
+    let run = Arc::into_inner(run).ok_or("server still shared")?;
+    run.stop().await
+}
