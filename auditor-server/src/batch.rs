@@ -3,10 +3,13 @@
 //! (`pir_core::server::Server::answer_batch`), on a rayon pool sized to the
 //! cores — never on the async runtime's threads.
 //!
-//! One collector task per database: it waits for a first query, keeps
-//! collecting until the window closes or the batch is full, hands the
-//! batch to the pool and immediately starts collecting the next one, so
-//! batches queue on the pool while it is busy and grow under load.
+//! One collector task per database: it waits for a first query and keeps
+//! collecting until the window closes or the batch is full; then it waits
+//! for a free pool thread (a semaphore with one permit per thread, shared
+//! by every database of the pool) *while still collecting*, so under load
+//! batches grow towards `max_batch` instead of queueing as many small
+//! passes — each pass reads the database once whatever the batch size —
+//! and an idle server adds at most the window to a query's latency.
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
@@ -14,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use pir_core::server::Server;
 use pir_core::wire::Query;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
 
 use crate::metrics::Metrics;
 
@@ -65,12 +68,12 @@ impl Batcher {
     /// It ends when every handle is dropped.
     pub fn spawn(
         server: Arc<Server>,
-        pool: Arc<rayon::ThreadPool>,
+        pool: &AnswerPool,
         cfg: BatchConfig,
         metrics: Metrics,
     ) -> Batcher {
         let (tx, rx) = mpsc::channel(1024);
-        tokio::spawn(collect(rx, server, pool, cfg, metrics));
+        tokio::spawn(collect(rx, server, pool.clone(), cfg, metrics));
         Batcher { tx }
     }
 
@@ -87,10 +90,33 @@ impl Batcher {
     }
 }
 
+/// The answer pool: rayon threads plus one permit per thread, so that a
+/// batch is only handed over when a thread can start it.
+#[derive(Clone, Debug)]
+pub struct AnswerPool {
+    pool: Arc<rayon::ThreadPool>,
+    free: Arc<Semaphore>,
+}
+
+impl AnswerPool {
+    /// A pool of `threads` threads (≥ 1).
+    pub fn new(threads: usize) -> Result<AnswerPool, rayon::ThreadPoolBuildError> {
+        let threads = threads.max(1);
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .thread_name(|i| format!("pir-answer-{i}"))
+            .build()?;
+        Ok(AnswerPool {
+            pool: Arc::new(pool),
+            free: Arc::new(Semaphore::new(threads)),
+        })
+    }
+}
+
 async fn collect(
     mut rx: mpsc::Receiver<Job>,
     server: Arc<Server>,
-    pool: Arc<rayon::ThreadPool>,
+    pool: AnswerPool,
     cfg: BatchConfig,
     metrics: Metrics,
 ) {
@@ -107,9 +133,29 @@ async fn collect(
                 },
             }
         }
+        // Wait for a free thread, still accepting queries into this batch.
+        let mut open = true;
+        let permit: OwnedSemaphorePermit = loop {
+            if let Ok(p) = pool.free.clone().try_acquire_owned() {
+                break p;
+            }
+            tokio::select! {
+                p = pool.free.clone().acquire_owned() => match p {
+                    Ok(p) => break p,
+                    Err(_) => return, // semaphore closed: shutting down
+                },
+                j = rx.recv(), if open && jobs.len() < cfg.max_batch => match j {
+                    Some(j) => jobs.push(j),
+                    None => open = false,
+                },
+            }
+        };
         let server = server.clone();
         let metrics = metrics.clone();
-        pool.spawn(move || run_batch(&server, jobs, &metrics));
+        pool.pool.spawn(move || {
+            run_batch(&server, jobs, &metrics);
+            drop(permit);
+        });
     }
 }
 

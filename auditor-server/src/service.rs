@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use tokio::net::TcpListener;
 
-use crate::batch::BatchConfig;
+use crate::batch::{AnswerPool, BatchConfig};
 use crate::config::Config;
 use crate::epoch::{self, BuildParams, Epoch, EpochDir};
 use crate::error::{Error, Result};
@@ -23,7 +23,7 @@ use crate::state::{Registry, ServedEpoch};
 pub struct Service {
     config: Config,
     state: AppState,
-    pool: Arc<rayon::ThreadPool>,
+    pool: AnswerPool,
     batch: BatchConfig,
     dir: EpochDir,
     /// Serialises builds started by this process.
@@ -46,11 +46,7 @@ impl Service {
             0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
             n => n,
         };
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .thread_name(|i| format!("pir-answer-{i}"))
-            .build()
-            .map_err(|e| Error::Internal(e.to_string()))?;
+        let pool = AnswerPool::new(threads).map_err(|e| Error::Internal(e.to_string()))?;
         let dir = EpochDir::open(&config.epoch_dir)?;
         let state = AppState {
             registry: Arc::new(Registry::new(Duration::from_secs(
@@ -69,7 +65,7 @@ impl Service {
             },
             config,
             state,
-            pool: Arc::new(pool),
+            pool,
             dir,
             building: tokio::sync::Mutex::new(()),
         })

@@ -11,7 +11,7 @@ use audit_proto::manifest::{DbSpec, Manifest};
 use pir_core::params::{DbShape, Params};
 use pir_core::server::Server;
 
-use crate::batch::{BatchConfig, Batcher};
+use crate::batch::{AnswerPool, BatchConfig, Batcher};
 use crate::epoch::{BuildReport, Epoch};
 use crate::metrics::Metrics;
 
@@ -50,7 +50,7 @@ impl ServedEpoch {
     /// a tokio runtime).
     pub fn activate(
         epoch: Epoch,
-        pool: &Arc<rayon::ThreadPool>,
+        pool: &AnswerPool,
         cfg: BatchConfig,
         metrics: &Metrics,
     ) -> crate::Result<Arc<ServedEpoch>> {
@@ -66,7 +66,7 @@ impl ServedEpoch {
                     spec: spec.clone(),
                     seed_id: server.seed().id(),
                     shape: server.shape(),
-                    batcher: Batcher::spawn(server.clone(), pool.clone(), cfg, metrics.clone()),
+                    batcher: Batcher::spawn(server.clone(), pool, cfg, metrics.clone()),
                     server,
                 }
             })

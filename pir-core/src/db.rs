@@ -219,7 +219,7 @@ pub struct BitLocation {
 }
 
 /// A bitmap of ℓ bits stored as ℓ' = ⌈ℓ/8⌉ one-byte records on the §4 shape
-/// ℓ1 = 2^⌈log ℓ'/2⌉, ℓ2 = 2^⌊log ℓ'/2⌋ (N = 2^8).
+/// ℓ1 = 2^⌈log ℓ'/2⌉, ℓ2 = ⌈ℓ'/ℓ1⌉ ([`DbShape::for_bits`], N = 2^8).
 ///
 /// Bit b lives in byte b/8 at bit position b mod 8 (LSB first); byte k is
 /// record (k mod ℓ1, k div ℓ1), i.e. the bitmap bytes read column-major.

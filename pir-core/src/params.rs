@@ -352,14 +352,18 @@ impl Params {
 impl DbShape {
     /// The §4 "Parameter selection" shape of a bit database with `bits`
     /// bits stored as ℓ' = ⌈bits / log N⌉ records of log N bits:
-    /// ℓ1 = 2^⌈log ℓ' / 2⌉, ℓ2 = 2^⌊log ℓ' / 2⌋ (log ℓ' rounded up).
+    /// ℓ1 = 2^⌈log ℓ' / 2⌉ (log ℓ' rounded up) and ℓ2 = ⌈ℓ' / ℓ1⌉, which is
+    /// the paper's 2^⌊log ℓ' / 2⌋ when ℓ' is a power of two. ℓ2 is not
+    /// rounded up to a power of two (Remark 3.3: any shape), so a database
+    /// of 2^29.2 bits is scanned as such, not as 2^30.
     pub fn for_bits(bits: u64, record_bits: u32) -> DbShape {
         let records = bits.div_ceil(record_bits as u64).max(1);
         let log = 64 - (records - 1).leading_zeros() as u64; // ⌈log2⌉
         let log = if records == 1 { 0 } else { log };
+        let ell1 = 1u64 << log.div_ceil(2);
         DbShape {
-            ell1: 1usize << log.div_ceil(2),
-            ell2: 1usize << (log / 2),
+            ell1: ell1 as usize,
+            ell2: records.div_ceil(ell1) as usize,
         }
     }
 
@@ -465,6 +469,28 @@ mod tests {
         );
         // not a power of two: 1000 bits -> 125 bytes -> log 7 -> 16 x 8
         assert_eq!(DbShape::for_bits(1000, 8), DbShape { ell1: 16, ell2: 8 });
+        // 614.4M bits = 76.8M records: ℓ1 = 2^14, ℓ2 = ⌈76.8M / 2^14⌉ (not 2^13).
+        assert_eq!(
+            DbShape::for_bits(614_400_000, 8),
+            DbShape {
+                ell1: 16384,
+                ell2: 4688
+            }
+        );
+        assert_eq!(
+            DbShape::for_bits(1 << 33, 8),
+            DbShape {
+                ell1: 1 << 15,
+                ell2: 1 << 15
+            }
+        );
+        assert_eq!(
+            DbShape::for_bits(1 << 34, 8),
+            DbShape {
+                ell1: 1 << 16,
+                ell2: 1 << 15
+            }
+        );
         assert_eq!(DbShape::for_bits(1, 8), DbShape { ell1: 1, ell2: 1 });
     }
 }
