@@ -572,7 +572,7 @@ pub async fn load_log_list(source: &str, http: &HttpClient) -> Result<LogList> {
         let path = source.strip_prefix("file://").unwrap_or(source);
         read_capped(Path::new(path), MAX_LOG_LIST_SIZE)?
     };
-    LogList::from_json(&body)
+    Ok(LogList::from_json(&body)?)
 }
 
 #[cfg(test)]

@@ -1,8 +1,12 @@
 //! The crate's single error type (the store's failures are carried in
 //! [`Error::Store`]).
 //!
-//! Every parser in this crate takes untrusted bytes from the network, so every
-//! failure is reported as a value of [`Error`]; nothing panics on bad input.
+//! Every parser in this crate and in `ct_core` takes untrusted bytes from the
+//! network, so every failure is reported as a value of [`Error`]; nothing
+//! panics on bad input. The parse and verify variants ([`Error::Truncated`]
+//! through [`Error::InvalidArgument`]) are those of [`ct_core::Error`], with
+//! the same names, fields and messages: `From<ct_core::Error>` maps each onto
+//! its namesake, so `?` carries the core's errors into this type unchanged.
 //! The variants are grouped by the kind of failure rather than by module, so a
 //! caller can react to, say, "the log served garbage" ([`Error::Truncated`],
 //! [`Error::TrailingBytes`], [`Error::Malformed`], ...) differently from "the
@@ -252,7 +256,9 @@ pub enum Error {
     #[error("configuration: {0}")]
     Config(String),
 
-    /// A background task of the ingester failed (a bug: it panicked).
+    /// A background task of the ingester failed (a bug: it panicked), or
+    /// [`ct_core::Error`] gained a variant this version has no namesake for
+    /// (also a bug; the message is the core error's).
     #[error("internal error: {0}")]
     Internal(String),
 
@@ -285,12 +291,60 @@ impl Error {
             reason: reason.into(),
         }
     }
+}
 
-    /// Shorthand for [`Error::X509`].
-    pub(crate) fn x509(what: &'static str, reason: impl std::fmt::Display) -> Self {
-        Error::X509 {
-            what,
-            reason: reason.to_string(),
+impl From<ct_core::Error> for Error {
+    /// Maps every [`ct_core::Error`] variant onto the variant of the same name
+    /// and fields.
+    fn from(e: ct_core::Error) -> Self {
+        use ct_core::Error as C;
+        match e {
+            C::Truncated {
+                what,
+                needed,
+                available,
+            } => Error::Truncated {
+                what,
+                needed,
+                available,
+            },
+            C::TrailingBytes { what, count } => Error::TrailingBytes { what, count },
+            C::UnknownEnum { what, value } => Error::UnknownEnum { what, value },
+            C::TooLarge { what, len, max } => Error::TooLarge { what, len, max },
+            C::TooSmall { what, len, min } => Error::TooSmall { what, len, min },
+            C::Malformed { what, reason } => Error::Malformed { what, reason },
+            C::DuplicateExtension { extension_type } => {
+                Error::DuplicateExtension { extension_type }
+            }
+            C::MissingLeafIndex => Error::MissingLeafIndex,
+            C::LeafIndexMismatch { expected, found } => {
+                Error::LeafIndexMismatch { expected, found }
+            }
+            C::Decompress(source) => Error::Decompress(source),
+            C::Base64 { what, source } => Error::Base64 { what, source },
+            C::Json { what, source } => Error::Json { what, source },
+            C::X509 { what, reason } => Error::X509 { what, reason },
+            C::UnsupportedKey(reason) => Error::UnsupportedKey(reason),
+            C::UnsupportedSignatureAlgorithm { hash, signature } => {
+                Error::UnsupportedSignatureAlgorithm { hash, signature }
+            }
+            C::SignatureKeyMismatch {
+                signature,
+                key_type,
+            } => Error::SignatureKeyMismatch {
+                signature,
+                key_type,
+            },
+            C::BadSignature { what } => Error::BadSignature { what },
+            C::NoKnownSignature { name, key_id } => Error::NoKnownSignature { name, key_id },
+            C::LogIdMismatch { what } => Error::LogIdMismatch { what },
+            C::OriginMismatch { expected, found } => Error::OriginMismatch { expected, found },
+            C::InvalidProof(reason) => Error::InvalidProof(reason),
+            C::RootMismatch { what } => Error::RootMismatch { what },
+            C::InvalidArgument(reason) => Error::InvalidArgument(reason),
+            // `ct_core::Error` is `#[non_exhaustive]`; a variant added there
+            // must get a namesake here (the test below lists them all).
+            other => Error::Internal(format!("unmapped ct-core error: {other}")),
         }
     }
 }
@@ -321,6 +375,240 @@ mod tests {
             key_id: 0xdeadbeef,
         };
         assert!(e.to_string().contains("deadbeef"));
+    }
+
+    /// Every ct-core variant becomes its namesake, fields, message and source
+    /// included.
+    #[test]
+    fn core_errors_map_onto_namesakes() {
+        use std::error::Error as _;
+        use std::io::Read as _;
+        let decompress = {
+            let mut out = Vec::new();
+            flate2::read::GzDecoder::new(&b"not gzip"[..])
+                .read_to_end(&mut out)
+                .unwrap_err()
+        };
+        let base64 = {
+            use base64::Engine as _;
+            base64::engine::general_purpose::STANDARD
+                .decode("!")
+                .unwrap_err()
+        };
+        let json = serde_json::from_slice::<u8>(b"x").unwrap_err();
+        /// A ct-core error and a check that its conversion is the namesake.
+        type Case = (ct_core::Error, fn(&Error) -> bool);
+        let cases: Vec<Case> = vec![
+            (
+                ct_core::Error::Truncated {
+                    what: "w",
+                    needed: 2,
+                    available: 1,
+                },
+                |e| {
+                    matches!(
+                        e,
+                        Error::Truncated {
+                            what: "w",
+                            needed: 2,
+                            available: 1
+                        }
+                    )
+                },
+            ),
+            (
+                ct_core::Error::TrailingBytes {
+                    what: "w",
+                    count: 3,
+                },
+                |e| {
+                    matches!(
+                        e,
+                        Error::TrailingBytes {
+                            what: "w",
+                            count: 3
+                        }
+                    )
+                },
+            ),
+            (
+                ct_core::Error::UnknownEnum {
+                    what: "w",
+                    value: 9,
+                },
+                |e| {
+                    matches!(
+                        e,
+                        Error::UnknownEnum {
+                            what: "w",
+                            value: 9
+                        }
+                    )
+                },
+            ),
+            (
+                ct_core::Error::TooLarge {
+                    what: "w",
+                    len: 5,
+                    max: 4,
+                },
+                |e| {
+                    matches!(
+                        e,
+                        Error::TooLarge {
+                            what: "w",
+                            len: 5,
+                            max: 4
+                        }
+                    )
+                },
+            ),
+            (
+                ct_core::Error::TooSmall {
+                    what: "w",
+                    len: 1,
+                    min: 2,
+                },
+                |e| {
+                    matches!(
+                        e,
+                        Error::TooSmall {
+                            what: "w",
+                            len: 1,
+                            min: 2
+                        }
+                    )
+                },
+            ),
+            (
+                ct_core::Error::Malformed {
+                    what: "w",
+                    reason: "r".into(),
+                },
+                |e| matches!(e, Error::Malformed { what: "w", reason } if reason == "r"),
+            ),
+            (
+                ct_core::Error::DuplicateExtension { extension_type: 7 },
+                |e| matches!(e, Error::DuplicateExtension { extension_type: 7 }),
+            ),
+            (ct_core::Error::MissingLeafIndex, |e| {
+                matches!(e, Error::MissingLeafIndex)
+            }),
+            (
+                ct_core::Error::LeafIndexMismatch {
+                    expected: 1,
+                    found: 2,
+                },
+                |e| {
+                    matches!(
+                        e,
+                        Error::LeafIndexMismatch {
+                            expected: 1,
+                            found: 2
+                        }
+                    )
+                },
+            ),
+            (ct_core::Error::Decompress(decompress), |e| {
+                matches!(e, Error::Decompress(_))
+            }),
+            (
+                ct_core::Error::Base64 {
+                    what: "w",
+                    source: base64,
+                },
+                |e| matches!(e, Error::Base64 { what: "w", .. }),
+            ),
+            (
+                ct_core::Error::Json {
+                    what: "w",
+                    source: json,
+                },
+                |e| matches!(e, Error::Json { what: "w", .. }),
+            ),
+            (
+                ct_core::Error::X509 {
+                    what: "w",
+                    reason: "r".into(),
+                },
+                |e| matches!(e, Error::X509 { what: "w", reason } if reason == "r"),
+            ),
+            (
+                ct_core::Error::UnsupportedKey("k".into()),
+                |e| matches!(e, Error::UnsupportedKey(k) if k == "k"),
+            ),
+            (
+                ct_core::Error::UnsupportedSignatureAlgorithm {
+                    hash: 4,
+                    signature: 9,
+                },
+                |e| {
+                    matches!(
+                        e,
+                        Error::UnsupportedSignatureAlgorithm {
+                            hash: 4,
+                            signature: 9
+                        }
+                    )
+                },
+            ),
+            (
+                ct_core::Error::SignatureKeyMismatch {
+                    signature: 1,
+                    key_type: "RSA",
+                },
+                |e| {
+                    matches!(
+                        e,
+                        Error::SignatureKeyMismatch {
+                            signature: 1,
+                            key_type: "RSA"
+                        }
+                    )
+                },
+            ),
+            (ct_core::Error::BadSignature { what: "w" }, |e| {
+                matches!(e, Error::BadSignature { what: "w" })
+            }),
+            (
+                ct_core::Error::NoKnownSignature {
+                    name: "n".into(),
+                    key_id: 0xdeadbeef,
+                },
+                |e| matches!(e, Error::NoKnownSignature { name, key_id: 0xdeadbeef } if name == "n"),
+            ),
+            (
+                ct_core::Error::LogIdMismatch { what: "w".into() },
+                |e| matches!(e, Error::LogIdMismatch { what } if what == "w"),
+            ),
+            (
+                ct_core::Error::OriginMismatch {
+                    expected: "a".into(),
+                    found: "b".into(),
+                },
+                |e| matches!(e, Error::OriginMismatch { expected, found } if expected == "a" && found == "b"),
+            ),
+            (
+                ct_core::Error::InvalidProof("p".into()),
+                |e| matches!(e, Error::InvalidProof(p) if p == "p"),
+            ),
+            (ct_core::Error::RootMismatch { what: "w" }, |e| {
+                matches!(e, Error::RootMismatch { what: "w" })
+            }),
+            (
+                ct_core::Error::InvalidArgument("a".into()),
+                |e| matches!(e, Error::InvalidArgument(a) if a == "a"),
+            ),
+        ];
+        assert_eq!(cases.len(), 23, "one case per ct_core::Error variant");
+        for (core, is_namesake) in cases {
+            let message = core.to_string();
+            let had_source = core.source().is_some();
+            let e = Error::from(core);
+            assert!(is_namesake(&e), "{e:?} is not the namesake of {message}");
+            assert_eq!(e.to_string(), message);
+            assert_eq!(e.source().is_some(), had_source, "{message}");
+        }
     }
 
     #[test]

@@ -257,7 +257,13 @@ impl Source {
         match self {
             Source::Rfc6962(c) => {
                 let proof = c.get_sth_consistency(b, head.tree_size).await?;
-                verify_consistency(b, head.tree_size, &proof, &prefix.root(), &head.root)
+                Ok(verify_consistency(
+                    b,
+                    head.tree_size,
+                    &proof,
+                    &prefix.root(),
+                    &head.root,
+                )?)
             }
             Source::Static(c) => {
                 let root = c

@@ -2,31 +2,34 @@
 //! and static-ct-api), verifies what it downloads and keeps the set of active
 //! log entries.
 //!
-//! This part of the crate is the parsing and verification core that the log
-//! clients, the entry store and the local test log build on. It does no I/O:
-//! every function takes bytes (as served by a log) and returns typed values
-//! or an [`Error`]. All input is treated as hostile: parsers never panic,
-//! every length is capped, and trailing bytes are rejected.
+//! The parsing and verification core (TLS encoding, leaves and tiles, Merkle
+//! proofs, signatures, checkpoints, X.509 validity, precertificates, the log
+//! list) lives in the [`ct_core`] crate, which does no I/O and is shared with
+//! `browser-client`. Its modules are re-exported here at their old paths
+//! (`ct_ingest::merkle`, `ct_ingest::sth`, ...) together with its top-level
+//! items, and its errors convert into this crate's [`Error`] (same variant
+//! names) with `?`. This crate adds the log clients, the ingestion loop, the
+//! entry store and the local test log on top.
 //!
 //! # Modules
 //!
 //! | module | what | specifications |
 //! |---|---|---|
-//! | [`error`] | the crate's [`Error`] and [`Result`] | |
-//! | [`tls`] | TLS presentation-language [`tls::Reader`] / [`tls::Writer`] | RFC 5246 §4, RFC 8446 §3 |
-//! | [`leaf`] | `MerkleTreeLeaf`, `TimestampedEntry`, `CtExtensions` / `leaf_index`, `TileLeaf`, data tiles (gzip) | RFC 6962 §3.1–§3.4, c2sp.org/static-ct-api |
-//! | [`x509`] | `notBefore` / `notAfter` of certificates and precert TBSCertificates | RFC 5280 §4.1 |
-//! | [`merkle`] | Merkle Tree Hash (batch and streaming), inclusion and consistency proofs, tile maths | RFC 6962 §2.1, RFC 9162 §2.1.3.2 and §2.1.4.2, c2sp.org/tlog-tiles |
-//! | [`checkpoint`] | signed notes, checkpoints, static-ct-api `RFC6962NoteSignature` | c2sp.org/signed-note, c2sp.org/tlog-checkpoint, c2sp.org/static-ct-api |
-//! | [`sth`] | [`LogKey`], `DigitallySigned`, `get-sth` JSON, tree head and SCT signatures | RFC 6962 §3.2, §3.5, §4.3 |
-//! | [`loglist`] | Chrome log list v3 | gstatic.com/ct/log_list/v3 schema |
+//! | [`error`] | the crate's [`Error`] and [`Result`] (a superset of `ct_core::Error`) | |
+//! | [`tls`] (`ct_core`) | TLS presentation-language [`tls::Reader`] / [`tls::Writer`] | RFC 5246 §4, RFC 8446 §3 |
+//! | [`leaf`] (`ct_core`) | `MerkleTreeLeaf`, `TimestampedEntry`, `CtExtensions` / `leaf_index`, `TileLeaf`, data tiles (gzip) | RFC 6962 §3.1–§3.4, c2sp.org/static-ct-api |
+//! | [`x509`] (`ct_core`) | `notBefore` / `notAfter` of certificates and precert TBSCertificates | RFC 5280 §4.1 |
+//! | [`merkle`] (`ct_core`) | Merkle Tree Hash (batch and streaming), inclusion and consistency proofs, tile maths | RFC 6962 §2.1, RFC 9162 §2.1.3.2 and §2.1.4.2, c2sp.org/tlog-tiles |
+//! | [`checkpoint`] (`ct_core`) | signed notes, checkpoints, static-ct-api `RFC6962NoteSignature` | c2sp.org/signed-note, c2sp.org/tlog-checkpoint, c2sp.org/static-ct-api |
+//! | [`sth`] (`ct_core`) | [`LogKey`], `DigitallySigned`, `get-sth` JSON, tree head and SCT signatures | RFC 6962 §3.2, §3.5, §4.3 |
+//! | [`loglist`] (`ct_core`) | Chrome log list v3 | gstatic.com/ct/log_list/v3 schema |
 //! | [`config`] | TOML configuration, environment overrides, log selection from the log list | |
 //! | [`http`] | HTTP client: per-log rate and concurrency limits, timeouts, capped bodies, retries with backoff | RFC 9110 §10.2.3 (`Retry-After`) |
 //! | [`rfc6962`] | `get-sth`, `get-sth-consistency`, `get-entries` client | RFC 6962 §4 |
 //! | [`static_ct`] | checkpoint, data and hash tile client; tile-based prefix proofs | c2sp.org/static-ct-api, c2sp.org/tlog-tiles |
 //! | `bench` (feature `testlog`) | end-to-end ingestion benchmark against a local test log | |
 //! | [`ingest`] | per-log ingestion: download, verify against the signed head, commit with the frontier | see `docs/ingest.md` |
-//! | [`precert`] | precertificate TBS (poison removed), embedded SCT lists, rebuilding the logged entry of a final certificate | RFC 6962 §3.1–§3.3 |
+//! | [`precert`] (`ct_core`) | precertificate TBS (poison removed), embedded SCT lists, rebuilding the logged entry of a final certificate | RFC 6962 §3.1–§3.3 |
 //! | `testlog` (feature `testlog`, on by default) | a local RFC 6962 + static-ct-api log for tests and demos | RFC 6962 §3–§4, c2sp.org/static-ct-api |
 //!
 //! # Typical flow for a static-ct-api log
@@ -49,24 +52,18 @@
 
 #[cfg(feature = "testlog")]
 pub mod bench;
-pub mod checkpoint;
 pub mod config;
 pub mod error;
 pub mod http;
 pub mod ingest;
-pub mod leaf;
-pub mod loglist;
-pub mod merkle;
 pub mod metrics;
-pub mod precert;
 pub mod rfc6962;
 pub mod static_ct;
-pub mod sth;
 pub mod store;
 #[cfg(feature = "testlog")]
 pub mod testlog;
-pub mod tls;
-pub mod x509;
+
+pub use ct_core::{checkpoint, leaf, loglist, merkle, precert, sth, tls, x509};
 
 pub use checkpoint::{
     rfc6962_key_id, verify_checkpoint, Checkpoint, NoteSignature, Rfc6962NoteSignature, SignedNote,

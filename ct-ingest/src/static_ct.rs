@@ -68,7 +68,7 @@ impl StaticCtClient {
     pub async fn checkpoint(&self) -> Result<VerifiedCheckpoint> {
         let url = format!("{}checkpoint", self.prefix);
         let resp = self.ep.get(&url, MAX_NOTE_SIZE).await?;
-        verify_checkpoint(&resp.body, &self.origin, &self.key)
+        Ok(verify_checkpoint(&resp.body, &self.origin, &self.key)?)
     }
 
     /// The entries of data tile `tile` (level 0, with its width at the tree
@@ -270,7 +270,7 @@ pub fn extend_with_subtree(range: &CompactRange, height: u32, hash: Hash) -> Res
         s >>= 1;
     }
     nodes.push(h);
-    CompactRange::from_parts(new_size, nodes)
+    Ok(CompactRange::from_parts(new_size, nodes)?)
 }
 
 #[cfg(test)]

@@ -11,7 +11,7 @@ mod common;
 use std::collections::HashSet;
 use std::io::Write as _;
 
-use ct_ingest::{
+use ct_core::{
     cert_validity, data_tiles_for_range, parse_data_tile, parse_data_tile_checked, parse_hash_tile,
     parse_tile_path, root_from_leaf_hashes, root_from_tiles, tbs_validity, tiles_for_size,
     CompactRange, Error, Hash, SignedEntry, TileId, TilePath,

@@ -5,7 +5,7 @@
 
 mod common;
 
-use ct_ingest::{
+use ct_core::{
     cert_validity, entry_validity, verify_consistency, verify_inclusion, Error, Hash, KeyType,
     LogKey, MerkleTreeLeaf, SignedEntry, SignedTreeHead,
 };

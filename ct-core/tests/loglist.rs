@@ -3,15 +3,15 @@
 
 mod common;
 
-use ct_ingest::loglist::parse_rfc3339;
-use ct_ingest::{Error, KeyType, LogApi, LogList, LogStateKind};
+use ct_core::loglist::parse_rfc3339;
+use ct_core::{Error, KeyType, LogApi, LogList, LogStateKind};
 use serde_json::Value;
 
 fn fixture() -> Value {
     serde_json::from_slice(&common::fixture("log_list.json")).unwrap()
 }
 
-fn parse(v: &Value) -> ct_ingest::Result<LogList> {
+fn parse(v: &Value) -> ct_core::Result<LogList> {
     LogList::from_json(v.to_string().as_bytes())
 }
 
@@ -212,7 +212,7 @@ fn malformed_lists_are_rejected() {
     }
     assert!(matches!(LogList::from_json(b"{"), Err(Error::Json { .. })));
     assert!(matches!(LogList::from_json(b""), Err(Error::Json { .. })));
-    let big = vec![b' '; ct_ingest::loglist::MAX_LOG_LIST_SIZE + 1];
+    let big = vec![b' '; ct_core::loglist::MAX_LOG_LIST_SIZE + 1];
     assert!(matches!(
         LogList::from_json(&big),
         Err(Error::TooLarge { .. })

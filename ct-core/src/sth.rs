@@ -214,8 +214,13 @@ impl LogKey {
 }
 
 /// Decodes standard base64 (RFC 4648 §4, padded), refusing to decode text
-/// that would exceed `max` bytes.
-pub(crate) fn decode_base64(text: &str, what: &'static str, max: usize) -> Result<Vec<u8>> {
+/// that would exceed `max` bytes ([`Error::TooLarge`]); invalid text is
+/// [`Error::Base64`]. `what` names the field in the error.
+///
+/// Public so that the log clients built on this crate (ct-ingest's
+/// `get-entries` and `get-sth-consistency` parsers, its configuration) decode
+/// base64 with the same caps.
+pub fn decode_base64(text: &str, what: &'static str, max: usize) -> Result<Vec<u8>> {
     // Padded base64 of at most `max` bytes is at most 4·⌈max/3⌉ characters;
     // refuse longer text before decoding anything.
     if text.len() > max.div_ceil(3).saturating_mul(4) {

@@ -4,9 +4,9 @@
 
 mod common;
 
-use ct_ingest::checkpoint::{MAX_NOTE_SIGNATURES, MAX_NOTE_SIZE};
-use ct_ingest::sth::{HASH_ALGORITHM_SHA256, SIGNATURE_ALGORITHM_ECDSA, SIGNATURE_ALGORITHM_RSA};
-use ct_ingest::{
+use ct_core::checkpoint::{MAX_NOTE_SIGNATURES, MAX_NOTE_SIZE};
+use ct_core::sth::{HASH_ALGORITHM_SHA256, SIGNATURE_ALGORITHM_ECDSA, SIGNATURE_ALGORITHM_RSA};
+use ct_core::{
     encode_leaf_index_extension, rfc6962_key_id, sct_signature_input, tree_head_signature_input,
     verify_checkpoint, Checkpoint, DigitallySigned, Error, Hash, KeyType, LogKey, NoteSignature,
     PreCert, Rfc6962NoteSignature, SignedCertificateTimestamp, SignedEntry, SignedNote,
