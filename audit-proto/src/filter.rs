@@ -11,6 +11,14 @@
 //! ```
 //!
 //! `leaf_hash` is the RFC 6962 §2.1 leaf hash SHA-256(0x00 ‖ MerkleTreeLeaf).
+//!
+//! The manifest carries one 32-byte `salt_seed` instead of a salts:
+//! `salt_i = SHA-256("ct-audit/filter-salt/v1" ‖ salt_seed ‖ u32be(i))`.
+//! With SHA-256 modelled as a random oracle (as Prop. 6.2 does), the
+//! functions H(salt_i ‖ ·) are independent random oracles as long as the
+//! salts differ, and they are unpredictable before the seed is drawn —
+//! which is after the snapshot is fixed. This keeps the manifest clients
+//! fetch every day at a few hundred bytes instead of 50 KB of salts.
 //! The multiply-shift maps 2^64 equally likely x onto `bits` buckets of
 //! ⌊2^64/bits⌋ or ⌈2^64/bits⌉ values, so each index has probability
 //! within `bits/2^64` (relative) of 1/bits: ≤ 2^-28 for the largest filter
@@ -49,6 +57,21 @@ impl std::fmt::Debug for Salt {
     }
 }
 
+/// Domain separator of salt derivation.
+pub const SALT_DOMAIN: &[u8] = b"ct-audit/filter-salt/v1";
+
+/// `salt_i` derived from the epoch's salt seed (module docs).
+pub fn derive_salt(salt_seed: &[u8; 32], i: u32) -> Salt {
+    Salt(
+        Sha256::new()
+            .chain_update(SALT_DOMAIN)
+            .chain_update(salt_seed)
+            .chain_update(i.to_be_bytes())
+            .finalize()
+            .into(),
+    )
+}
+
 /// Bit of filter `salt` (of `bits` bits) that `leaf_hash` maps to (see the
 /// module docs). `bits` must be ≥ 1.
 pub fn bit_index(salt: &Salt, leaf_hash: &[u8; 32], bits: u64) -> u64 {
@@ -61,9 +84,10 @@ pub fn bit_index(salt: &Salt, leaf_hash: &[u8; 32], bits: u64) -> u64 {
     ((u128::from(u64::from_be_bytes(x)) * u128::from(bits)) >> 64) as u64
 }
 
-/// The filter parameters of an epoch.
+/// The filter parameters of an epoch (serialized without the derived
+/// salts; parsing derives and checks them).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(try_from = "FilterWire", into = "FilterWire")]
 pub struct FilterSpec {
     /// Bit-index derivation; [`HASH_V1`].
     pub hash: String,
@@ -76,11 +100,79 @@ pub struct FilterSpec {
     pub n: u64,
     /// Bits per filter, k·N.
     pub bits: u64,
-    /// One salt per filter, in filter order.
+    /// Seed of the salts (fresh per epoch).
+    pub salt_seed: [u8; 32],
+    /// One salt per filter, in filter order, derived from `salt_seed`.
     pub salts: Vec<Salt>,
 }
 
+/// The serialized form of [`FilterSpec`].
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FilterWire {
+    hash: String,
+    a: u32,
+    k: u32,
+    n: u64,
+    bits: u64,
+    #[serde(with = "crate::hex::array")]
+    salt_seed: [u8; 32],
+}
+
+impl TryFrom<FilterWire> for FilterSpec {
+    type Error = Error;
+    fn try_from(w: FilterWire) -> Result<FilterSpec> {
+        if w.a == 0 || w.a > MAX_FILTERS {
+            return Err(Error::Invalid(format!(
+                "a = {} not in 1..={MAX_FILTERS}",
+                w.a
+            )));
+        }
+        let f = FilterSpec {
+            salts: (0..w.a).map(|i| derive_salt(&w.salt_seed, i)).collect(),
+            hash: w.hash,
+            a: w.a,
+            k: w.k,
+            n: w.n,
+            bits: w.bits,
+            salt_seed: w.salt_seed,
+        };
+        f.check()?;
+        Ok(f)
+    }
+}
+
+impl From<FilterSpec> for FilterWire {
+    fn from(f: FilterSpec) -> FilterWire {
+        FilterWire {
+            hash: f.hash,
+            a: f.a,
+            k: f.k,
+            n: f.n,
+            bits: f.bits,
+            salt_seed: f.salt_seed,
+        }
+    }
+}
+
 impl FilterSpec {
+    /// The spec of a filters of k·N bits with salts derived from
+    /// `salt_seed`.
+    pub fn new(a: u32, k: u32, n: u64, salt_seed: [u8; 32]) -> Result<FilterSpec> {
+        let bits = n
+            .checked_mul(u64::from(k))
+            .ok_or_else(|| Error::Invalid("k·N overflows".into()))?;
+        FilterWire {
+            hash: HASH_V1.to_owned(),
+            a,
+            k,
+            n,
+            bits,
+            salt_seed,
+        }
+        .try_into()
+    }
+
     /// The capacity N for a set of `entries` elements: |S| rounded up to a
     /// multiple of 8 (at least 8).
     pub fn capacity_for(entries: u64) -> u64 {
@@ -111,12 +203,14 @@ impl FilterSpec {
                 ))
             }
         }
-        if self.salts.len() != self.a as usize {
-            return bad(format!(
-                "{} salts for a = {} filters",
-                self.salts.len(),
-                self.a
-            ));
+        if self.salts.len() != self.a as usize
+            || self
+                .salts
+                .iter()
+                .enumerate()
+                .any(|(i, s)| *s != derive_salt(&self.salt_seed, i as u32))
+        {
+            return bad("salts are not the ones derived from salt_seed".into());
         }
         Ok(())
     }
@@ -154,6 +248,20 @@ mod tests {
     }
     const KAT_2_36: u64 = 21_549_503_637;
 
+    /// Known answers computed with Python's hashlib (docs/protocol.md).
+    #[test]
+    fn derivations_known_answers() {
+        let seed: [u8; 32] = core::array::from_fn(|i| i as u8);
+        assert_eq!(
+            crate::hex::encode(&derive_salt(&seed, 5).0),
+            "65c15342c154c851e25f1364e41731bb4d12209e79b1d4598432667afc5312ab"
+        );
+        assert_eq!(
+            crate::hex::encode(&crate::manifest::derive_db_seed(&seed, 3)),
+            "52395dc24abee10bbc9022d9fc33bfe5f750fc73dbfa7bd586eb1c9d9994ecc2"
+        );
+    }
+
     #[test]
     fn bit_index_is_roughly_uniform() {
         let salt = Salt([7; 32]);
@@ -173,15 +281,14 @@ mod tests {
 
     #[test]
     fn spec_checks() {
-        let ok = FilterSpec {
-            hash: HASH_V1.into(),
-            a: 2,
-            k: 8,
-            n: 16,
-            bits: 128,
-            salts: vec![Salt([1; 32]), Salt([2; 32])],
-        };
+        let ok = FilterSpec::new(2, 8, 16, [1; 32]).unwrap();
         ok.check().unwrap();
+        assert_eq!(ok.bits, 128);
+        assert_ne!(ok.salts[0], ok.salts[1]);
+        // Round trip through JSON re-derives the salts.
+        let json = serde_json::to_string(&ok).unwrap();
+        assert!(!json.contains("salts"));
+        assert_eq!(serde_json::from_str::<FilterSpec>(&json).unwrap(), ok);
         assert_eq!(FilterSpec::capacity_for(0), 8);
         assert_eq!(FilterSpec::capacity_for(9), 16);
         for f in [
@@ -190,6 +297,8 @@ mod tests {
             |s: &mut FilterSpec| s.n = 12,
             |s: &mut FilterSpec| s.hash = "md5".into(),
             |s: &mut FilterSpec| s.k = 0,
+            |s: &mut FilterSpec| s.salts[1] = Salt([9; 32]),
+            |s: &mut FilterSpec| s.salt_seed = [2; 32],
         ] {
             let mut bad = ok.clone();
             f(&mut bad);

@@ -1,9 +1,15 @@
 //! The epoch manifest (`GET /v1/manifest`, `docs/protocol.md` §Manifest).
 //!
 //! [`Manifest::from_json`] is the only way in from bytes: it caps the size,
-//! rejects unknown fields, decodes every salt, seed and log id, and checks
-//! that the databases partition the filters in order, so the rest of a
-//! client can index without further checks.
+//! rejects unknown fields, decodes every seed and log id, derives the
+//! filter salts and the per-database public seeds, expands the database
+//! runs and checks that the databases partition the filters in order, so
+//! the rest of a client can index without further checks.
+//!
+//! The serialized form is compact whatever the number of filters: one salt
+//! seed, one public seed, and the databases as runs of identical shapes
+//! (`dbs: [{"count": 768, "filters": 1, …}]`). Database d's YPIR public
+//! seed is `SHA-256("ct-audit/db-seed/v1" ‖ pir.seed ‖ u32be(d))`.
 
 use base64::Engine as _;
 use serde::{Deserialize, Serialize};
@@ -19,9 +25,24 @@ pub const MAX_DBS: usize = 4096;
 /// Largest number of logs per epoch.
 pub const MAX_LOGS: usize = 4096;
 
-/// One epoch, as served to clients.
+/// Domain separator of the per-database seed derivation.
+pub const DB_SEED_DOMAIN: &[u8] = b"ct-audit/db-seed/v1";
+
+/// Public seed of database `d` derived from the epoch's PIR seed.
+pub fn derive_db_seed(pir_seed: &[u8; 32], d: u32) -> [u8; 32] {
+    use sha2::{Digest, Sha256};
+    Sha256::new()
+        .chain_update(DB_SEED_DOMAIN)
+        .chain_update(pir_seed)
+        .chain_update(d.to_be_bytes())
+        .finalize()
+        .into()
+}
+
+/// One epoch, as served to clients (in memory: databases expanded, salts
+/// and seeds derived; serialized: the compact form, see module docs).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(try_from = "ManifestWire", into = "ManifestWire")]
 pub struct Manifest {
     /// [`MANIFEST_VERSION`].
     pub version: u32,
@@ -98,11 +119,14 @@ pub struct PirSpec {
     pub param_name: String,
     /// Wire format version of queries and responses.
     pub wire_version: u8,
+    /// The epoch's public seed; database seeds derive from it.
+    #[serde(with = "crate::hex::array")]
+    pub seed: [u8; 32],
 }
 
-/// One PIR database: `filters` consecutive filters, concatenated.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// One PIR database: `filters` consecutive filters, concatenated (the
+/// expanded, in-memory form).
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DbSpec {
     /// Index in [`Manifest::dbs`] (and in the query URL).
     pub id: u32,
@@ -117,13 +141,129 @@ pub struct DbSpec {
     pub rows: u64,
     /// ℓ2 (columns).
     pub cols: u64,
-    /// The public seed of this database for this epoch (fresh per epoch).
-    #[serde(with = "crate::hex::array")]
+    /// The public seed of this database for this epoch (derived from the
+    /// fresh `pir.seed`).
     pub seed: [u8; 32],
     /// Exact length of a query (bytes).
     pub query_bytes: u64,
     /// Exact length of a response (bytes).
     pub response_bytes: u64,
+}
+
+/// A run of identical consecutive databases (serialized form).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DbRun {
+    /// Number of databases in the run.
+    pub count: u32,
+    /// Filters per database.
+    pub filters: u32,
+    /// ℓ1 of each.
+    pub rows: u64,
+    /// ℓ2 of each.
+    pub cols: u64,
+    /// Exact query length.
+    pub query_bytes: u64,
+    /// Exact response length.
+    pub response_bytes: u64,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ManifestWire {
+    version: u32,
+    epoch: u64,
+    created_at: i64,
+    snapshot_at: i64,
+    entries: u64,
+    logs: Vec<LogCoverage>,
+    filter: FilterSpec,
+    pir: PirSpec,
+    dbs: Vec<DbRun>,
+}
+
+impl TryFrom<ManifestWire> for Manifest {
+    type Error = Error;
+    fn try_from(w: ManifestWire) -> Result<Manifest> {
+        let total: u64 = w.dbs.iter().map(|r| u64::from(r.count)).sum();
+        if total == 0 || total > MAX_DBS as u64 {
+            return Err(Error::Invalid(format!("{total} databases (1..={MAX_DBS})")));
+        }
+        let mut dbs = Vec::with_capacity(total as usize);
+        let mut first = 0u32;
+        for r in &w.dbs {
+            for _ in 0..r.count {
+                let id = dbs.len() as u32;
+                let bits = u64::from(r.filters)
+                    .checked_mul(w.filter.bits)
+                    .ok_or_else(|| Error::Invalid("database bits overflow".into()))?;
+                dbs.push(DbSpec {
+                    id,
+                    first_filter: first,
+                    filters: r.filters,
+                    bits,
+                    rows: r.rows,
+                    cols: r.cols,
+                    seed: derive_db_seed(&w.pir.seed, id),
+                    query_bytes: r.query_bytes,
+                    response_bytes: r.response_bytes,
+                });
+                first = first
+                    .checked_add(r.filters)
+                    .ok_or_else(|| Error::Invalid("too many filters".into()))?;
+            }
+        }
+        let m = Manifest {
+            version: w.version,
+            epoch: w.epoch,
+            created_at: w.created_at,
+            snapshot_at: w.snapshot_at,
+            entries: w.entries,
+            logs: w.logs,
+            filter: w.filter,
+            pir: w.pir,
+            dbs,
+        };
+        m.check()?;
+        Ok(m)
+    }
+}
+
+impl From<Manifest> for ManifestWire {
+    fn from(m: Manifest) -> ManifestWire {
+        let mut runs: Vec<DbRun> = Vec::new();
+        for d in &m.dbs {
+            let same = |r: &DbRun| {
+                r.filters == d.filters
+                    && r.rows == d.rows
+                    && r.cols == d.cols
+                    && r.query_bytes == d.query_bytes
+                    && r.response_bytes == d.response_bytes
+            };
+            match runs.last_mut() {
+                Some(r) if same(r) => r.count += 1,
+                _ => runs.push(DbRun {
+                    count: 1,
+                    filters: d.filters,
+                    rows: d.rows,
+                    cols: d.cols,
+                    query_bytes: d.query_bytes,
+                    response_bytes: d.response_bytes,
+                }),
+            }
+        }
+        ManifestWire {
+            version: m.version,
+            epoch: m.epoch,
+            created_at: m.created_at,
+            snapshot_at: m.snapshot_at,
+            entries: m.entries,
+            logs: m.logs,
+            filter: m.filter,
+            pir: m.pir,
+            dbs: runs,
+        }
+    }
 }
 
 /// Where a client's probe goes.
@@ -157,6 +297,52 @@ impl Manifest {
     pub fn to_json(&self) -> Vec<u8> {
         // Serializing plain structs of strings and integers cannot fail.
         serde_json::to_vec(self).unwrap_or_default()
+    }
+
+    /// Builds a checked manifest whose databases are `layout` (first
+    /// filter, filter count, rows, cols, query bytes, response bytes), in
+    /// order, with seeds derived from `pir.seed`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        epoch: u64,
+        created_at: i64,
+        snapshot_at: i64,
+        entries: u64,
+        logs: Vec<LogCoverage>,
+        filter: FilterSpec,
+        pir: PirSpec,
+        layout: &[(u32, u64, u64, u64, u64)],
+    ) -> Result<Manifest> {
+        let mut first = 0u32;
+        let mut dbs = Vec::with_capacity(layout.len());
+        for (id, &(filters, rows, cols, query_bytes, response_bytes)) in layout.iter().enumerate() {
+            let id = u32::try_from(id).map_err(|_| Error::Invalid("too many databases".into()))?;
+            dbs.push(DbSpec {
+                id,
+                first_filter: first,
+                filters,
+                bits: u64::from(filters).saturating_mul(filter.bits),
+                rows,
+                cols,
+                seed: derive_db_seed(&pir.seed, id),
+                query_bytes,
+                response_bytes,
+            });
+            first = first.saturating_add(filters);
+        }
+        let m = Manifest {
+            version: MANIFEST_VERSION,
+            epoch,
+            created_at,
+            snapshot_at,
+            entries,
+            logs,
+            filter,
+            pir,
+            dbs,
+        };
+        m.check()?;
+        Ok(m)
     }
 
     /// Checks every invariant (what [`Manifest::from_json`] relies on).
@@ -200,6 +386,9 @@ impl Manifest {
             match (want, room) {
                 (Some(w), Some(r)) if w == db.bits && r >= w => {}
                 _ => return bad(format!("database {i}: bits/rows/cols inconsistent")),
+            }
+            if db.seed != derive_db_seed(&self.pir.seed, db.id) {
+                return bad(format!("database {i}: seed is not derived from pir.seed"));
             }
         }
         if next != self.filter.a {
@@ -259,61 +448,31 @@ impl Manifest {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::filter::{Salt, HASH_V1};
 
     pub(crate) fn sample() -> Manifest {
-        Manifest {
-            version: 1,
-            epoch: 7,
-            created_at: 1_700_000_000,
-            snapshot_at: 1_700_000_000,
-            entries: 10,
-            logs: vec![LogCoverage {
+        Manifest::new(
+            7,
+            1_700_000_000,
+            1_700_000_000,
+            10,
+            vec![LogCoverage {
                 log_id: encode_log_id(&[9; 32]),
                 verified_tree_size: 10,
                 verified_position: 10,
                 ingested_until_ms: 1_699_999_000_000,
                 mmd_s: 86_400,
             }],
-            filter: FilterSpec {
-                hash: HASH_V1.into(),
-                a: 3,
-                k: 8,
-                n: 16,
-                bits: 128,
-                salts: vec![Salt([1; 32]), Salt([2; 32]), Salt([3; 32])],
-            },
-            pir: PirSpec {
+            FilterSpec::new(3, 8, 16, [4; 32]).unwrap(),
+            PirSpec {
                 scheme: "ypir".into(),
                 param_set: 1,
                 param_name: "table1".into(),
                 wire_version: 1,
+                seed: [5; 32],
             },
-            dbs: vec![
-                DbSpec {
-                    id: 0,
-                    first_filter: 0,
-                    filters: 2,
-                    bits: 256,
-                    rows: 4,
-                    cols: 8,
-                    seed: [5; 32],
-                    query_bytes: 1,
-                    response_bytes: 1,
-                },
-                DbSpec {
-                    id: 1,
-                    first_filter: 2,
-                    filters: 1,
-                    bits: 128,
-                    rows: 4,
-                    cols: 4,
-                    seed: [6; 32],
-                    query_bytes: 1,
-                    response_bytes: 1,
-                },
-            ],
-        }
+            &[(2, 4, 8, 1, 1), (1, 4, 4, 1, 1)],
+        )
+        .unwrap()
     }
 
     #[test]
@@ -321,6 +480,14 @@ pub(crate) mod tests {
         let m = sample();
         let json = m.to_json();
         assert_eq!(Manifest::from_json(&json).unwrap(), m);
+        // Compact: runs, no per-database seeds, no salts.
+        let text = String::from_utf8(json).unwrap();
+        assert!(text.contains("\"count\":1,\"filters\":2"), "{text}");
+        assert!(
+            !text.contains("salts") && !text.contains("first_filter"),
+            "{text}"
+        );
+        assert_ne!(m.dbs[0].seed, m.dbs[1].seed);
         assert_eq!(m.locate(0, 5).unwrap(), (0, 5));
         assert_eq!(m.locate(1, 5).unwrap(), (0, 133));
         assert_eq!(m.locate(2, 127).unwrap(), (1, 127));
@@ -344,22 +511,41 @@ pub(crate) mod tests {
             |m| m.dbs[1].filters = 2,
             |m| m.dbs[0].bits = 255,
             |m| m.dbs[0].rows = 1,
-            |m| m.dbs[1].id = 5,
+            |m| m.dbs[1].seed = [0; 32],
+            |m| m.pir.seed = [6; 32],
             |m| {
                 m.dbs.pop();
             },
             |m| m.dbs.clear(),
         ];
+        // Each breaks an invariant of the in-memory form…
         for f in cases {
             let mut m = sample();
             f(&mut m);
-            assert!(Manifest::from_json(&m.to_json()).is_err(), "{m:?}");
+            assert!(m.check().is_err(), "{m:?}");
+        }
+        // …and the serialized form is re-derived and checked on parsing.
+        let json = String::from_utf8(sample().to_json()).unwrap();
+        for (from, to) in [
+            ("\"version\":1", "\"version\":2"),
+            ("\"entries\":10", "\"entries\":17"),
+            ("\"scheme\":\"ypir\"", "\"scheme\":\"spiral\""),
+            ("\"filters\":2", "\"filters\":3"),
+            ("\"rows\":4,\"cols\":8", "\"rows\":1,\"cols\":8"),
+            ("\"count\":1,\"filters\":1", "\"count\":2,\"filters\":1"),
+            ("\"count\":1,\"filters\":1", "\"count\":0,\"filters\":1"),
+            ("\"a\":3", "\"a\":0"),
+            ("\"bits\":128", "\"bits\":127"),
+        ] {
+            let bad = json.replacen(from, to, 1);
+            assert_ne!(bad, json, "{from}");
+            assert!(Manifest::from_json(bad.as_bytes()).is_err(), "{to}");
         }
         // Unknown fields, bad hex, oversize input.
-        let json = String::from_utf8(sample().to_json()).unwrap();
         let extra = json.replacen("{", "{\"x\":1,", 1);
         assert!(Manifest::from_json(extra.as_bytes()).is_err());
         let badhex = json.replacen(&crate::hex::encode(&[5; 32]), "zz", 1);
+        assert_ne!(badhex, json);
         assert!(Manifest::from_json(badhex.as_bytes()).is_err());
         let big = vec![b' '; MAX_MANIFEST_BYTES + 1];
         assert!(matches!(

@@ -38,10 +38,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
-use audit_proto::filter::{FilterSpec, Salt, HASH_V1};
-use audit_proto::manifest::{
-    encode_log_id, DbSpec, LogCoverage, Manifest, PirSpec, MANIFEST_VERSION,
-};
+use audit_proto::filter::{FilterSpec, Salt};
+use audit_proto::manifest::{derive_db_seed, encode_log_id, LogCoverage, Manifest, PirSpec};
 use futures_util::TryStreamExt;
 use indicatif::{ProgressBar, ProgressStyle};
 use pir_core::db::BitDatabase;
@@ -217,21 +215,13 @@ pub fn build_epoch(snap: &Snapshot, epoch: u64, bp: &BuildParams, out: &Path) ->
         .checked_mul(u64::from(bp.k))
         .filter(|&b| b <= audit_proto::filter::MAX_FILTER_BITS)
         .ok_or_else(|| Error::Config(format!("k·N too large for |S| = {entries}")))?;
-    // Fresh salts, drawn now that S is fixed (Prop. 6.2).
-    let mut salt_bytes = vec![0u8; 32 * bp.filters as usize];
-    os_random(&mut salt_bytes)?;
-    let salts: Vec<Salt> = salt_bytes
-        .chunks_exact(32)
-        .map(|c| Salt(c.try_into().unwrap_or([0; 32])))
-        .collect();
-    let filter = FilterSpec {
-        hash: HASH_V1.to_owned(),
-        a: bp.filters,
-        k: bp.k,
-        n,
-        bits: filter_bits,
-        salts,
-    };
+    // Fresh salts (derived from a fresh seed), drawn now that S is fixed
+    // (Prop. 6.2), and a fresh public seed for the PIR databases.
+    let mut salt_seed = [0u8; 32];
+    os_random(&mut salt_seed)?;
+    let mut pir_seed = [0u8; 32];
+    os_random(&mut pir_seed)?;
+    let filter = FilterSpec::new(bp.filters, bp.k, n, salt_seed)?;
     let ctx = Arc::new(Context::new(params));
     let plan = plan_dbs(bp.filters, filter_bits, bp.db_bits_target);
     let mut report = BuildReport {
@@ -242,7 +232,7 @@ pub fn build_epoch(snap: &Snapshot, epoch: u64, bp: &BuildParams, out: &Path) ->
         dbs: plan.len(),
         ..Default::default()
     };
-    let mut dbs = Vec::with_capacity(plan.len());
+    let mut layout: Vec<(u32, u64, u64, u64, u64)> = Vec::with_capacity(plan.len());
     let mut servers = Vec::with_capacity(plan.len());
     let pb = bar(bp.progress, u64::from(bp.filters), "hashing into filters");
     let mut set_bits = 0u64;
@@ -274,9 +264,7 @@ pub fn build_epoch(snap: &Snapshot, epoch: u64, bp: &BuildParams, out: &Path) ->
         report.persist_s += t.elapsed().as_secs_f64();
 
         let t = Instant::now();
-        let mut seed = [0u8; 32];
-        os_random(&mut seed)?;
-        let seed = PublicSeed(seed);
+        let seed = PublicSeed(derive_db_seed(&pir_seed, id as u32));
         let db = BitDatabase::from_bitmap_owned(bits, bitmap)?.into_database();
         report.db_bytes += db.as_bytes().len() as u64;
         let server = Server::setup_with_context(ctx.clone(), db, seed)?;
@@ -295,47 +283,50 @@ pub fn build_epoch(snap: &Snapshot, epoch: u64, bp: &BuildParams, out: &Path) ->
         report.persist_s += t.elapsed().as_secs_f64();
 
         let shape = server.shape();
-        dbs.push(DbSpec {
-            id: id as u32,
-            first_filter: first,
-            filters: count,
-            bits,
-            rows: shape.ell1 as u64,
-            cols: shape.ell2 as u64,
-            seed: seed.0,
-            query_bytes: pir_core::wire::query_len(&params, shape) as u64,
-            response_bytes: pir_core::wire::response_len(&params) as u64,
-        });
+        layout.push((
+            count,
+            shape.ell1 as u64,
+            shape.ell2 as u64,
+            pir_core::wire::query_len(&params, shape) as u64,
+            pir_core::wire::response_len(&params) as u64,
+        ));
         servers.push(server);
     }
     pb.finish_and_clear();
     report.fill_ratio = set_bits as f64 / (filter_bits as f64 * f64::from(bp.filters));
-    let manifest = Manifest {
-        version: MANIFEST_VERSION,
-        epoch,
-        created_at: unix_now_s(),
-        snapshot_at: snap.now_s,
-        entries,
-        logs: snap
-            .coverage
-            .iter()
-            .map(|c| LogCoverage {
-                log_id: encode_log_id(&c.log_id),
-                verified_tree_size: c.verified_tree_size,
-                verified_position: c.verified_position,
-                ingested_until_ms: c.ingested_until_ms,
-                mmd_s: c.mmd_s,
-            })
-            .collect(),
-        filter,
-        pir: PirSpec {
-            scheme: "ypir".to_owned(),
-            param_set: params.id,
-            param_name: params.name.to_owned(),
-            wire_version: pir_core::wire::VERSION,
-        },
-        dbs,
+    let logs = snap
+        .coverage
+        .iter()
+        .map(|c| LogCoverage {
+            log_id: encode_log_id(&c.log_id),
+            verified_tree_size: c.verified_tree_size,
+            verified_position: c.verified_position,
+            ingested_until_ms: c.ingested_until_ms,
+            mmd_s: c.mmd_s,
+        })
+        .collect();
+    let pir = PirSpec {
+        scheme: "ypir".to_owned(),
+        param_set: params.id,
+        param_name: params.name.to_owned(),
+        wire_version: pir_core::wire::VERSION,
+        seed: pir_seed,
     };
+    let manifest = Manifest::new(
+        epoch,
+        unix_now_s(),
+        snap.now_s,
+        entries,
+        logs,
+        filter,
+        pir,
+        &layout,
+    )?;
+    debug_assert!(manifest
+        .dbs
+        .iter()
+        .zip(&servers)
+        .all(|(d, s)| s.seed().0 == d.seed));
     manifest.check()?;
     report.total_s = t_all.elapsed().as_secs_f64();
     let t = Instant::now();

@@ -162,7 +162,8 @@ impl Service {
         if let Some(schedule) = self.config.schedule()? {
             let svc = self.clone();
             tasks.push(tokio::spawn(async move {
-                let mut last = None;
+                // The epoch just loaded or built counts as the last run.
+                let mut last = Some(epoch::unix_now_s());
                 loop {
                     let now = epoch::unix_now_s();
                     let wait = schedule.seconds_until_next(now, last);
