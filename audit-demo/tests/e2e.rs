@@ -1,0 +1,204 @@
+//! End-to-end tests across crates: browser-client against the local test
+//! log's own records, and private audits over HTTP against a real
+//! auditor-server fed by ct-ingest.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use audit_demo::{auditor_config, ingest, issue_corpus, sqlite_url, start_log, RunningAuditor};
+use browser_client::policy::{AuditPolicy, EntryKind};
+use browser_client::sct::{delivered_sct, embedded_scts, parse_log_list, Signature};
+use browser_client::sim::{simulate, SimConfig};
+use futures_util::TryStreamExt;
+
+type TestResult = anyhow::Result<()>;
+
+/// For every certificate the test log issued, the client rebuilds exactly
+/// the leaf the log logged: precert_entry for embedded SCTs, x509_entry for
+/// TLS-delivered ones, with the static-ct-api `leaf_index` extension copied;
+/// every SCT signature verifies; and the leaf hashes are what ct-ingest
+/// stored after verifying the log's tiles.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leaf_hashes_rebuilt_from_certificates_match_the_log() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let log = start_log().await?;
+    let issued = log.add_entries(24, 0.5).await?;
+    let list = parse_log_list(log.log_list_json().as_bytes())?;
+    let (mut pre, mut x509) = (0, 0);
+    for e in &issued {
+        let c = if e.embedded {
+            pre += 1;
+            let scts = embedded_scts(&e.cert_der, &e.issuer_der, &list)?;
+            assert_eq!(scts.len(), 1);
+            assert_eq!(scts[0].kind, EntryKind::Precert);
+            scts.into_iter().next().unwrap()
+        } else {
+            x509 += 1;
+            let c = delivered_sct(&e.cert_der, &e.sct.encode()?, &list)?;
+            assert_eq!(c.kind, EntryKind::X509);
+            c
+        };
+        assert_eq!(
+            c.leaf_hash_bytes(),
+            e.leaf_hash,
+            "rebuilt leaf differs from the logged one"
+        );
+        assert_eq!(c.signature, Signature::Valid);
+        assert_eq!(
+            c.leaf_index, e.leaf_index,
+            "leaf_index extension copied verbatim"
+        );
+        assert!(!c.extensions.is_empty());
+        assert_eq!(c.timestamp_ms, e.timestamp_ms);
+    }
+    assert!(pre > 0 && x509 > 0);
+    // The store holds exactly these leaf hashes after ct-ingest verified the log.
+    let url = sqlite_url(dir.path());
+    ingest(&log, dir.path(), &url).await?;
+    let store = ct_ingest::store::Store::connect(&url).await?;
+    let stored: HashSet<[u8; 32]> = store.active_leaf_hashes(0).try_collect().await?;
+    let rebuilt: HashSet<[u8; 32]> = issued.iter().map(|e| e.leaf_hash).collect();
+    assert_eq!(stored, rebuilt);
+    Ok(())
+}
+
+/// A forged SCT (signature, timestamp or extensions changed) or an SCT of
+/// a log missing from the log list is not audited.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forged_scts_are_rejected_by_signature() -> TestResult {
+    let log = start_log().await?;
+    let issued = log.add_entries(4, 0.0).await?; // TLS-delivered SCTs
+    let list = parse_log_list(log.log_list_json().as_bytes())?;
+    let e = &issued[0];
+    let ok = delivered_sct(&e.cert_der, &e.sct.encode()?, &list)?;
+    assert!(ok.auditable());
+    let mut forged = Vec::new();
+    let mut s = e.sct.clone();
+    let n = s.signature.signature.len();
+    s.signature.signature[n - 1] ^= 1;
+    forged.push(s);
+    let mut s = e.sct.clone();
+    s.timestamp += 1;
+    forged.push(s);
+    let mut s = e.sct.clone();
+    s.extensions.clear();
+    forged.push(s);
+    for s in forged {
+        let c = delivered_sct(&e.cert_der, &s.encode()?, &list)?;
+        assert!(
+            matches!(c.signature, Signature::Invalid(_)),
+            "{:?}",
+            c.signature
+        );
+        assert!(!c.auditable());
+        assert!(c.to_pending(std::slice::from_ref(&e.cert_der), 0).is_none());
+    }
+    // The SCT on another certificate does not verify either.
+    let other = delivered_sct(&issued[1].cert_der, &e.sct.encode()?, &list)?;
+    assert!(matches!(other.signature, Signature::Invalid(_)));
+    // A log missing from the list: not checked, not audited.
+    let other_log = start_log().await?;
+    let foreign = parse_log_list(other_log.log_list_json().as_bytes())?;
+    let c = delivered_sct(&e.cert_der, &e.sct.encode()?, &foreign)?;
+    assert_eq!(c.signature, Signature::UnknownLog);
+    assert!(!c.auditable());
+    Ok(())
+}
+
+/// Private audits over HTTP: every logged SCT is found; omitted SCTs are
+/// caught at the rate the filter's fill ratio predicts; re-checks in a later
+/// epoch turn into misbehaviour reports that check out.
+///
+/// Tolerance: with n omitted audits and catch probability p = 1 − fill
+/// (≈ 0.88 at k = 8), the standard deviation of the rate is
+/// √(p(1−p)/n) ≤ 0.06 for n ≥ 30; we accept |rate − p| ≤ 0.25 (> 4σ).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn private_audits_find_logged_and_catch_omitted_scts() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let log = start_log().await?;
+    let issued = issue_corpus(&log, 120, 60, 10).await?;
+    let url = sqlite_url(dir.path());
+    ingest(&log, dir.path(), &url).await?;
+    let auditor = RunningAuditor::start(auditor_config(dir.path(), &url, Some(4))).await?;
+    let fill = auditor
+        .service
+        .state()
+        .registry
+        .current()
+        .and_then(|e| e.report.as_ref().map(|r| r.fill_ratio))
+        .ok_or_else(|| anyhow::anyhow!("no build report"))?;
+    let list = parse_log_list(log.log_list_json().as_bytes())?;
+    let cfg = SimConfig {
+        server: auditor.url(),
+        clients: 10,
+        weeks: 1,
+        policy: AuditPolicy::default(),
+        omitted_fraction: 0.3,
+        forged_fraction: 0.05,
+        concurrency: 4,
+        seed: 7,
+        fill_probes: 64,
+        recheck_timeout: Duration::from_secs(30),
+        queue_dir: Some(dir.path().join("sim")),
+        progress: false,
+    };
+    let r = simulate(cfg, issued.corpus.clone(), list.clone()).await?;
+    let d = &r.detection;
+    eprintln!(
+        "{d:?}\nfill: server {fill:.4}, probed {:.3} ± {:.3}",
+        r.fill_ratio, r.fill_ratio_stderr
+    );
+    assert!(d.logged_audits >= 50, "{d:?}");
+    assert_eq!(d.logged_found, d.logged_audits, "every logged SCT is found");
+    assert_eq!(d.false_reports, 0);
+    assert!(d.forged_rejected > 0 && d.forged_accepted == 0);
+    assert!(d.omitted_audits >= 30, "{d:?}");
+    let expected = 1.0 - fill;
+    assert!(
+        (d.catch_rate_per_audit - expected).abs() <= 0.25,
+        "catch rate {} vs expected {expected}",
+        d.catch_rate_per_audit
+    );
+    // The probed fill ratio agrees with the server's (64 probes: σ ≈ 0.04).
+    assert!(
+        (r.fill_ratio - fill).abs() <= 0.2,
+        "probed {} vs {fill}",
+        r.fill_ratio
+    );
+    // Re-checks happened in a later epoch and produced reports about omitted SCTs only.
+    assert!(r.epochs.len() >= 2, "epochs {:?}", r.epochs);
+    assert!(d.rechecks > 0 && d.reports > 0, "{d:?}");
+    let omitted: HashSet<String> = issued
+        .omitted
+        .iter()
+        .map(|e| audit_proto::hex::encode(&e.leaf_hash))
+        .collect();
+    assert_eq!(r.report_files.len() as u64, d.reports);
+    for f in &r.report_files {
+        let rep: browser_client::policy::MisbehaviourReport =
+            serde_json::from_slice(&std::fs::read(f)?)?;
+        assert!(omitted.contains(&rep.leaf_hash));
+        assert_eq!(rep.not_found_in_epochs.len(), 2);
+        assert!(rep.not_found_in_epochs[0] < rep.not_found_in_epochs[1]);
+        // An operator can verify the promise: the SCT verifies over the chain…
+        use base64::Engine as _;
+        let b64 = base64::engine::general_purpose::STANDARD;
+        let chain: Vec<Vec<u8>> = rep
+            .chain
+            .iter()
+            .map(|c| b64.decode(c))
+            .collect::<Result<_, _>>()?;
+        let scts = embedded_scts(&chain[0], &chain[1], &list)?;
+        assert!(scts
+            .iter()
+            .any(|s| s.auditable() && s.leaf_hash == rep.leaf_hash));
+    }
+    // …and the leaf is absent from what the log published.
+    let store = ct_ingest::store::Store::connect(&url).await?;
+    let stored: HashSet<[u8; 32]> = store.active_leaf_hashes(0).try_collect().await?;
+    assert!(issued
+        .omitted
+        .iter()
+        .all(|e| !stored.contains(&e.leaf_hash)));
+    auditor.stop().await
+}

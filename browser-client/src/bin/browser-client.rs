@@ -1,0 +1,240 @@
+//! `browser-client`: simulate a population of auditing browsers against a
+//! running auditor, and turn the measurements into a cost report.
+//!
+//! ```sh
+//! browser-client simulate --server http://127.0.0.1:8080 --corpus corpus.jsonl \
+//!     --log-list log_list.json --clients 50 --weeks 2 --out sim/
+//! browser-client cost-report --sim sim/sim-report.json --out sim/ \
+//!     --pir-bench bench-results/issue3/b33.json --pir-bench bench-results/issue3/b35.json
+//! ```
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use browser_client::cost::{self, Prices};
+use browser_client::policy::AuditPolicy;
+use browser_client::sim::{self, SimConfig, SimReport};
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    version,
+    about = "Private SCT auditing: population simulator and cost report"
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// M clients over W weeks, ≈ 20 audits a week each, over real HTTP.
+    Simulate(SimulateArgs),
+    /// Weekly cost per million clients from a simulation report.
+    CostReport(CostArgs),
+}
+
+/// `simulate` options.
+#[derive(clap::Args)]
+pub struct SimulateArgs {
+    /// Auditor base URL.
+    #[arg(long)]
+    server: String,
+    /// Corpus of certificates (JSON lines; see browser_client::sim::CorpusEntry).
+    #[arg(long)]
+    corpus: PathBuf,
+    /// Log list v3 (log keys and MMDs).
+    #[arg(long)]
+    log_list: PathBuf,
+    /// Simulated clients.
+    #[arg(long, default_value_t = 50)]
+    clients: usize,
+    /// Simulated weeks.
+    #[arg(long, default_value_t = 2)]
+    weeks: u32,
+    /// TLS connections per client-week.
+    #[arg(long, default_value_t = 1e4)]
+    connections_per_week: f64,
+    /// Fraction of connections audited.
+    #[arg(long, default_value_t = 1e-3)]
+    sampled_fraction: f64,
+    /// SCTs audited per sampled connection.
+    #[arg(long, default_value_t = 2)]
+    audits_per_sample: u32,
+    /// Probability that an audited SCT is one the log omitted.
+    #[arg(long, default_value_t = 0.05)]
+    omitted_fraction: f64,
+    /// Probability that an audited SCT is forged.
+    #[arg(long, default_value_t = 0.02)]
+    forged_fraction: f64,
+    /// Clients running concurrently.
+    #[arg(long, default_value_t = 8)]
+    concurrency: usize,
+    /// Private random-bit probes to measure the fill ratio.
+    #[arg(long, default_value_t = 200)]
+    fill_probes: usize,
+    /// Seconds to wait for a later epoch for re-checks.
+    #[arg(long, default_value_t = 60)]
+    recheck_timeout: u64,
+    /// Seed of the simulation's choices (not of any cryptography).
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Output directory (sim-report.json, queues/, reports/).
+    #[arg(long, default_value = "sim")]
+    out: PathBuf,
+}
+
+/// `cost-report` options.
+#[derive(clap::Args)]
+pub struct CostArgs {
+    /// The simulator's sim-report.json.
+    #[arg(long)]
+    sim: PathBuf,
+    /// Output directory (cost-report.md, .json, .svg).
+    #[arg(long, default_value = "sim")]
+    out: PathBuf,
+    /// Database sizes (log2 bits) to time answers at, in process, for the fit.
+    #[arg(long, value_delimiter = ',', default_value = "20,22,24,26,28,30")]
+    measure_bits: Vec<u32>,
+    /// Trials per size.
+    #[arg(long, default_value_t = 3)]
+    trials: usize,
+    /// pir-bench JSON files with more (larger) single-thread points.
+    #[arg(long)]
+    pir_bench: Vec<PathBuf>,
+    /// USD per outbound GB.
+    #[arg(long, default_value_t = 0.09)]
+    usd_per_gb: f64,
+    /// USD per core-second.
+    #[arg(long, default_value_t = 1.5e-5)]
+    usd_per_core_second: f64,
+    /// Extrapolation target: log2 of the filter size in bits.
+    #[arg(long, default_value_t = 36)]
+    target_db_bits: u32,
+}
+
+/// Runs the simulation and writes `out/sim-report.json`.
+pub async fn simulate(a: &SimulateArgs) -> anyhow::Result<SimReport> {
+    let list = browser_client::sct::parse_log_list(
+        &std::fs::read(&a.log_list).with_context(|| format!("reading {}", a.log_list.display()))?,
+    )?;
+    let corpus = sim::read_corpus(&a.corpus)?;
+    std::fs::create_dir_all(&a.out)?;
+    let cfg = SimConfig {
+        server: a.server.clone(),
+        clients: a.clients,
+        weeks: a.weeks,
+        policy: AuditPolicy {
+            connections_per_week: a.connections_per_week,
+            sampled_fraction: a.sampled_fraction,
+            audits_per_sample: a.audits_per_sample,
+        },
+        omitted_fraction: a.omitted_fraction,
+        forged_fraction: a.forged_fraction,
+        concurrency: a.concurrency,
+        seed: a.seed,
+        fill_probes: a.fill_probes,
+        recheck_timeout: Duration::from_secs(a.recheck_timeout),
+        queue_dir: Some(a.out.join("queues")),
+        progress: std::io::IsTerminal::is_terminal(&std::io::stderr()),
+    };
+    let report = sim::simulate(cfg, corpus, list).await?;
+    let path = a.out.join("sim-report.json");
+    std::fs::write(&path, serde_json::to_vec_pretty(&report)?)?;
+    eprintln!("wrote {}", path.display());
+    Ok(report)
+}
+
+/// Builds and writes the cost report.
+pub fn cost_report(a: &CostArgs) -> anyhow::Result<cost::CostReport> {
+    let sim: SimReport = serde_json::from_slice(
+        &std::fs::read(&a.sim).with_context(|| format!("reading {}", a.sim.display()))?,
+    )?;
+    let mut points = cost::measure_answer_times(&a.measure_bits, a.trials)?;
+    if !a.pir_bench.is_empty() {
+        points.extend(cost::load_pir_bench_points(&a.pir_bench)?);
+    }
+    let prices = Prices {
+        usd_per_outbound_gb: a.usd_per_gb,
+        usd_per_core_second: a.usd_per_core_second,
+    };
+    let r = cost::build_report(&sim.measured, &points, &prices, a.target_db_bits)?;
+    let paths = cost::write_report(&r, &a.out)?;
+    eprintln!(
+        "wrote {}, {}, {}",
+        paths.markdown.display(),
+        paths.json.display(),
+        paths.svg.display()
+    );
+    Ok(r)
+}
+
+fn print_summary(r: &SimReport) {
+    let d = &r.detection;
+    println!("epochs seen            {:?}", r.epochs);
+    println!(
+        "audits (PIR queries)   {} ({:.1} per client-week)",
+        d.logged_audits + d.omitted_audits + d.rechecks,
+        r.measured.audits_per_client_week
+    );
+    println!(
+        "logged SCTs found      {}/{}",
+        d.logged_found, d.logged_audits
+    );
+    println!("omitted SCTs caught    {}/{} per audit = {:.3} (expected 1 − fill = {:.3}; fill {:.3} ± {:.3})", d.omitted_caught, d.omitted_audits, d.catch_rate_per_audit, d.expected_catch_rate, r.fill_ratio, r.fill_ratio_stderr);
+    println!(
+        "per client-week        {}/{} = {:.3}",
+        d.client_weeks_caught, d.client_weeks_with_omitted, d.catch_rate_per_client_week
+    );
+    println!(
+        "re-checks / reports    {} / {} (false reports {})",
+        d.rechecks, d.reports, d.false_reports
+    );
+    println!(
+        "forged SCTs rejected   {} (accepted {})",
+        d.forged_rejected, d.forged_accepted
+    );
+    println!(
+        "bytes per query        {:.0} up, {:.0} down",
+        r.measured.upload_bytes_per_query, r.measured.download_bytes_per_query
+    );
+    println!(
+        "server per query       {:.2} ms (mean batch {:.2})",
+        r.measured.server_core_seconds_per_query * 1e3,
+        r.measured.mean_batch
+    );
+    println!(
+        "client per audit       {:.2} ms",
+        r.measured.client_seconds_per_audit * 1e3
+    );
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
+    match Cli::parse().cmd {
+        Cmd::Simulate(a) => {
+            let r = simulate(&a).await?;
+            print_summary(&r);
+        }
+        Cmd::CostReport(a) => {
+            let r = tokio::task::spawn_blocking(move || cost_report(&a)).await??;
+            for row in &r.rows {
+                if let Some(usd) = row.usd_per_million_clients_week {
+                    println!(
+                        "{:<60} ${usd:>10.0} per million clients per week",
+                        row.scheme
+                    );
+                }
+            }
+        }
+    }
+    Ok(())
+}

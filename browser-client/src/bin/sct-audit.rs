@@ -1,0 +1,238 @@
+//! `sct-audit`: inspect the SCTs of a certificate, or audit one privately.
+//!
+//! ```sh
+//! sct-audit inspect --cert leaf.pem --issuer issuer.pem --log-list log_list.json
+//! sct-audit check   --cert leaf.pem --issuer issuer.pem --log-list log_list.json --server http://127.0.0.1:8080
+//! ```
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::{bail, Context as _};
+use browser_client::policy::{readiness, AuditResult, PendingQueue, Readiness, Recorded};
+use browser_client::probe::Prober;
+use browser_client::sct::{self, CheckedSct};
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    version,
+    about = "Inspect and privately audit the SCTs of a certificate"
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(clap::Args)]
+struct CertArgs {
+    /// Leaf certificate (PEM or DER); a PEM chain may also hold the issuer.
+    #[arg(long)]
+    cert: PathBuf,
+    /// Issuer certificate (PEM or DER); needed for embedded SCTs.
+    #[arg(long)]
+    issuer: Option<PathBuf>,
+    /// An SCT delivered by TLS/OCSP (TLS encoding, raw bytes) instead of
+    /// the embedded ones.
+    #[arg(long)]
+    sct: Option<PathBuf>,
+    /// Chrome log list v3 (log keys and MMDs).
+    #[arg(long)]
+    log_list: PathBuf,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Print every SCT: log, timestamp, extensions, rebuilt leaf hash,
+    /// signature check.
+    Inspect {
+        #[command(flatten)]
+        cert: CertArgs,
+        /// JSON output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Audit the certificate's SCTs privately against an auditor.
+    Check {
+        #[command(flatten)]
+        cert: CertArgs,
+        /// Auditor base URL.
+        #[arg(long)]
+        server: String,
+        /// Persistent pending queue (SCTs not yet auditable, re-checks).
+        #[arg(long)]
+        queue: Option<PathBuf>,
+        /// Clock for the MMD decision (ms since the Unix epoch; default now).
+        #[arg(long)]
+        now_ms: Option<u64>,
+    },
+}
+
+fn read(path: &PathBuf) -> anyhow::Result<Vec<u8>> {
+    let meta = std::fs::metadata(path).with_context(|| format!("reading {}", path.display()))?;
+    if meta.len() > 16 << 20 {
+        bail!("{} is larger than 16 MiB", path.display());
+    }
+    std::fs::read(path).with_context(|| format!("reading {}", path.display()))
+}
+
+/// (chain, checked SCTs).
+fn load(c: &CertArgs) -> anyhow::Result<(Vec<Vec<u8>>, Vec<CheckedSct>)> {
+    let list = sct::parse_log_list(&read(&c.log_list)?)?;
+    let mut chain = sct::parse_certificates(&read(&c.cert)?)?;
+    if let Some(i) = &c.issuer {
+        chain.extend(sct::parse_certificates(&read(i)?)?);
+    }
+    let leaf = chain[0].clone();
+    let checked = match &c.sct {
+        Some(p) => vec![sct::delivered_sct(&leaf, &read(p)?, &list)?],
+        None => {
+            let issuer = chain
+                .get(1)
+                .context("embedded SCTs need the issuer certificate (--issuer or a PEM chain)")?;
+            sct::embedded_scts(&leaf, issuer, &list)?
+        }
+    };
+    if checked.is_empty() {
+        bail!("the certificate has no embedded SCTs (pass a TLS-delivered one with --sct)");
+    }
+    Ok((chain, checked))
+}
+
+fn print(s: &CheckedSct) {
+    println!(
+        "log id      {}  ({})",
+        s.log_id,
+        s.log_description
+            .as_deref()
+            .unwrap_or("not in the log list")
+    );
+    println!("timestamp   {} ms", s.timestamp_ms);
+    println!(
+        "extensions  {}",
+        if s.extensions.is_empty() {
+            "(none)"
+        } else {
+            &s.extensions
+        }
+    );
+    if let Some(i) = s.leaf_index {
+        println!("leaf_index  {i}");
+    }
+    println!("entry       {:?}", s.kind);
+    println!("leaf hash   {}", s.leaf_hash);
+    println!(
+        "signature   {}",
+        match &s.signature {
+            sct::Signature::Valid => "verifies".to_owned(),
+            sct::Signature::Invalid(why) => format!("DOES NOT VERIFY: {why}"),
+            sct::Signature::UnknownLog => "unknown log (not checked)".to_owned(),
+        }
+    );
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    match cli.cmd {
+        Cmd::Inspect { cert, json } => {
+            let (_, checked) = load(&cert)?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&checked)?);
+            } else {
+                for (i, s) in checked.iter().enumerate() {
+                    if i > 0 {
+                        println!();
+                    }
+                    print(s);
+                }
+            }
+        }
+        Cmd::Check {
+            cert,
+            server,
+            queue,
+            now_ms: now,
+        } => {
+            let now = now.unwrap_or_else(now_ms);
+            let (chain, checked) = load(&cert)?;
+            let auditor = browser_client::net::Auditor::new(&server)?;
+            let (manifest, _) = auditor.manifest().await?;
+            let prober = Prober::new(Arc::new(manifest));
+            let mut q = match &queue {
+                Some(p) => PendingQueue::open(p)?,
+                None => PendingQueue::new(),
+            };
+            for s in &checked {
+                let Some(p) = s.to_pending(&chain, now) else {
+                    println!("{}: not audited: signature {:?}", s.log_id, s.signature);
+                    continue;
+                };
+                q.push(p);
+            }
+            let mut i = 0;
+            let mut failures = 0;
+            while i < q.items.len() {
+                let item = &q.items[i];
+                match readiness(item, prober.manifest(), now)? {
+                    Readiness::Ready => {}
+                    other => {
+                        println!("{} {}: pending ({other:?})", item.log_id, item.leaf_hash);
+                        i += 1;
+                        continue;
+                    }
+                }
+                let pq = prober.prepare(&item.leaf_hash_bytes()?)?;
+                let (bit, stats) = auditor.query(&pq).await?;
+                let (log, leaf) = (item.log_id.clone(), item.leaf_hash.clone());
+                let result = if bit {
+                    AuditResult::Logged {
+                        epoch: pq.epoch,
+                        filter: pq.filter,
+                    }
+                } else {
+                    AuditResult::NotFound {
+                        epoch: pq.epoch,
+                        filter: pq.filter,
+                    }
+                };
+                let rec = q.record(i, result, &server, now)?;
+                println!(
+                    "{log} {leaf}: {} in epoch {} (filter {}, {} B up, {} B down)",
+                    if bit { "LOGGED" } else { "NOT FOUND" },
+                    pq.epoch,
+                    pq.filter,
+                    stats.upload_bytes,
+                    stats.download_bytes
+                );
+                match rec {
+                    Recorded::Done => {}
+                    Recorded::Recheck => {
+                        println!("  not in this epoch's set: will re-check in a later epoch");
+                        failures += 1;
+                        i += 1;
+                    }
+                    Recorded::Report(r) => {
+                        println!(
+                            "  MISBEHAVIOUR REPORT:\n{}",
+                            serde_json::to_string_pretty(&r)?
+                        );
+                        failures += 1;
+                    }
+                }
+            }
+            q.save()?;
+            if failures > 0 {
+                std::process::exit(2);
+            }
+        }
+    }
+    Ok(())
+}

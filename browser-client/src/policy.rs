@@ -1,0 +1,527 @@
+//! When to audit, and what to remember until an audit can run
+//! (YPIR §4.5 / SimplePIR §7 deployment, Chrome's policy [DeB24]).
+//!
+//! * **Sampling.** Of the ~10^4 TLS connections a client makes in a week,
+//!   a 1/1000 fraction is sampled and 2 SCTs of each sampled connection are
+//!   audited: ≈ 20 audits a week ([`AuditPolicy`]).
+//! * **Waiting.** An SCT is a promise to log within the log's maximum merge
+//!   delay (MMD). It is audited only when it is older than the MMD *and*
+//!   the epoch's coverage of its log (`ingested_until_ms`) has reached its
+//!   timestamp; until then it waits in a persistent [`PendingQueue`].
+//! * **Deciding.** Bit 1 → logged (false-positive rate ≤ ½ against an
+//!   adversary, Prop. 6.2). Bit 0 → certainly not in that epoch's set: the
+//!   audit is repeated once in a later epoch (the log may have merged it
+//!   late, or the epoch may have been built before coverage caught up), and
+//!   a second 0 produces a [`MisbehaviourReport`].
+
+use std::path::{Path, PathBuf};
+
+use audit_proto::Manifest;
+use base64::Engine as _;
+use rand_core::RngCore;
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+
+/// Largest pending queue kept (oldest entries are dropped beyond it).
+pub const MAX_PENDING: usize = 10_000;
+/// Largest queue file read.
+pub const MAX_QUEUE_FILE: u64 = 64 << 20;
+
+/// Which connections are audited.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AuditPolicy {
+    /// TLS connections per week (for the simulator; 10^4 in the paper).
+    pub connections_per_week: f64,
+    /// Fraction of connections sampled (1/1000).
+    pub sampled_fraction: f64,
+    /// SCTs audited per sampled connection (2).
+    pub audits_per_sample: u32,
+}
+
+impl Default for AuditPolicy {
+    fn default() -> Self {
+        AuditPolicy {
+            connections_per_week: 1e4,
+            sampled_fraction: 1e-3,
+            audits_per_sample: 2,
+        }
+    }
+}
+
+impl AuditPolicy {
+    /// Expected audits per week.
+    pub fn audits_per_week(&self) -> f64 {
+        self.connections_per_week * self.sampled_fraction * f64::from(self.audits_per_sample)
+    }
+
+    /// Decides for one connection: how many of its SCTs to audit (0 or
+    /// `audits_per_sample`). `rng` should be a CSPRNG in a browser: which
+    /// connections are audited must not be predictable by a server.
+    pub fn sample_connection<R: RngCore>(&self, rng: &mut R) -> u32 {
+        // 53 random bits → uniform in [0, 1).
+        let u = (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
+        if u < self.sampled_fraction {
+            self.audits_per_sample
+        } else {
+            0
+        }
+    }
+}
+
+/// How the log's leaf was rebuilt.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EntryKind {
+    /// SCT embedded in the certificate: a `precert_entry`.
+    Precert,
+    /// SCT delivered by TLS or OCSP: an `x509_entry`.
+    X509,
+}
+
+/// An SCT waiting to be audited (or re-checked).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PendingAudit {
+    /// RFC 6962 leaf hash, hex.
+    pub leaf_hash: String,
+    /// Log ID, base64.
+    pub log_id: String,
+    /// SCT timestamp (ms).
+    pub sct_timestamp_ms: u64,
+    /// The log's MMD from the log list (s).
+    pub mmd_s: u64,
+    /// Leaf kind.
+    pub kind: EntryKind,
+    /// The SCT (TLS encoding), base64.
+    pub sct: String,
+    /// Certificate chain, leaf first (DER, base64), for a report.
+    pub chain: Vec<String>,
+    /// Epoch of a first `NotFound`, if any.
+    pub not_found_in: Option<u64>,
+    /// When it was queued (ms).
+    pub queued_at_ms: u64,
+}
+
+impl PendingAudit {
+    /// The leaf hash as bytes.
+    pub fn leaf_hash_bytes(&self) -> Result<[u8; 32]> {
+        audit_proto::hex::decode_array(&self.leaf_hash)
+            .ok_or_else(|| Error::Invalid("pending audit: bad leaf hash".into()))
+    }
+
+    /// The log id as bytes.
+    pub fn log_id_bytes(&self) -> Result<[u8; 32]> {
+        Ok(audit_proto::manifest::decode_log_id(&self.log_id)?)
+    }
+}
+
+/// Whether a pending audit can run against an epoch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Readiness {
+    /// Query now.
+    Ready,
+    /// The SCT is younger than the MMD: not before this time (ms).
+    WaitForMmd(u64),
+    /// The epoch does not cover the SCT yet (its log is absent or its
+    /// ingested-until is earlier): wait for a later epoch.
+    WaitForCoverage,
+    /// A first `NotFound` came from this epoch (or a later one is needed).
+    WaitForLaterEpoch,
+}
+
+/// Decides whether `p` can be audited against `m` at `now_ms`.
+pub fn readiness(p: &PendingAudit, m: &Manifest, now_ms: u64) -> Result<Readiness> {
+    let due = p
+        .sct_timestamp_ms
+        .saturating_add(p.mmd_s.saturating_mul(1000));
+    if now_ms < due {
+        return Ok(Readiness::WaitForMmd(due));
+    }
+    if let Some(e) = p.not_found_in {
+        if m.epoch <= e {
+            return Ok(Readiness::WaitForLaterEpoch);
+        }
+    }
+    match m.coverage(&p.log_id_bytes()?) {
+        Some(c) if c.ingested_until_ms >= p.sct_timestamp_ms => Ok(Readiness::Ready),
+        _ => Ok(Readiness::WaitForCoverage),
+    }
+}
+
+/// The answer of one private probe.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "result")]
+pub enum AuditResult {
+    /// The bit was 1.
+    Logged {
+        /// Epoch.
+        epoch: u64,
+        /// Filter probed.
+        filter: u32,
+    },
+    /// The bit was 0: not in that epoch's set.
+    NotFound {
+        /// Epoch.
+        epoch: u64,
+        /// Filter probed.
+        filter: u32,
+    },
+}
+
+/// Evidence that a log did not publish an entry it promised (an SCT),
+/// verifiable by anyone with the log list: the SCT's signature over the
+/// rebuilt leaf proves the promise; the leaf hash is absent from the log
+/// (check with the log's `get-proof-by-hash` or a monitor's copy).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MisbehaviourReport {
+    /// Report format version (1).
+    pub version: u32,
+    /// Log ID, base64.
+    pub log_id: String,
+    /// SCT timestamp (ms).
+    pub sct_timestamp_ms: u64,
+    /// The log's MMD (s).
+    pub mmd_s: u64,
+    /// The SCT (TLS encoding), base64.
+    pub sct: String,
+    /// Leaf kind.
+    pub kind: EntryKind,
+    /// Certificate chain, leaf first (DER, base64).
+    pub chain: Vec<String>,
+    /// RFC 6962 leaf hash that should be in the log, hex.
+    pub leaf_hash: String,
+    /// Epochs whose sets did not contain it.
+    pub not_found_in_epochs: Vec<u64>,
+    /// The auditor that answered.
+    pub auditor: String,
+    /// When the report was made (ms).
+    pub reported_at_ms: u64,
+}
+
+/// What recording a result did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Recorded {
+    /// Logged: removed from the queue.
+    Done,
+    /// First `NotFound`: kept for a re-check in a later epoch.
+    Recheck,
+    /// Second `NotFound`: removed, and here is the report.
+    Report(Box<MisbehaviourReport>),
+}
+
+/// The persistent queue of audits waiting for the MMD, for coverage, or
+/// for a re-check. Native builds keep it in a JSON file (written atomically:
+/// temp file + rename); the extension stores [`PendingQueue::to_json`] in
+/// its own storage.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PendingQueue {
+    /// Entries, oldest first.
+    pub items: Vec<PendingAudit>,
+    #[serde(skip)]
+    path: Option<PathBuf>,
+}
+
+impl PendingQueue {
+    /// An empty in-memory queue.
+    pub fn new() -> PendingQueue {
+        PendingQueue::default()
+    }
+
+    /// Opens (or creates, if absent) the queue stored at `path`.
+    pub fn open(path: &Path) -> Result<PendingQueue> {
+        let mut q = match std::fs::metadata(path) {
+            Ok(meta) if meta.len() > MAX_QUEUE_FILE => {
+                return Err(Error::io(path, "queue file too large"));
+            }
+            Ok(_) => {
+                let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+                PendingQueue::from_json(&bytes)?
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => PendingQueue::new(),
+            Err(e) => return Err(Error::io(path, e)),
+        };
+        q.path = Some(path.to_owned());
+        Ok(q)
+    }
+
+    /// Parses a serialized queue.
+    pub fn from_json(bytes: &[u8]) -> Result<PendingQueue> {
+        if bytes.len() as u64 > MAX_QUEUE_FILE {
+            return Err(Error::Invalid("queue too large".into()));
+        }
+        let q: PendingQueue = serde_json::from_slice(bytes)
+            .map_err(|e| Error::Invalid(format!("pending queue: {e}")))?;
+        for p in &q.items {
+            p.leaf_hash_bytes()?;
+            p.log_id_bytes()?;
+        }
+        Ok(q)
+    }
+
+    /// Serializes the queue.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
+    }
+
+    /// Writes the queue back to its file, if it has one.
+    pub fn save(&self) -> Result<()> {
+        let Some(path) = &self.path else {
+            return Ok(());
+        };
+        let tmp = path.with_extension("tmp");
+        std::fs::write(&tmp, self.to_json()).map_err(|e| Error::io(&tmp, e))?;
+        std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e))
+    }
+
+    /// Adds an audit (deduplicated by leaf hash and log), dropping the
+    /// oldest beyond [`MAX_PENDING`].
+    pub fn push(&mut self, p: PendingAudit) {
+        if self
+            .items
+            .iter()
+            .any(|q| q.leaf_hash == p.leaf_hash && q.log_id == p.log_id)
+        {
+            return;
+        }
+        self.items.push(p);
+        if self.items.len() > MAX_PENDING {
+            let extra = self.items.len() - MAX_PENDING;
+            self.items.drain(..extra);
+        }
+    }
+
+    /// Indices of the audits ready against `m` at `now_ms`.
+    pub fn ready(&self, m: &Manifest, now_ms: u64) -> Vec<usize> {
+        self.items
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| matches!(readiness(p, m, now_ms), Ok(Readiness::Ready)))
+            .map(|(i, _)| i)
+            .collect()
+    }
+
+    /// Records the result of auditing item `index`.
+    pub fn record(
+        &mut self,
+        index: usize,
+        result: AuditResult,
+        auditor: &str,
+        now_ms: u64,
+    ) -> Result<Recorded> {
+        let item = self
+            .items
+            .get_mut(index)
+            .ok_or_else(|| Error::Invalid(format!("no pending audit {index}")))?;
+        match result {
+            AuditResult::Logged { .. } => {
+                self.items.remove(index);
+                Ok(Recorded::Done)
+            }
+            AuditResult::NotFound { epoch, .. } => match item.not_found_in {
+                Some(first) if epoch > first => {
+                    let p = self.items.remove(index);
+                    Ok(Recorded::Report(Box::new(MisbehaviourReport {
+                        version: 1,
+                        log_id: p.log_id,
+                        sct_timestamp_ms: p.sct_timestamp_ms,
+                        mmd_s: p.mmd_s,
+                        sct: p.sct,
+                        kind: p.kind,
+                        chain: p.chain,
+                        leaf_hash: p.leaf_hash,
+                        not_found_in_epochs: vec![first, epoch],
+                        auditor: auditor.to_owned(),
+                        reported_at_ms: now_ms,
+                    })))
+                }
+                Some(_) => Ok(Recorded::Recheck),
+                None => {
+                    item.not_found_in = Some(epoch);
+                    Ok(Recorded::Recheck)
+                }
+            },
+        }
+    }
+}
+
+/// Base64 (standard) of bytes, as used in queue and report files.
+pub fn b64(bytes: &[u8]) -> String {
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use audit_proto::filter::FilterSpec;
+    use audit_proto::manifest::{encode_log_id, LogCoverage, PirSpec};
+
+    fn manifest(epoch: u64, ingested_until_ms: u64) -> Manifest {
+        Manifest::new(
+            epoch,
+            0,
+            0,
+            1,
+            vec![LogCoverage {
+                log_id: encode_log_id(&[1; 32]),
+                verified_tree_size: 1,
+                verified_position: 1,
+                ingested_until_ms,
+                mmd_s: 60,
+            }],
+            FilterSpec::new(1, 8, 8, [0; 32]).unwrap(),
+            PirSpec {
+                scheme: "ypir".into(),
+                param_set: 1,
+                param_name: "ypir-table1".into(),
+                wire_version: 1,
+                seed: [0; 32],
+            },
+            &[(1, 8, 1, 0, 0)],
+        )
+        .unwrap()
+    }
+
+    fn pending(ts: u64) -> PendingAudit {
+        PendingAudit {
+            leaf_hash: audit_proto::hex::encode(&[7; 32]),
+            log_id: encode_log_id(&[1; 32]),
+            sct_timestamp_ms: ts,
+            mmd_s: 60,
+            kind: EntryKind::Precert,
+            sct: b64(b"sct"),
+            chain: vec![b64(b"leaf"), b64(b"issuer")],
+            not_found_in: None,
+            queued_at_ms: ts,
+        }
+    }
+
+    #[test]
+    fn policy_gives_twenty_a_week() {
+        let p = AuditPolicy::default();
+        assert!((p.audits_per_week() - 20.0).abs() < 1e-9);
+        let mut rng = rand_chacha::ChaCha20Rng::from_seed_u64(1);
+        let n: u32 = (0..100_000).map(|_| p.sample_connection(&mut rng)).sum();
+        // 100 sampled connections expected (σ ≈ 10) → 200 audits.
+        assert!((140..=260).contains(&n), "{n}");
+    }
+
+    trait FromSeedU64 {
+        fn from_seed_u64(s: u64) -> Self;
+    }
+    impl FromSeedU64 for rand_chacha::ChaCha20Rng {
+        fn from_seed_u64(s: u64) -> Self {
+            rand_core::SeedableRng::seed_from_u64(s)
+        }
+    }
+
+    #[test]
+    fn readiness_waits_for_mmd_coverage_and_later_epoch() {
+        let p = pending(1_000_000);
+        let m = manifest(5, 2_000_000);
+        assert_eq!(
+            readiness(&p, &m, 1_000_000).unwrap(),
+            Readiness::WaitForMmd(1_060_000)
+        );
+        assert_eq!(readiness(&p, &m, 1_060_000).unwrap(), Readiness::Ready);
+        let early = manifest(5, 999_999);
+        assert_eq!(
+            readiness(&p, &early, 2_000_000).unwrap(),
+            Readiness::WaitForCoverage
+        );
+        let mut other = pending(1_000_000);
+        other.log_id = encode_log_id(&[2; 32]);
+        assert_eq!(
+            readiness(&other, &m, 2_000_000).unwrap(),
+            Readiness::WaitForCoverage
+        );
+        let mut again = p.clone();
+        again.not_found_in = Some(5);
+        assert_eq!(
+            readiness(&again, &m, 2_000_000).unwrap(),
+            Readiness::WaitForLaterEpoch
+        );
+        assert_eq!(
+            readiness(&again, &manifest(6, 2_000_000), 2_000_000).unwrap(),
+            Readiness::Ready
+        );
+    }
+
+    #[test]
+    fn not_found_twice_in_different_epochs_makes_a_report() {
+        let mut q = PendingQueue::new();
+        q.push(pending(1));
+        q.push(pending(1)); // duplicate ignored
+        assert_eq!(q.items.len(), 1);
+        let nf = |epoch| AuditResult::NotFound { epoch, filter: 3 };
+        assert_eq!(
+            q.record(0, nf(4), "http://a", 9).unwrap(),
+            Recorded::Recheck
+        );
+        assert_eq!(
+            q.record(0, nf(4), "http://a", 9).unwrap(),
+            Recorded::Recheck
+        );
+        match q.record(0, nf(5), "http://a", 10).unwrap() {
+            Recorded::Report(r) => {
+                assert_eq!(r.not_found_in_epochs, vec![4, 5]);
+                assert_eq!(r.chain.len(), 2);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(q.items.is_empty());
+        q.push(pending(2));
+        assert_eq!(
+            q.record(
+                0,
+                AuditResult::Logged {
+                    epoch: 1,
+                    filter: 0
+                },
+                "",
+                0
+            )
+            .unwrap(),
+            Recorded::Done
+        );
+        assert!(q
+            .record(
+                0,
+                AuditResult::Logged {
+                    epoch: 1,
+                    filter: 0
+                },
+                "",
+                0
+            )
+            .is_err());
+    }
+
+    #[test]
+    fn queue_persists_across_restarts() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("pending.json");
+        let mut q = PendingQueue::open(&path).unwrap();
+        q.push(pending(1));
+        let mut second = pending(2);
+        second.leaf_hash = audit_proto::hex::encode(&[8; 32]);
+        q.push(second);
+        q.record(
+            0,
+            AuditResult::NotFound {
+                epoch: 3,
+                filter: 1,
+            },
+            "",
+            0,
+        )
+        .unwrap();
+        q.save().unwrap();
+        drop(q);
+        let q2 = PendingQueue::open(&path).unwrap();
+        assert_eq!(q2.items.len(), 2);
+        assert_eq!(q2.items[0].not_found_in, Some(3));
+        // Damaged files are refused, not silently emptied.
+        std::fs::write(&path, b"{\"items\": [{\"leaf_hash\": 1}]}").unwrap();
+        assert!(PendingQueue::open(&path).is_err());
+    }
+}

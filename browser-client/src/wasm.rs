@@ -1,0 +1,176 @@
+//! wasm-bindgen exports: exactly what a browser extension needs.
+//!
+//! The extension does the I/O (`fetch`, storage, reading the connection's
+//! certificates) and calls these for the rest:
+//!
+//! ```js
+//! const scts = JSON.parse(inspect(certDer, issuerDer, logListJson));       // rebuild + verify
+//! let queue = queueAdd(queue, certDer, issuerDer, logListJson, Date.now()); // sampled connection
+//! const prober = new Prober(manifestBytes);                                 // GET /v1/manifest
+//! for (const i of JSON.parse(queueReady(queue, manifestBytes, Date.now()))) {
+//!   const q = prober.prepare(JSON.parse(queue).items[i].leaf_hash);        // random filter, YPIR query
+//!   const resp = await fetch(server + q.path(), {method: "POST", body: q.body(),
+//!                            headers: {"content-type": "application/octet-stream"}});
+//!   const out = JSON.parse(queueRecord(queue, i, q.decode(new Uint8Array(await resp.arrayBuffer())),
+//!                                      q.epoch(), q.filter(), server, Date.now()));
+//!   queue = out.queue;                        // persist in extension storage
+//!   if (out.report) { /* show / submit the misbehaviour report */ }
+//! }
+//! ```
+//! Indices returned by `queueReady` must be processed from the last to the
+//! first (recording a result may remove an item).
+//!
+//! Secrets (the YPIR query key) never leave the [`Query`] object and come
+//! from the browser's CSPRNG (getrandom's `js` backend).
+
+use std::sync::Arc;
+
+use audit_proto::Manifest;
+use wasm_bindgen::prelude::*;
+
+use crate::policy::{AuditResult, PendingQueue, Recorded};
+use crate::probe::{PreparedQuery, Prober as InnerProber};
+use crate::sct;
+
+fn js(e: impl std::fmt::Display) -> JsError {
+    JsError::new(&e.to_string())
+}
+
+/// JSON array of the certificate's SCTs: log, timestamp, extensions,
+/// rebuilt leaf hash, signature status. `issuer_der` may be empty when
+/// `tls_sct` (a TLS-delivered SCT) is given.
+#[wasm_bindgen]
+pub fn inspect(
+    cert_der: &[u8],
+    issuer_der: &[u8],
+    log_list_json: &[u8],
+    tls_sct: Option<Vec<u8>>,
+) -> Result<String, JsError> {
+    let list = sct::parse_log_list(log_list_json).map_err(js)?;
+    let checked = match tls_sct {
+        Some(s) => vec![sct::delivered_sct(cert_der, &s, &list).map_err(js)?],
+        None => sct::embedded_scts(cert_der, issuer_der, &list).map_err(js)?,
+    };
+    serde_json::to_string(&checked).map_err(js)
+}
+
+/// Adds the auditable SCTs of a certificate to the pending queue (JSON in,
+/// JSON out; `""` is an empty queue).
+#[wasm_bindgen(js_name = queueAdd)]
+pub fn queue_add(
+    queue_json: &str,
+    cert_der: &[u8],
+    issuer_der: &[u8],
+    log_list_json: &[u8],
+    now_ms: f64,
+) -> Result<String, JsError> {
+    let mut q = parse_queue(queue_json)?;
+    let list = sct::parse_log_list(log_list_json).map_err(js)?;
+    let chain = [cert_der.to_vec(), issuer_der.to_vec()];
+    for c in sct::embedded_scts(cert_der, issuer_der, &list).map_err(js)? {
+        if let Some(p) = c.to_pending(&chain, now_ms as u64) {
+            q.push(p);
+        }
+    }
+    Ok(q.to_json())
+}
+
+/// JSON array of the indices of pending audits ready against the manifest.
+#[wasm_bindgen(js_name = queueReady)]
+pub fn queue_ready(queue_json: &str, manifest_json: &[u8], now_ms: f64) -> Result<String, JsError> {
+    let q = parse_queue(queue_json)?;
+    let m = Manifest::from_json(manifest_json).map_err(js)?;
+    serde_json::to_string(&q.ready(&m, now_ms as u64)).map_err(js)
+}
+
+/// Records the result of auditing item `index`; returns
+/// `{"queue": <queue JSON>, "report": <misbehaviour report or null>}`.
+#[wasm_bindgen(js_name = queueRecord)]
+pub fn queue_record(
+    queue_json: &str,
+    index: usize,
+    logged: bool,
+    epoch: f64,
+    filter: u32,
+    auditor: &str,
+    now_ms: f64,
+) -> Result<String, JsError> {
+    let mut q = parse_queue(queue_json)?;
+    let epoch = epoch as u64;
+    let result = if logged {
+        AuditResult::Logged { epoch, filter }
+    } else {
+        AuditResult::NotFound { epoch, filter }
+    };
+    let report = match q
+        .record(index, result, auditor, now_ms as u64)
+        .map_err(js)?
+    {
+        Recorded::Report(r) => Some(r),
+        _ => None,
+    };
+    serde_json::to_string(&serde_json::json!({ "queue": q.to_json(), "report": report }))
+        .map_err(js)
+}
+
+fn parse_queue(s: &str) -> Result<PendingQueue, JsError> {
+    if s.trim().is_empty() {
+        Ok(PendingQueue::new())
+    } else {
+        PendingQueue::from_json(s.as_bytes()).map_err(js)
+    }
+}
+
+/// Builds private queries for one epoch.
+#[wasm_bindgen]
+pub struct Prober(InnerProber);
+
+#[wasm_bindgen]
+impl Prober {
+    /// From the manifest bytes (`GET /v1/manifest`), fully checked.
+    #[wasm_bindgen(constructor)]
+    pub fn new(manifest_json: &[u8]) -> Result<Prober, JsError> {
+        let m = Manifest::from_json(manifest_json).map_err(js)?;
+        Ok(Prober(InnerProber::new(Arc::new(m))))
+    }
+
+    /// The epoch.
+    pub fn epoch(&self) -> f64 {
+        self.0.manifest().epoch as f64
+    }
+
+    /// A query for the leaf hash (hex) in a uniformly random filter.
+    pub fn prepare(&self, leaf_hash_hex: &str) -> Result<Query, JsError> {
+        let leaf = audit_proto::hex::decode_array::<32>(leaf_hash_hex)
+            .ok_or_else(|| js("leaf hash must be 64 hex digits"))?;
+        Ok(Query(self.0.prepare(&leaf).map_err(js)?))
+    }
+}
+
+/// One prepared query; holds its secret key.
+#[wasm_bindgen]
+pub struct Query(PreparedQuery);
+
+#[wasm_bindgen]
+impl Query {
+    /// Path to POST to.
+    pub fn path(&self) -> String {
+        self.0.path.clone()
+    }
+    /// Body to POST.
+    pub fn body(&self) -> Vec<u8> {
+        self.0.body.clone()
+    }
+    /// Epoch queried.
+    pub fn epoch(&self) -> f64 {
+        self.0.epoch as f64
+    }
+    /// Filter probed.
+    pub fn filter(&self) -> u32 {
+        self.0.filter
+    }
+    /// The bit from the response body.
+    pub fn decode(&self, response: &[u8]) -> Result<bool, JsError> {
+        self.0.decode(response).map_err(js)
+    }
+}
