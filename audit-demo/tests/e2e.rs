@@ -202,3 +202,126 @@ async fn private_audits_find_logged_and_catch_omitted_scts() -> TestResult {
         .all(|e| !stored.contains(&e.leaf_hash)));
     auditor.stop().await
 }
+
+/// `sct-audit check`'s flow (`browser_client::audit::audit_now`) with a
+/// queue file that survives restarts: an SCT younger than the MMD waits in
+/// the queue; after a "restart" (queue reopened from disk) it is audited
+/// and found; omitted SCTs are NOT FOUND, wait for a later epoch, and then
+/// turn into misbehaviour reports.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_flow_with_a_persistent_queue() -> TestResult {
+    use browser_client::audit::{audit_now, Outcome};
+    use browser_client::net::Auditor;
+    use browser_client::policy::PendingQueue;
+
+    let dir = tempfile::tempdir()?;
+    let log = start_log().await?;
+    let issued = issue_corpus(&log, 6, 10, 0).await?;
+    let url = sqlite_url(dir.path());
+    ingest(&log, dir.path(), &url).await?;
+    let server = RunningAuditor::start(auditor_config(dir.path(), &url, None)).await?;
+    let list = parse_log_list(log.log_list_json().as_bytes())?;
+    let auditor = Auditor::new(&server.url())?;
+    let qpath = dir.path().join("pending.json");
+
+    // 1. Right after issuance the SCT is younger than the MMD: pending.
+    let e = issued
+        .logged
+        .iter()
+        .find(|e| e.embedded)
+        .expect("an embedded SCT");
+    let chain = vec![e.cert_der.clone(), e.issuer_der.clone()];
+    let checked = embedded_scts(&e.cert_der, &e.issuer_der, &list)?;
+    let mut q = PendingQueue::open(&qpath)?;
+    let (out, _) = audit_now(&auditor, &mut q, &chain, &checked, e.timestamp_ms).await?;
+    assert!(matches!(&out[..], [Outcome::Pending { .. }]), "{out:?}");
+    q.save()?;
+    drop(q);
+
+    // 2. "Restart": the queue comes back from disk and the audit runs.
+    let mut q = PendingQueue::open(&qpath)?;
+    assert_eq!(q.items.len(), 1);
+    let now = e.timestamp_ms + 10_000;
+    let (out, stats) = audit_now(&auditor, &mut q, &[], &[], now).await?;
+    assert!(matches!(&out[..], [Outcome::Logged { .. }]), "{out:?}");
+    assert_eq!(stats.len(), 1);
+    assert!(q.items.is_empty());
+
+    // 3. Omitted SCTs: NOT FOUND (unless a false positive), then a report
+    //    after a later epoch.
+    let mut not_found = 0;
+    for o in &issued.omitted {
+        let checked = embedded_scts(&o.cert_der, &o.issuer_der, &list)?;
+        let chain = vec![o.cert_der.clone(), o.issuer_der.clone()];
+        let (out, _) = audit_now(&auditor, &mut q, &chain, &checked, now).await?;
+        not_found += out
+            .iter()
+            .filter(|x| matches!(x, Outcome::NotFound { .. }))
+            .count();
+    }
+    assert!(
+        not_found >= 5,
+        "only {not_found} of 10 omitted SCTs were caught"
+    );
+    q.save()?;
+    // A re-check against the same epoch waits.
+    let (out, _) = audit_now(&auditor, &mut q, &[], &[], now).await?;
+    assert!(
+        out.iter().all(|x| matches!(x, Outcome::Pending { .. })),
+        "{out:?}"
+    );
+    server.service.build_and_publish(None).await?;
+    let mut q = PendingQueue::open(&qpath)?;
+    assert_eq!(q.items.len(), not_found);
+    let (out, _) = audit_now(&auditor, &mut q, &[], &[], now).await?;
+    let reports = out
+        .iter()
+        .filter(|x| matches!(x, Outcome::Misbehaviour(_)))
+        .count();
+    assert!(reports >= 1, "{out:?}");
+    assert!(q.items.is_empty(), "every re-check is resolved");
+    server.stop().await
+}
+
+/// Regenerates the fixtures of browser-client's CLI test (run by hand:
+/// `cargo test -p audit-demo --test e2e -- --ignored write_sct_audit_fixtures`).
+/// The expected leaf hashes are the test log's own records, not the
+/// client's computation.
+#[tokio::test]
+#[ignore]
+async fn write_sct_audit_fixtures() -> TestResult {
+    use base64::Engine as _;
+    let out = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../browser-client/tests/data");
+    std::fs::create_dir_all(&out)?;
+    let log = start_log().await?;
+    let issued = log.add_entries(4, 0.5).await?;
+    let pem = |der: &[u8]| {
+        let b = base64::engine::general_purpose::STANDARD.encode(der);
+        let lines: Vec<&str> = b
+            .as_bytes()
+            .chunks(64)
+            .map(|c| std::str::from_utf8(c).unwrap_or(""))
+            .collect();
+        format!(
+            "-----BEGIN CERTIFICATE-----\n{}\n-----END CERTIFICATE-----\n",
+            lines.join("\n")
+        )
+    };
+    let pre = issued.iter().find(|e| e.embedded).expect("embedded");
+    let tls = issued.iter().find(|e| !e.embedded).expect("tls");
+    std::fs::write(out.join("leaf.pem"), pem(&pre.cert_der))?;
+    std::fs::write(out.join("issuer.pem"), pem(&pre.issuer_der))?;
+    std::fs::write(out.join("tls-leaf.pem"), pem(&tls.cert_der))?;
+    std::fs::write(out.join("tls.sct"), tls.sct.encode()?)?;
+    std::fs::write(out.join("log_list.json"), log.log_list_json())?;
+    let expected = serde_json::json!({
+        "log_id": audit_proto::manifest::encode_log_id(&log.log_id()),
+        "embedded": { "leaf_hash": audit_proto::hex::encode(&pre.leaf_hash), "leaf_index": pre.leaf_index, "timestamp_ms": pre.timestamp_ms },
+        "tls": { "leaf_hash": audit_proto::hex::encode(&tls.leaf_hash), "leaf_index": tls.leaf_index, "timestamp_ms": tls.timestamp_ms },
+    });
+    std::fs::write(
+        out.join("expected.json"),
+        serde_json::to_vec_pretty(&expected)?,
+    )?;
+    Ok(())
+}

@@ -4,6 +4,8 @@
 #![warn(missing_docs)]
 
 #[cfg(feature = "native")]
+pub mod audit;
+#[cfg(feature = "native")]
 pub mod cost;
 pub mod error;
 #[cfg(feature = "native")]

@@ -144,6 +144,7 @@ pub enum Kernel {
 impl Kernel {
     /// Variants this CPU can run, fastest last.
     pub fn available() -> Vec<Kernel> {
+        #[cfg_attr(not(target_arch = "x86_64"), allow(unused_mut))]
         let mut v = vec![Kernel::Scalar];
         #[cfg(target_arch = "x86_64")]
         {

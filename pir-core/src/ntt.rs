@@ -27,7 +27,9 @@ pub struct NttTable {
     pub(crate) n_inv: u32,
     pub(crate) n_inv_shoup: u32,
     /// Lane twiddles of the four smallest stages (half-size t = 8, 4, 2, 1)
-    /// for the SIMD transform: for each 32-element chunk, 16 lanes.
+    /// for the SIMD transform: for each 32-element chunk, 16 lanes (unused
+    /// where there is no SIMD transform, e.g. wasm32).
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
     pub(crate) small: SmallStages,
 }
 

@@ -6,11 +6,10 @@
 //! ```
 
 use std::path::PathBuf;
-use std::sync::Arc;
 
 use anyhow::{bail, Context as _};
-use browser_client::policy::{readiness, AuditResult, PendingQueue, Readiness, Recorded};
-use browser_client::probe::Prober;
+use browser_client::audit::{audit_now, Outcome};
+use browser_client::policy::PendingQueue;
 use browser_client::sct::{self, CheckedSct};
 use clap::{Parser, Subcommand};
 
@@ -164,71 +163,36 @@ async fn main() -> anyhow::Result<()> {
             let now = now.unwrap_or_else(now_ms);
             let (chain, checked) = load(&cert)?;
             let auditor = browser_client::net::Auditor::new(&server)?;
-            let (manifest, _) = auditor.manifest().await?;
-            let prober = Prober::new(Arc::new(manifest));
             let mut q = match &queue {
                 Some(p) => PendingQueue::open(p)?,
                 None => PendingQueue::new(),
             };
-            for s in &checked {
-                let Some(p) = s.to_pending(&chain, now) else {
-                    println!("{}: not audited: signature {:?}", s.log_id, s.signature);
-                    continue;
-                };
-                q.push(p);
-            }
-            let mut i = 0;
-            let mut failures = 0;
-            while i < q.items.len() {
-                let item = &q.items[i];
-                match readiness(item, prober.manifest(), now)? {
-                    Readiness::Ready => {}
-                    other => {
-                        println!("{} {}: pending ({other:?})", item.log_id, item.leaf_hash);
-                        i += 1;
-                        continue;
-                    }
-                }
-                let pq = prober.prepare(&item.leaf_hash_bytes()?)?;
-                let (bit, stats) = auditor.query(&pq).await?;
-                let (log, leaf) = (item.log_id.clone(), item.leaf_hash.clone());
-                let result = if bit {
-                    AuditResult::Logged {
-                        epoch: pq.epoch,
-                        filter: pq.filter,
-                    }
-                } else {
-                    AuditResult::NotFound {
-                        epoch: pq.epoch,
-                        filter: pq.filter,
-                    }
-                };
-                let rec = q.record(i, result, &server, now)?;
-                println!(
-                    "{log} {leaf}: {} in epoch {} (filter {}, {} B up, {} B down)",
-                    if bit { "LOGGED" } else { "NOT FOUND" },
-                    pq.epoch,
-                    pq.filter,
-                    stats.upload_bytes,
-                    stats.download_bytes
-                );
-                match rec {
-                    Recorded::Done => {}
-                    Recorded::Recheck => {
-                        println!("  not in this epoch's set: will re-check in a later epoch");
-                        failures += 1;
-                        i += 1;
-                    }
-                    Recorded::Report(r) => {
-                        println!(
-                            "  MISBEHAVIOUR REPORT:\n{}",
-                            serde_json::to_string_pretty(&r)?
-                        );
-                        failures += 1;
-                    }
-                }
-            }
+            let (outcomes, _) = audit_now(&auditor, &mut q, &chain, &checked, now).await?;
             q.save()?;
+            let mut failures = 0;
+            for o in &outcomes {
+                match o {
+                    Outcome::NotAuditable { log_id, signature } => {
+                        println!("{log_id}: not audited: signature {signature:?}")
+                    }
+                    Outcome::Pending { log_id, leaf_hash, waiting_for } => {
+                        println!("{log_id} {leaf_hash}: pending, waiting for {waiting_for}")
+                    }
+                    Outcome::Logged { log_id, leaf_hash, epoch, filter, upload_bytes, download_bytes } => println!(
+                        "{log_id} {leaf_hash}: LOGGED in epoch {epoch} (filter {filter}, {upload_bytes} B up, {download_bytes} B down)"
+                    ),
+                    Outcome::NotFound { log_id, leaf_hash, epoch, filter } => {
+                        failures += 1;
+                        println!(
+                            "{log_id} {leaf_hash}: NOT FOUND in epoch {epoch} (filter {filter}); will re-check in a later epoch"
+                        )
+                    }
+                    Outcome::Misbehaviour(r) => {
+                        failures += 1;
+                        println!("MISBEHAVIOUR REPORT:\n{}", serde_json::to_string_pretty(r)?)
+                    }
+                }
+            }
             if failures > 0 {
                 std::process::exit(2);
             }
