@@ -1,0 +1,302 @@
+//! Tests of the real `auditor-server` binary: `build-epoch` on a SQLite store
+//! filled by ct-ingest from the local test log, `serve` on 127.0.0.1 port 0
+//! (address read from its log line), HTTP checks, graceful shutdown on
+//! SIGTERM, and a bad configuration refused with a clear message.
+#![cfg(unix)]
+
+use std::error::Error as StdError;
+use std::io::{BufRead as _, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use audit_proto::Manifest;
+use ct_ingest::ingest::{run_once, IngestOptions};
+use ct_ingest::testlog::{TestLog, TestLogConfig};
+
+type BoxErr = Box<dyn StdError + Send + Sync>;
+
+const BIN: &str = env!("CARGO_BIN_EXE_auditor-server");
+
+/// Entries in the test store.
+const ENTRIES: usize = 40;
+
+/// Fills a fresh SQLite store in `dir` with `n` entries of a local test log
+/// (through ct-ingest, as in production) and returns its URL.
+async fn filled_store(dir: &Path, n: usize) -> Result<String, BoxErr> {
+    let log = TestLog::start(TestLogConfig {
+        mmd_seconds: 3600,
+        ..TestLogConfig::default()
+    })
+    .await?;
+    log.add_entries(n, 0.5).await?;
+    let list = dir.join("log_list.json");
+    std::fs::write(&list, log.log_list_json())?;
+    let db_url = format!("sqlite://{}?mode=rwc", dir.join("ct.db").display());
+    let toml = format!(
+        "log_list = {:?}\ndatabase_url = {:?}\n",
+        list.display().to_string(),
+        db_url
+    );
+    let config = ct_ingest::config::Config::from_toml(&toml)?;
+    let summary = run_once(&config, &IngestOptions::default()).await?;
+    for (_, r) in &summary.logs {
+        r.as_ref().map_err(|e| e.to_string())?;
+    }
+    log.shutdown().await;
+    Ok(db_url)
+}
+
+/// A command for the binary with a clean environment for its configuration
+/// (no `AUDITOR_*` or `DATABASE_URL` from the caller) and plain logs.
+fn auditor() -> Command {
+    let mut cmd = Command::new(BIN);
+    for (k, _) in std::env::vars_os() {
+        let k = k.to_string_lossy().into_owned();
+        if k.starts_with("AUDITOR_") || k == "DATABASE_URL" || k == "RUST_LOG" {
+            cmd.env_remove(&k);
+        }
+    }
+    cmd.env("RUST_LOG", "info");
+    cmd
+}
+
+/// Waits for `child` to exit, killing it after `limit`.
+fn wait_with_timeout(child: &mut Child, limit: Duration) -> Result<ExitStatus, BoxErr> {
+    let start = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait()? {
+            return Ok(status);
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(format!("process did not exit within {limit:?}").into());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A running `auditor-server serve` whose stderr lines are collected by a
+/// thread; killed on drop if still running.
+struct Served {
+    child: Child,
+    lines: mpsc::Receiver<String>,
+    log: Vec<String>,
+}
+
+impl Served {
+    fn spawn(mut cmd: Command) -> Result<Served, BoxErr> {
+        let mut child = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()?;
+        let stderr = child.stderr.take().ok_or("no stderr pipe")?;
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Ok(Served {
+            child,
+            lines,
+            log: Vec::new(),
+        })
+    }
+
+    /// Reads log lines until one contains `needle` (returned), or fails
+    /// after `limit` or when stderr closes.
+    fn wait_for(&mut self, needle: &str, limit: Duration) -> Result<String, BoxErr> {
+        let deadline = Instant::now() + limit;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) => {
+                    self.log.push(line.clone());
+                    if line.contains(needle) {
+                        return Ok(line);
+                    }
+                }
+                Err(e) => {
+                    return Err(format!(
+                        "no log line with {needle:?} ({e}); stderr so far:\n{}",
+                        self.log.join("\n")
+                    )
+                    .into())
+                }
+            }
+        }
+    }
+
+    /// Every line logged until stderr closed (the process has exited).
+    fn rest(&mut self) -> String {
+        while let Ok(line) = self.lines.recv_timeout(Duration::from_secs(5)) {
+            self.log.push(line);
+        }
+        self.log.join("\n")
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// `auditor-server listening addr=127.0.0.1:PORT` → `127.0.0.1:PORT`.
+fn listening_addr(line: &str) -> Result<std::net::SocketAddr, BoxErr> {
+    let addr = line
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("addr="))
+        .ok_or_else(|| format!("no addr= in {line:?}"))?;
+    Ok(addr.parse()?)
+}
+
+#[tokio::test]
+async fn build_epoch_then_serve_then_sigterm() -> Result<(), BoxErr> {
+    let dir = tempfile::tempdir()?;
+    let db_url = filled_store(dir.path(), ENTRIES).await?;
+    let epochs = dir.path().join("epochs");
+
+    // build-epoch: JSON build report on stdout, epoch 1 on disk.
+    let out = auditor()
+        .args(["build-epoch", "--database-url", &db_url, "--epoch-dir"])
+        .arg(&epochs)
+        .stdin(Stdio::null())
+        .output()?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "build-epoch failed: {stderr}");
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .map_err(|e| format!("stdout is not JSON ({e}): {:?}", out.stdout))?;
+    assert_eq!(report["epoch"], 1, "{report}");
+    assert_eq!(report["entries"], ENTRIES as u64, "{report}");
+    assert_eq!(report["filters"], 768, "{report}");
+    assert!(report["dbs"].as_u64().is_some_and(|d| d >= 1), "{report}");
+    assert!(stderr.contains("published"), "{stderr}");
+    let manifest_path = epochs.join("epoch-000000000001").join("manifest.json");
+    assert!(
+        manifest_path.is_file(),
+        "{} missing",
+        manifest_path.display()
+    );
+
+    // serve: loads the persisted epoch; the address comes from the log.
+    let mut cmd = auditor();
+    cmd.args([
+        "serve",
+        "--bind",
+        "127.0.0.1:0",
+        "--database-url",
+        &db_url,
+        "--epoch-dir",
+    ])
+    .arg(&epochs);
+    let mut served = Served::spawn(cmd)?;
+    let line = served.wait_for("listening", Duration::from_secs(120))?;
+    assert!(line.contains("auditor-server listening"), "{line}");
+    assert!(
+        !line.contains('\u{1b}'),
+        "ANSI codes in a piped log: {line:?}"
+    );
+    let addr = listening_addr(&line)?;
+    assert!(addr.ip().is_loopback() && addr.port() != 0, "{addr}");
+    let joined = served.log.join("\n");
+    assert!(
+        joined.contains("serving persisted epoch"),
+        "did not load the built epoch:\n{joined}"
+    );
+
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(10))
+        .build()?;
+    let resp = http.get(format!("http://{addr}/healthz")).send().await?;
+    assert_eq!(resp.status(), 200);
+    let health: serde_json::Value = serde_json::from_slice(&resp.bytes().await?)?;
+    assert_eq!(health["status"], "ok", "{health}");
+    assert_eq!(health["epoch"], 1, "{health}");
+
+    let resp = http
+        .get(format!("http://{addr}/v1/manifest"))
+        .send()
+        .await?;
+    assert_eq!(resp.status(), 200);
+    let served_manifest = Manifest::from_json(&resp.bytes().await?)?;
+    assert_eq!(served_manifest.epoch, 1);
+    assert_eq!(served_manifest.entries, ENTRIES as u64);
+    assert_eq!(served_manifest.filter.a, 768);
+    let on_disk = Manifest::from_json(&std::fs::read(&manifest_path)?)?;
+    assert_eq!(
+        served_manifest, on_disk,
+        "served manifest differs from disk"
+    );
+
+    // SIGTERM: drains and exits 0 within a few seconds.
+    let pid = served.child.id().to_string();
+    let kill = Command::new("kill").args(["-TERM", &pid]).status()?;
+    assert!(kill.success(), "kill -TERM {pid} failed");
+    let status = wait_with_timeout(&mut served.child, Duration::from_secs(10))?;
+    let log = served.rest();
+    assert!(
+        status.success(),
+        "exit status {status} after SIGTERM:\n{log}"
+    );
+    assert!(
+        log.contains("shutdown requested"),
+        "no shutdown log line:\n{log}"
+    );
+    assert!(log.contains("shut down"), "no final log line:\n{log}");
+    assert!(!log.contains("panicked"), "{log}");
+    Ok(())
+}
+
+#[test]
+fn bad_config_is_refused_without_panic() -> Result<(), BoxErr> {
+    let dir = tempfile::tempdir()?;
+    let config = dir.path().join("auditor.toml");
+    std::fs::write(&config, "[epoch]\nfilters = 0\n")?;
+    let db_url = format!("sqlite://{}?mode=rwc", dir.path().join("ct.db").display());
+    let mut child = auditor()
+        .args(["serve", "--bind", "127.0.0.1:0", "--config"])
+        .arg(&config)
+        .args(["--database-url", &db_url, "--epoch-dir"])
+        .arg(dir.path().join("epochs"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    let status = wait_with_timeout(&mut child, Duration::from_secs(30))?;
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().ok_or("no stderr")?, &mut stderr)?;
+    assert!(!status.success(), "serve accepted filters = 0:\n{stderr}");
+    assert_eq!(status.code(), Some(1), "{status}:\n{stderr}");
+    assert!(
+        stderr.contains("[epoch] filters must be in 1..=4096"),
+        "unclear message:\n{stderr}"
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(!stderr.contains("listening"), "{stderr}");
+    // Nothing was started: no store and no epoch directory were created.
+    assert!(!dir.path().join("epochs").exists());
+
+    // An unknown key is refused the same way, naming the key.
+    std::fs::write(&config, "[epoch]\nfilterz = 768\n")?;
+    let out = auditor()
+        .args(["serve", "--bind", "127.0.0.1:0", "--config"])
+        .arg(&config)
+        .stdin(Stdio::null())
+        .output()?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("filterz"), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    Ok(())
+}
