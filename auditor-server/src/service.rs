@@ -146,11 +146,20 @@ impl Service {
     where
         F: Future<Output = ()> + Send + 'static,
     {
+        let mut tasks = Vec::new();
         match self.reload().await {
             Ok(Some(e)) => tracing::info!(epoch = e, "serving persisted epoch"),
             Ok(None) if self.config.schedule.build_if_missing => {
+                // Build in the background: the server listens at once and
+                // answers 503 `no_epoch` (health checks see it alive) until
+                // the first epoch is published.
                 tracing::info!("no epoch on disk: building one");
-                self.build_and_publish(None).await?;
+                let svc = self.clone();
+                tasks.push(tokio::spawn(async move {
+                    if let Err(e) = svc.build_and_publish(None).await {
+                        tracing::error!(error = %e, "initial epoch build failed; waiting for the schedule or a reload");
+                    }
+                }));
             }
             Ok(None) => tracing::warn!("no epoch on disk; answering 503 until one is published"),
             Err(e) => {
@@ -158,7 +167,6 @@ impl Service {
                 return Err(e);
             }
         }
-        let mut tasks = Vec::new();
         if let Some(schedule) = self.config.schedule()? {
             let svc = self.clone();
             tasks.push(tokio::spawn(async move {

@@ -176,17 +176,31 @@ async fn main() -> Result<()> {
                 config.schedule.interval_seconds = interval;
             }
             let schedule = config.schedule()?.unwrap_or(Schedule::Interval(3600));
+            // One stop signal (Ctrl-C or SIGTERM) for the whole loop: during
+            // a pass it abandons the pass (nothing is lost: the next run
+            // resumes from the last verified commit), between passes it ends
+            // the wait.
+            let stop = stop_signal();
+            tokio::pin!(stop);
             loop {
                 let start = unix_now();
-                if let Err(e) = once(&config, metrics_file.as_ref()).await {
-                    tracing::error!(error = %e, "run failed; retrying at the next scheduled time");
+                tokio::select! {
+                    r = once(&config, metrics_file.as_ref()) => {
+                        if let Err(e) = r {
+                            tracing::error!(error = %e, "run failed; retrying at the next scheduled time");
+                        }
+                    }
+                    _ = &mut stop => {
+                        tracing::info!("stop requested during a pass; it resumes from the last verified commit next time");
+                        break;
+                    }
                 }
                 let wait = schedule.seconds_until_next(unix_now(), Some(start));
                 tracing::info!(seconds = wait, "next run scheduled");
                 tokio::select! {
                     _ = tokio::time::sleep(Duration::from_secs(wait)) => {}
-                    _ = tokio::signal::ctrl_c() => {
-                        tracing::info!("interrupted; stopping");
+                    _ = &mut stop => {
+                        tracing::info!("stop requested; exiting");
                         break;
                     }
                 }
@@ -216,4 +230,26 @@ async fn main() -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Resolves on Ctrl-C or (on Unix) SIGTERM.
+async fn stop_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {}
+        _ = term => {}
+    }
 }
