@@ -179,12 +179,19 @@ fn check(
 }
 
 /// Every SCT embedded in `cert_der` (issued by `issuer_der`), rebuilt as a
-/// `precert_entry` and checked against `list`.
+/// `precert_entry` and checked against `list`. A certificate without the
+/// SCT-list extension has none (its SCTs, if any, came by TLS or OCSP).
 pub fn embedded_scts(
     cert_der: &[u8],
     issuer_der: &[u8],
     list: &LogList,
 ) -> Result<Vec<CheckedSct>> {
+    let tbs = ct_core::precert::tbs_certificate(cert_der).map_err(ct)?;
+    let (_, ext) =
+        ct_core::precert::remove_extension(tbs, ct_core::precert::OID_SCT_LIST).map_err(ct)?;
+    if ext.is_none() {
+        return Ok(Vec::new());
+    }
     let (entry, scts) =
         ct_core::precert::precert_entry_from_final_cert(cert_der, issuer_der).map_err(ct)?;
     scts.iter()

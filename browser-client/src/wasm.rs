@@ -5,7 +5,8 @@
 //!
 //! ```js
 //! const scts = JSON.parse(inspect(certDer, issuerDer, logListJson));       // rebuild + verify
-//! let queue = queueAdd(queue, certDer, issuerDer, logListJson, Date.now()); // sampled connection
+//! // For a sampled connection (1/1000, drawn with crypto.getRandomValues):
+//! let queue = queueAdd(queue, certDer, issuerDer, logListJson, Date.now(), 2); // ≤ 2 SCTs
 //! const prober = new Prober(manifestBytes);                                 // GET /v1/manifest
 //! for (const i of JSON.parse(queueReady(queue, manifestBytes, Date.now()))) {
 //!   const q = prober.prepare(JSON.parse(queue).items[i].leaf_hash);        // random filter, YPIR query
@@ -54,8 +55,11 @@ pub fn inspect(
     serde_json::to_string(&checked).map_err(js)
 }
 
-/// Adds the auditable SCTs of a certificate to the pending queue (JSON in,
-/// JSON out; `""` is an empty queue).
+/// Adds up to `max_scts` of the auditable embedded SCTs of a certificate,
+/// chosen uniformly (the policy audits 2 per sampled connection), to the
+/// pending queue (JSON in, JSON out; `""` is an
+/// empty queue; deduplicated and capped). A certificate without embedded
+/// SCTs adds nothing.
 #[wasm_bindgen(js_name = queueAdd)]
 pub fn queue_add(
     queue_json: &str,
@@ -63,14 +67,32 @@ pub fn queue_add(
     issuer_der: &[u8],
     log_list_json: &[u8],
     now_ms: f64,
+    max_scts: u32,
 ) -> Result<String, JsError> {
-    let mut q = parse_queue(queue_json)?;
     let list = sct::parse_log_list(log_list_json).map_err(js)?;
     let chain = [cert_der.to_vec(), issuer_der.to_vec()];
-    for c in sct::embedded_scts(cert_der, issuer_der, &list).map_err(js)? {
-        if let Some(p) = c.to_pending(&chain, now_ms as u64) {
-            q.push(p);
-        }
+    let checked = sct::embedded_scts(cert_der, issuer_der, &list).map_err(js)?;
+    add_pending(queue_json, &checked, &chain, now_ms, max_scts)
+}
+
+fn add_pending(
+    queue_json: &str,
+    checked: &[sct::CheckedSct],
+    chain: &[Vec<u8>],
+    now_ms: f64,
+    max: u32,
+) -> Result<String, JsError> {
+    let mut q = parse_queue(queue_json)?;
+    let mut candidates: Vec<_> = checked
+        .iter()
+        .filter_map(|c| c.to_pending(chain, now_ms as u64))
+        .collect();
+    let mut taken = 0;
+    while taken < max && !candidates.is_empty() {
+        // Uniform choice among the remaining SCTs (rejection sampling).
+        let i = crate::probe::choose_filter(candidates.len() as u32).map_err(js)? as usize;
+        q.push(candidates.swap_remove(i));
+        taken += 1;
     }
     Ok(q.to_json())
 }

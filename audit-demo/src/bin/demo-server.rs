@@ -1,0 +1,104 @@
+//! `demo-server`: the demo pipeline without the simulation, left running
+//! for an external client (the browser extension's end-to-end test,
+//! `browser-client/extension/test/run.sh`).
+//!
+//! Starts the local CT test log, issues a corpus (logged, omitted and
+//! forged SCTs), ingests it into SQLite, builds an epoch and serves it on
+//! 127.0.0.1. Writes `corpus.jsonl` and `log_list.json` into `--out`,
+//! prints one line `AUDITOR_URL=http://127.0.0.1:PORT` on stdout once the
+//! auditor answers, and serves until stdin reaches end of file, or SIGTERM
+//! or SIGINT arrives; then shuts down gracefully.
+
+use std::io::{Read as _, Write as _};
+use std::path::PathBuf;
+
+use anyhow::Context as _;
+use audit_demo::{
+    auditor_config, ingest, issue_corpus, sqlite_url, start_log, write_corpus, RunningAuditor,
+};
+use clap::Parser;
+
+#[derive(Parser)]
+#[command(about = "Run test log + ct-ingest + auditor-server on 127.0.0.1 until stdin closes")]
+struct Args {
+    /// Output directory (created; must be empty if it exists).
+    #[arg(long)]
+    out: PathBuf,
+    /// Certificates the log issues and logs (half embedded SCTs, half
+    /// TLS-delivered).
+    #[arg(long, default_value_t = 200)]
+    logged: usize,
+    /// SCTs the log issues but never logs.
+    #[arg(long, default_value_t = 20)]
+    omitted: usize,
+    /// TLS-delivered SCTs also offered with a forged signature.
+    #[arg(long, default_value_t = 10)]
+    forged: usize,
+    /// Build a new epoch every this many seconds (needed to re-check a
+    /// NotFound in a later epoch); none by default.
+    #[arg(long)]
+    epoch_interval: Option<u64>,
+}
+
+/// Resolves when stdin reaches end of file (or fails).
+fn stdin_closed() -> tokio::sync::oneshot::Receiver<()> {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 256];
+        let mut stdin = std::io::stdin().lock();
+        while matches!(stdin.read(&mut buf), Ok(n) if n > 0) {}
+        let _ = tx.send(());
+    });
+    rx
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let a = Args::parse();
+    if a.out.exists() && std::fs::read_dir(&a.out)?.next().is_some() {
+        anyhow::bail!("{} exists and is not empty", a.out.display());
+    }
+    std::fs::create_dir_all(&a.out)?;
+    let out = a.out.canonicalize()?;
+
+    let log = start_log().await?;
+    eprintln!("demo-server: test log at {}", log.base_url());
+    let issued = issue_corpus(&log, a.logged, a.omitted, a.forged).await?;
+    write_corpus(&out.join("corpus.jsonl"), &issued.corpus)?;
+    let db_url = sqlite_url(&out);
+    // Also writes out/log_list.json.
+    ingest(&log, &out, &db_url).await?;
+    let auditor = RunningAuditor::start(auditor_config(&out, &db_url, a.epoch_interval))
+        .await
+        .context("starting the auditor")?;
+    eprintln!(
+        "demo-server: {} corpus entries ({} logged, {} omitted, {} forged) in {}",
+        issued.corpus.len(),
+        issued.logged.len(),
+        issued.omitted.len(),
+        issued.corpus.len() - issued.logged.len() - issued.omitted.len(),
+        out.display()
+    );
+    {
+        let mut stdout = std::io::stdout().lock();
+        writeln!(stdout, "AUDITOR_URL={}", auditor.url())?;
+        stdout.flush()?;
+    }
+
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    let why = tokio::select! {
+        _ = stdin_closed() => "stdin closed",
+        _ = term.recv() => "SIGTERM",
+        _ = tokio::signal::ctrl_c() => "SIGINT",
+    };
+    eprintln!("demo-server: {why}, shutting down");
+    auditor.stop().await?;
+    log.shutdown().await;
+    Ok(())
+}

@@ -1,0 +1,192 @@
+// Options page: settings, status, misbehaviour reports, manual certificate import.
+import { DEFAULT_CONFIG } from "./config.js";
+
+const api = globalThis.browser ?? globalThis.chrome;
+const $ = (id) => document.getElementById(id);
+
+function send(msg) {
+  return api.runtime.sendMessage(msg).then((r) => {
+    if (!r?.ok) throw new Error(r?.error ?? "no answer from the background");
+    return r.value;
+  });
+}
+
+function originPattern(url) {
+  try {
+    return `${new URL(url).origin}/*`;
+  } catch (_) {
+    return null;
+  }
+}
+
+async function showAccess() {
+  const all = await api.permissions.contains({ origins: ["<all_urls>"] });
+  const el = $("access");
+  el.textContent = "";
+  if (all) return;
+  el.className = "warn";
+  el.append("Host access has not been granted (Firefox asks separately for it in Manifest V3): " +
+    "without it the extension neither sees connections nor reaches the auditor. ");
+  const b = document.createElement("button");
+  b.textContent = "Grant access to all sites";
+  b.onclick = () => api.permissions.request({ origins: ["<all_urls>"] }).then(showAccess);
+  el.append(b);
+}
+
+async function loadSettings() {
+  const { config } = await api.storage.local.get("config");
+  const c = { ...DEFAULT_CONFIG, ...(config ?? {}) };
+  $("auditorUrl").value = c.auditorUrl;
+  $("logListUrl").value = c.logListUrl;
+}
+
+$("settings").addEventListener("submit", async (ev) => {
+  ev.preventDefault();
+  const auditorUrl = $("auditorUrl").value.trim().replace(/\/+$/, "");
+  const logListUrl = $("logListUrl").value.trim() || DEFAULT_CONFIG.logListUrl;
+  for (const u of [auditorUrl, logListUrl]) {
+    if (u && !originPattern(u)) {
+      $("saved").textContent = `not a URL: ${u}`;
+      return;
+    }
+  }
+  await api.storage.local.set({ config: { auditorUrl, logListUrl } });
+  $("saved").textContent = "saved";
+  setTimeout(() => ($("saved").textContent = ""), 2000);
+});
+
+const STATUS_ROWS = [
+  ["pending", "pending audits (waiting for the MMD, coverage or a re-check)"],
+  ["lastRunAt", "last audit round"],
+  ["lastEpoch", "epoch of the last round"],
+  ["lastRun", "last round: audited / logged / not found / reports"],
+  ["lastError", "last error"],
+  ["audited", "audits in total"],
+  ["logged", "answered logged"],
+  ["notFound", "answered not found (re-checked in a later epoch)"],
+  ["connections", "connections seen (new origin after 115 s idle)"],
+  ["sampled", "connections sampled (1/1000)"],
+  ["queued", "SCTs queued"],
+  ["sampledWithoutEmbeddedScts", "sampled certificates without embedded SCTs"],
+  ["sampleErrors", "sampled certificates that could not be processed"],
+  ["sampledWithoutChain", "sampled connections without a certificate chain"],
+  ["lastSampleError", "last sampling error"],
+];
+
+function fmt(key, v) {
+  if (v === undefined || v === null) return "—";
+  if (key === "lastRunAt") return new Date(v).toLocaleString();
+  if (key === "lastRun") return `${v.audited} / ${v.logged} / ${v.notFound} / ${v.reports}`;
+  return String(v);
+}
+
+async function showStatus() {
+  const { status } = await api.storage.local.get("status");
+  const t = $("status");
+  t.textContent = "";
+  for (const [key, label] of STATUS_ROWS) {
+    const tr = t.insertRow();
+    tr.insertCell().textContent = label;
+    tr.insertCell().textContent = fmt(key, status?.[key]);
+  }
+}
+
+async function showReports() {
+  const { reports } = await api.storage.local.get("reports");
+  const el = $("reports");
+  el.textContent = "";
+  if (!reports?.length) {
+    el.textContent = "None.";
+    return;
+  }
+  const t = document.createElement("table");
+  const h = t.insertRow();
+  for (const s of ["reported", "log id", "SCT time", "leaf hash", "not found in epochs", "auditor"]) {
+    const th = document.createElement("th");
+    th.textContent = s;
+    h.append(th);
+  }
+  for (const r of reports) {
+    const tr = t.insertRow();
+    for (const v of [
+      new Date(r.reported_at_ms).toLocaleString(),
+      r.log_id,
+      new Date(r.sct_timestamp_ms).toISOString(),
+      r.leaf_hash,
+      r.not_found_in_epochs.join(", "),
+      r.auditor,
+    ]) tr.insertCell().textContent = v;
+  }
+  el.append(t);
+}
+
+$("download").onclick = async () => {
+  const { reports } = await api.storage.local.get("reports");
+  const blob = new Blob([JSON.stringify(reports ?? [], null, 2)], { type: "application/json" });
+  const a = document.createElement("a");
+  a.href = URL.createObjectURL(blob);
+  a.download = "ct-misbehaviour-reports.json";
+  a.click();
+  URL.revokeObjectURL(a.href);
+};
+
+$("clear").onclick = async () => {
+  if (confirm("Delete all misbehaviour reports?")) await api.storage.local.set({ reports: [] });
+};
+
+$("runNow").onclick = async () => {
+  $("runResult").textContent = "running…";
+  try {
+    const c = await send({ type: "run-audits" });
+    $("runResult").textContent = `audited ${c.audited}: ${c.logged} logged, ${c.notFound} not found, ${c.reports} reports`;
+  } catch (e) {
+    $("runResult").textContent = e.message;
+  }
+};
+
+function pemOrDerToBase64(bytes) {
+  const text = new TextDecoder("latin1").decode(bytes);
+  const m = text.match(/-----BEGIN CERTIFICATE-----([\s\S]*?)-----END CERTIFICATE-----/);
+  if (m) return m[1].replace(/\s+/g, "");
+  let s = "";
+  for (const b of bytes) s += String.fromCharCode(b);
+  return btoa(s);
+}
+
+async function readFile(input) {
+  const f = input.files?.[0];
+  if (!f) throw new Error(`choose a file for “${input.previousElementSibling.textContent}”`);
+  return pemOrDerToBase64(new Uint8Array(await f.arrayBuffer()));
+}
+
+$("addCert").onclick = async () => {
+  const out = $("addResult");
+  out.hidden = false;
+  try {
+    const leaf = await readFile($("leafFile"));
+    const issuer = await readFile($("issuerFile"));
+    const r = await send({ type: "add-certificate", leaf, issuer });
+    out.textContent = `queued ${r.queued} SCT(s)\n` + JSON.stringify(r.checked, null, 2);
+  } catch (e) {
+    out.textContent = e.message;
+  }
+};
+
+async function showCapabilities() {
+  const c = await send({ type: "capabilities" });
+  $("capabilities").textContent = c.readsConnections
+    ? "This browser exposes connection certificates (webRequest.getSecurityInfo): 1/1000 of connections are sampled automatically."
+    : "This browser does not expose connection certificates to extensions: only certificates added by hand below are audited.";
+}
+
+api.storage.onChanged.addListener((changes, area) => {
+  if (area !== "local") return;
+  if (changes.status) showStatus();
+  if (changes.reports) showReports();
+});
+
+loadSettings();
+showAccess();
+showStatus();
+showReports();
+showCapabilities().catch((e) => ($("capabilities").textContent = e.message));

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# End-to-end test of the extension's client code: builds the wasm package
+# (../build.sh), starts audit-demo's demo-server (test log → ct-ingest →
+# auditor-server on 127.0.0.1, new epoch every EPOCH_INTERVAL s), runs
+# e2e.mjs (the wasm32 build through its Node glue) and background.mjs (the
+# extension's background.js with the web glue, WebExtension APIs stood in
+# for) against it, stops the server. Extra arguments go to e2e.mjs.
+#
+# The server's stdin is a pipe held by this script: whenever the script
+# ends, even by SIGKILL, the server sees end of file and shuts down.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$(cd "$here/../../.." && pwd)"
+EPOCH_INTERVAL="${EPOCH_INTERVAL:-20}"
+
+"$here/../build.sh"
+(cd "$root" && cargo build --release -p audit-demo --bin demo-server)
+
+work="$(mktemp -d "${TMPDIR:-/tmp}/ct-extension-e2e.XXXXXX")"
+server_pid=""
+node_pid=""
+keep=1
+cleanup() {
+  local rc=$?
+  trap - EXIT INT TERM
+  if [ -n "$node_pid" ]; then kill -TERM "$node_pid" 2>/dev/null || true; fi
+  if [ -n "$server_pid" ]; then
+    exec {ctl}>&- # end of file on the server's stdin
+    for _ in $(seq 100); do kill -0 "$server_pid" 2>/dev/null || break; sleep 0.1; done
+    if kill -0 "$server_pid" 2>/dev/null; then
+      kill -TERM "$server_pid" 2>/dev/null || true
+      sleep 2
+      kill -KILL "$server_pid" 2>/dev/null || true
+    fi
+  fi
+  if [ "$rc" -eq 0 ] && [ "$keep" -eq 0 ]; then
+    rm -rf "$work"
+  else
+    echo "run.sh: exit $rc; server output and data kept in $work" >&2
+  fi
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+exec {ctl}> >(exec "$root/target/release/demo-server" --out "$work/data" \
+  --logged 100 --omitted 12 --forged 8 --epoch-interval "$EPOCH_INTERVAL" \
+  >"$work/server.out" 2>"$work/server.err")
+server_pid=$!
+
+url=""
+for _ in $(seq 600); do
+  url="$(sed -n 's/^AUDITOR_URL=//p' "$work/server.out" 2>/dev/null || true)"
+  [ -n "$url" ] && break
+  if ! kill -0 "$server_pid" 2>/dev/null; then
+    echo "run.sh: demo-server exited:" >&2
+    cat "$work/server.err" >&2
+    exit 1
+  fi
+  sleep 0.2
+done
+[ -n "$url" ] || { echo "run.sh: demo-server did not print AUDITOR_URL within 120 s" >&2; exit 1; }
+echo "run.sh: auditor at $url (data in $work/data)" >&2
+
+# Node runs in the background and is waited for, so that a signal to this
+# script is handled at once (bash runs traps only between foreground
+# commands); it does not inherit the server's stdin pipe.
+run_node() {
+  node "$@" {ctl}>&- &
+  node_pid=$!
+  local rc=0
+  wait "$node_pid" || rc=$?
+  node_pid=""
+  return "$rc"
+}
+data="$work/data"
+common=(--auditor "$url" --corpus "$data/corpus.jsonl" --log-list "$data/log_list.json")
+echo "run.sh: e2e.mjs (wasm32 client, Node glue)" >&2
+run_node "$here/e2e.mjs" "${common[@]}" --recheck-timeout $((EPOCH_INTERVAL * 3 + 60)) "$@"
+echo "run.sh: background.mjs (the extension's background.js, web glue)" >&2
+run_node "$here/background.mjs" "${common[@]}" --epoch-timeout $((EPOCH_INTERVAL * 3 + 60))
+keep=0
