@@ -2,8 +2,11 @@
 //!
 //! ```sh
 //! sct-audit inspect --cert leaf.pem --issuer issuer.pem --log-list log_list.json
-//! sct-audit check   --cert leaf.pem --issuer issuer.pem --log-list log_list.json --server http://127.0.0.1:8080
+//! sct-audit check   --cert leaf.pem --issuer issuer.pem --server http://127.0.0.1:8080
 //! ```
+//!
+//! `--log-list` (a file or URL) defaults to Chrome's log list;
+//! `--queue pending.json` keeps SCTs that cannot be audited yet.
 
 use std::path::PathBuf;
 
@@ -35,10 +38,13 @@ struct CertArgs {
     /// the embedded ones.
     #[arg(long)]
     sct: Option<PathBuf>,
-    /// Chrome log list v3 (log keys and MMDs).
-    #[arg(long)]
-    log_list: PathBuf,
+    /// Log list v3 (log keys and MMDs): a file, or an http(s) URL.
+    #[arg(long, default_value = CHROME_LOG_LIST)]
+    log_list: String,
 }
+
+/// Chrome's log list v3.
+const CHROME_LOG_LIST: &str = "https://www.gstatic.com/ct/log_list/v3/log_list.json";
 
 #[derive(Subcommand)]
 enum Cmd {
@@ -75,9 +81,34 @@ fn read(path: &PathBuf) -> anyhow::Result<Vec<u8>> {
     std::fs::read(path).with_context(|| format!("reading {}", path.display()))
 }
 
+/// The log list from a file or an http(s) URL (capped like the parser).
+async fn log_list(src: &str) -> anyhow::Result<Vec<u8>> {
+    if !(src.starts_with("https://") || src.starts_with("http://")) {
+        return read(&PathBuf::from(src));
+    }
+    let max = ct_core::loglist::MAX_LOG_LIST_SIZE;
+    let mut resp = reqwest::get(src)
+        .await
+        .with_context(|| format!("fetching {src}"))?
+        .error_for_status()
+        .with_context(|| format!("fetching {src}"))?;
+    let mut body = Vec::new();
+    while let Some(chunk) = resp
+        .chunk()
+        .await
+        .with_context(|| format!("reading {src}"))?
+    {
+        if body.len() + chunk.len() > max {
+            bail!("{src}: log list larger than {max} bytes");
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
 /// (chain, checked SCTs).
-fn load(c: &CertArgs) -> anyhow::Result<(Vec<Vec<u8>>, Vec<CheckedSct>)> {
-    let list = sct::parse_log_list(&read(&c.log_list)?)?;
+async fn load(c: &CertArgs) -> anyhow::Result<(Vec<Vec<u8>>, Vec<CheckedSct>)> {
+    let list = sct::parse_log_list(&log_list(&c.log_list).await?)?;
     let mut chain = sct::parse_certificates(&read(&c.cert)?)?;
     if let Some(i) = &c.issuer {
         chain.extend(sct::parse_certificates(&read(i)?)?);
@@ -142,7 +173,7 @@ async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.cmd {
         Cmd::Inspect { cert, json } => {
-            let (_, checked) = load(&cert)?;
+            let (_, checked) = load(&cert).await?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&checked)?);
             } else {
@@ -161,7 +192,7 @@ async fn main() -> anyhow::Result<()> {
             now_ms: now,
         } => {
             let now = now.unwrap_or_else(now_ms);
-            let (chain, checked) = load(&cert)?;
+            let (chain, checked) = load(&cert).await?;
             let auditor = browser_client::net::Auditor::new(&server)?;
             let mut q = match &queue {
                 Some(p) => PendingQueue::open(p)?,
