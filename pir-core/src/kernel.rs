@@ -643,6 +643,20 @@ pub fn doublepir_with(
     c2s: &[&[u32]],
     out: &mut [Vec<[u32; 2]>],
 ) {
+    doublepir_blocked(k, rows, ell2, c2s, out, None)
+}
+
+/// [`doublepir_with`] with an explicit column-block width (tests; `None`:
+/// sized so a block of widened c2 for the whole batch is ≤ 64 KiB).
+pub fn doublepir_blocked(
+    k: Kernel,
+    rows: &[i16],
+    ell2: usize,
+    c2s: &[&[u32]],
+    out: &mut [Vec<[u32; 2]>],
+    cols_per_block: Option<usize>,
+) {
+    let cols_per_block = cols_per_block.map(|c| c.max(1));
     if ell2 == 0 {
         return;
     }
@@ -659,27 +673,48 @@ pub fn doublepir_with(
             )
         })
         .collect();
-    // One task = a block of rows for every query of the batch.
+    // One task = a block of rows for every query of the batch. Within a
+    // task the columns are processed in blocks whose widened c2 (16 bytes
+    // per column and query) stays in L2 while every row of the task reads
+    // its segment, so c2 comes from memory once per task instead of once
+    // per 4 rows (at ℓ2 = 2^16 the widened c2 is 1 MiB per query).
     const ROWS_PER_TASK: usize = 32;
+    let cols =
+        cols_per_block.unwrap_or_else(|| ((1usize << 16) / (16 * wide.len().max(1))).max(512));
     let task = |r0: usize, r1: usize| -> Vec<Vec<[u32; 2]>> {
-        let mut res = vec![vec![[0u32; 2]; r1 - r0]; wide.len()];
-        let mut r = r0;
-        while r < r1 {
-            let nr = (r1 - r).min(4);
-            let group = &rows[r * ell2..(r + nr) * ell2];
-            for ((w0, w1), o) in wide.iter().zip(res.iter_mut()) {
-                let mut acc = [[0i64; 2]; 4];
-                dot_rows(k, group, ell2, nr, w0, w1, &mut acc);
-                for (i, a) in acc.iter().take(nr).enumerate() {
-                    o[r - r0 + i] = [
-                        crate::arith::reduce_signed(&crate::arith::MOD0, a[0]),
-                        crate::arith::reduce_signed(&crate::arith::MOD1, a[1]),
-                    ];
+        let mut sums = vec![vec![[0i64; 2]; r1 - r0]; wide.len()];
+        let mut c0 = 0;
+        while c0 < ell2 {
+            let c1 = (c0 + cols).min(ell2);
+            let mut r = r0;
+            while r < r1 {
+                let nr = (r1 - r).min(4);
+                let base = &rows[r * ell2..(r + nr - 1) * ell2 + c1];
+                for ((w0, w1), s) in wide.iter().zip(sums.iter_mut()) {
+                    let mut acc = [[0i64; 2]; 4];
+                    dot_rows(k, base, ell2, nr, c0, &w0[c0..c1], &w1[c0..c1], &mut acc);
+                    for (i, a) in acc.iter().take(nr).enumerate() {
+                        // |partial sums| < 2^18 · 2^42: no overflow in i64.
+                        s[r - r0 + i][0] += a[0];
+                        s[r - r0 + i][1] += a[1];
+                    }
                 }
+                r += nr;
             }
-            r += nr;
+            c0 = c1;
         }
-        res
+        sums.iter()
+            .map(|rows| {
+                rows.iter()
+                    .map(|a| {
+                        [
+                            crate::arith::reduce_signed(&crate::arith::MOD0, a[0]),
+                            crate::arith::reduce_signed(&crate::arith::MOD1, a[1]),
+                        ]
+                    })
+                    .collect()
+            })
+            .collect()
     };
     let blocks: Vec<(usize, usize)> = (0..n_rows)
         .step_by(ROWS_PER_TASK)
@@ -703,50 +738,63 @@ pub fn doublepir_with(
     }
 }
 
+/// Dot products of `nr` ≤ 4 rows with a block of widened c2: row i's
+/// digits are `base[i·stride + col0 ..][..w0.len()]`; `acc` receives the
+/// sums (assigned, not accumulated). The caller guarantees
+/// `base.len() ≥ (nr − 1)·stride + col0 + w0.len()` and `w0.len() = w1.len()`.
+#[allow(clippy::too_many_arguments)]
 fn dot_rows(
     k: Kernel,
-    group: &[i16],
-    ell2: usize,
+    base: &[i16],
+    stride: usize,
     nr: usize,
+    col0: usize,
     w0: &[u64],
     w1: &[u64],
     acc: &mut [[i64; 2]; 4],
 ) {
+    let n = w0.len().min(w1.len());
+    assert!(nr <= 4 && (nr == 0 || base.len() >= (nr - 1) * stride + col0 + n));
     #[cfg(target_arch = "x86_64")]
     {
         match k {
             Kernel::Avx512Bw | Kernel::Avx512Vnni if avx512() => {
-                // SAFETY: avx512f and avx512bw were detected at runtime.
-                unsafe { avx512_dp::dot_rows(group, ell2, nr, w0, w1, acc) };
+                // SAFETY: avx512f and avx512bw were detected at runtime; the
+                // bounds were asserted above.
+                unsafe { avx512_dp::dot_rows(base, stride, nr, col0, &w0[..n], &w1[..n], acc) };
                 return;
             }
             Kernel::Avx2 | Kernel::Avx512Bw | Kernel::Avx512Vnni
                 if std::arch::is_x86_feature_detected!("avx2") =>
             {
-                // SAFETY: avx2 was detected at runtime.
-                unsafe { avx2_dp::dot_rows(group, ell2, nr, w0, w1, acc) };
+                // SAFETY: avx2 was detected at runtime; bounds asserted above.
+                unsafe { avx2_dp::dot_rows(base, stride, nr, col0, &w0[..n], &w1[..n], acc) };
                 return;
             }
             _ => {}
         }
     }
     let _ = k;
-    dot_rows_scalar(group, ell2, nr, 0, w0, w1, acc);
+    *acc = [[0; 2]; 4];
+    dot_rows_scalar(base, stride, nr, col0, 0, &w0[..n], &w1[..n], acc);
 }
 
-/// Scalar twin: accumulates columns `from..ell2` of the `nr` rows.
+/// Scalar twin: adds columns `from..w0.len()` of the block to `acc`.
+#[allow(clippy::too_many_arguments)]
 fn dot_rows_scalar(
-    group: &[i16],
-    ell2: usize,
+    base: &[i16],
+    stride: usize,
     nr: usize,
+    col0: usize,
     from: usize,
     w0: &[u64],
     w1: &[u64],
     acc: &mut [[i64; 2]; 4],
 ) {
+    let n = w0.len();
     for (i, a) in acc.iter_mut().enumerate().take(nr) {
-        let row = &group[i * ell2..(i + 1) * ell2];
-        for j in from..ell2 {
+        let row = &base[i * stride + col0..i * stride + col0 + n];
+        for j in from..n {
             a[0] += row[j] as i64 * w0[j] as i64;
             a[1] += row[j] as i64 * w1[j] as i64;
         }
@@ -773,31 +821,35 @@ mod avx512_dp {
     /// The caller must have checked avx512f and avx512bw.
     #[target_feature(enable = "avx512f,avx512bw")]
     pub unsafe fn dot_rows(
-        group: &[i16],
-        ell2: usize,
+        base: &[i16],
+        stride: usize,
         nr: usize,
+        col0: usize,
         w0: &[u64],
         w1: &[u64],
         acc: &mut [[i64; 2]; 4],
     ) {
-        let n8 = ell2 / 8 * 8;
+        let n = w0.len();
+        let n8 = n / 8 * 8;
         let mut a = [[_mm512_setzero_si512(); 2]; 4];
         let mut j = 0;
         while j < n8 {
-            // SAFETY: j + 8 <= n8 <= ell2 = len(w0) = len(w1), and row i < nr
-            // spans group[i·ell2 .. (i+1)·ell2].
+            // SAFETY: j + 8 <= n8 <= n = len(w0) = len(w1), and row i < nr
+            // spans base[i·stride + col0 .. i·stride + col0 + n] (checked by
+            // the caller).
             unsafe {
                 let u0 = _mm512_loadu_si512(w0.as_ptr().add(j) as *const __m512i);
                 let u1 = _mm512_loadu_si512(w1.as_ptr().add(j) as *const __m512i);
                 for i in 0..nr {
+                    let at = i * stride + col0 + j;
                     if j.is_multiple_of(32) {
                         // prefetch each row stream ahead (a hint, never faults)
                         _mm_prefetch::<_MM_HINT_T0>(
-                            group.as_ptr().wrapping_add(i * ell2 + j + dp_prefetch()) as *const i8,
+                            base.as_ptr().wrapping_add(at + dp_prefetch()) as *const i8
                         );
                     }
                     let x = _mm512_cvtepi16_epi64(_mm_loadu_si128(
-                        group.as_ptr().add(i * ell2 + j) as *const __m128i,
+                        base.as_ptr().add(at) as *const __m128i
                     ));
                     a[i][0] = _mm512_add_epi64(a[i][0], _mm512_mul_epi32(x, u0));
                     a[i][1] = _mm512_add_epi64(a[i][1], _mm512_mul_epi32(x, u1));
@@ -809,7 +861,7 @@ mod avx512_dp {
             acc[i][0] = _mm512_reduce_add_epi64(a[i][0]);
             acc[i][1] = _mm512_reduce_add_epi64(a[i][1]);
         }
-        super::dot_rows_scalar(group, ell2, nr, n8, w0, w1, acc);
+        super::dot_rows_scalar(base, stride, nr, col0, n8, w0, w1, acc);
     }
 }
 
@@ -823,25 +875,28 @@ mod avx2_dp {
     /// The caller must have checked avx2.
     #[target_feature(enable = "avx2")]
     pub unsafe fn dot_rows(
-        group: &[i16],
-        ell2: usize,
+        base: &[i16],
+        stride: usize,
         nr: usize,
+        col0: usize,
         w0: &[u64],
         w1: &[u64],
         acc: &mut [[i64; 2]; 4],
     ) {
-        let n4 = ell2 / 4 * 4;
+        let n = w0.len();
+        let n4 = n / 4 * 4;
         let mut a = [[_mm256_setzero_si256(); 2]; 4];
         let mut j = 0;
         while j < n4 {
-            // SAFETY: j + 4 <= n4 <= ell2 = len(w0) = len(w1); the 8-byte load
-            // of row i < nr stays inside group[i·ell2 .. (i+1)·ell2].
+            // SAFETY: j + 4 <= n4 <= n = len(w0) = len(w1); the 8-byte load
+            // of row i < nr stays inside base[i·stride + col0 ..][..n]
+            // (checked by the caller).
             unsafe {
                 let u0 = _mm256_loadu_si256(w0.as_ptr().add(j) as *const __m256i);
                 let u1 = _mm256_loadu_si256(w1.as_ptr().add(j) as *const __m256i);
                 for i in 0..nr {
                     let x = _mm256_cvtepi16_epi64(_mm_loadl_epi64(
-                        group.as_ptr().add(i * ell2 + j) as *const __m128i,
+                        base.as_ptr().add(i * stride + col0 + j) as *const __m128i,
                     ));
                     a[i][0] = _mm256_add_epi64(a[i][0], _mm256_mul_epi32(x, u0));
                     a[i][1] = _mm256_add_epi64(a[i][1], _mm256_mul_epi32(x, u1));
@@ -857,7 +912,7 @@ mod avx2_dp {
                 acc[i][h] = lanes.iter().sum();
             }
         }
-        super::dot_rows_scalar(group, ell2, nr, n4, w0, w1, acc);
+        super::dot_rows_scalar(base, stride, nr, col0, n4, w0, w1, acc);
     }
 }
 
@@ -1695,9 +1750,20 @@ mod tests {
         c2.extend((0..ell2).map(|_| (lcg(&mut s) % crate::arith::P1 as u64) as u32));
         let mut outs = Vec::new();
         for k in Kernel::available() {
-            let mut out = vec![vec![[0u32; 2]; 3]];
-            doublepir_with(k, &rows, ell2, &[&c2], &mut out);
-            outs.push(out);
+            // Whole rows, and column blocks of several widths (ragged last block).
+            for cols in [
+                None,
+                Some(1),
+                Some(7),
+                Some(64),
+                Some(300),
+                Some(301),
+                Some(4096),
+            ] {
+                let mut out = vec![vec![[0u32; 2]; 3]];
+                doublepir_blocked(k, &rows, ell2, &[&c2], &mut out, cols);
+                outs.push(out);
+            }
         }
         assert!(
             outs.windows(2).all(|w| w[0] == w[1]),
