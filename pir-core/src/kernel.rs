@@ -673,12 +673,38 @@ pub fn doublepir_blocked(
             )
         })
         .collect();
+    // With AVX-512 VNNI, c2 (residues < 2^28) is also split into 10/10/8-bit
+    // limbs per prime
+    // (i16), so `vpdpwssd` multiplies 32 digits by a limb and accumulates in
+    // one instruction (see `avx512_vnni_dp`).
+    #[cfg(target_arch = "x86_64")]
+    let limbs: Option<Vec<[Vec<i16>; 6]>> = (k == Kernel::Avx512Vnni && avx512_vnni()).then(|| {
+        c2s.iter()
+            .map(|c2| {
+                let limb = |h: usize, shift: u32, bits: u32| -> Vec<i16> {
+                    c2[h * ell2..(h + 1) * ell2]
+                        .iter()
+                        .map(|&x| ((x >> shift) & ((1 << bits) - 1)) as i16)
+                        .collect()
+                };
+                [
+                    limb(0, 0, 10),
+                    limb(0, 10, 10),
+                    limb(0, 20, 8),
+                    limb(1, 0, 10),
+                    limb(1, 10, 10),
+                    limb(1, 20, 8),
+                ]
+            })
+            .collect()
+    });
     // One task = a block of rows for every query of the batch. Within a
     // task the columns are processed in blocks whose widened c2 (16 bytes
     // per column and query) stays in L2 while every row of the task reads
     // its segment, so c2 comes from memory once per task instead of once
     // per 4 rows (at ℓ2 = 2^16 the widened c2 is 1 MiB per query).
     const ROWS_PER_TASK: usize = 32;
+    // (Block budgets from 64 KiB to 2 MiB measured the same at B = 35.)
     let cols =
         cols_per_block.unwrap_or_else(|| ((1usize << 16) / (16 * wide.len().max(1))).max(512));
     let task = |r0: usize, r1: usize| -> Vec<Vec<[u32; 2]>> {
@@ -690,9 +716,25 @@ pub fn doublepir_blocked(
             while r < r1 {
                 let nr = (r1 - r).min(4);
                 let base = &rows[r * ell2..(r + nr - 1) * ell2 + c1];
-                for ((w0, w1), s) in wide.iter().zip(sums.iter_mut()) {
+                for (qi, ((w0, w1), s)) in wide.iter().zip(sums.iter_mut()).enumerate() {
                     let mut acc = [[0i64; 2]; 4];
-                    dot_rows(k, base, ell2, nr, c0, &w0[c0..c1], &w1[c0..c1], &mut acc);
+                    #[cfg(target_arch = "x86_64")]
+                    if let Some(l) = &limbs {
+                        let l = &l[qi];
+                        let blk: [&[i16]; 6] = std::array::from_fn(|t| &l[t][c0..c1]);
+                        assert!(base.len() >= (nr - 1) * ell2 + c1);
+                        // SAFETY: avx512f/bw/vnni were detected (`limbs` is
+                        // only built then); every limb block has c1 − c0
+                        // entries and the rows' segments are in `base`.
+                        unsafe { avx512_vnni_dp::dot_rows(base, ell2, nr, c0, blk, &mut acc) };
+                    } else {
+                        dot_rows(k, base, ell2, nr, c0, &w0[c0..c1], &w1[c0..c1], &mut acc);
+                    }
+                    #[cfg(not(target_arch = "x86_64"))]
+                    {
+                        let _ = qi;
+                        dot_rows(k, base, ell2, nr, c0, &w0[c0..c1], &w1[c0..c1], &mut acc);
+                    }
                     for (i, a) in acc.iter().take(nr).enumerate() {
                         // |partial sums| < 2^18 · 2^42: no overflow in i64.
                         s[r - r0 + i][0] += a[0];
@@ -862,6 +904,99 @@ mod avx512_dp {
             acc[i][1] = _mm512_reduce_add_epi64(a[i][1]);
         }
         super::dot_rows_scalar(base, stride, nr, col0, n8, w0, w1, acc);
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx512_vnni_dp {
+    use std::arch::x86_64::*;
+
+    /// Flush the 32-bit accumulators every this many 32-column steps: one
+    /// `vpdpwssd` adds two products |x·l| ≤ 2^14·(2^10 − 1) per lane
+    /// (x: signed digit |x| ≤ 2^14; limbs < 2^10), i.e. < 2^25, so 60 steps
+    /// stay below 2^31 (60 · 2 · 2^14 · 1023 ≈ 2^30.9).
+    const FLUSH: usize = 60;
+
+    /// DoublePIR dot products with `vpdpwssd`: `limbs` = (P0: bits 0–9,
+    /// 10–19, 20–27; P1: same) of the block's c2 residues (< 2^28), so
+    /// Σ x·c2 = Σ x·l0 + 2^10·Σ x·l1 + 2^20·Σ x·l2 per prime. Sums (< 2^59)
+    /// are assigned to `acc`.
+    ///
+    /// # Safety
+    /// avx512f, avx512bw and avx512vnni must be available; every limb slice
+    /// has the same length n and row i < nr spans
+    /// `base[i·stride + col0 ..][..n]`.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+    pub unsafe fn dot_rows(
+        base: &[i16],
+        stride: usize,
+        nr: usize,
+        col0: usize,
+        limbs: [&[i16]; 6],
+        acc: &mut [[i64; 2]; 4],
+    ) {
+        let n = limbs[0].len();
+        let n32 = n / 32 * 32;
+        let zero = _mm512_setzero_si512();
+        let mut a32 = [[zero; 6]; 4];
+        let mut a64 = [[zero; 6]; 4];
+        let flush = |a32: &mut [[__m512i; 6]; 4], a64: &mut [[__m512i; 6]; 4]| {
+            for i in 0..nr {
+                for t in 0..6 {
+                    let lo = _mm512_cvtepi32_epi64(_mm512_castsi512_si256(a32[i][t]));
+                    let hi = _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64::<1>(a32[i][t]));
+                    a64[i][t] = _mm512_add_epi64(a64[i][t], _mm512_add_epi64(lo, hi));
+                    a32[i][t] = _mm512_setzero_si512();
+                }
+            }
+        };
+        let mut j = 0;
+        let mut steps = 0;
+        while j < n32 {
+            // SAFETY: j + 32 <= n32 <= n = len(limbs[t]); row i < nr spans
+            // base[i·stride + col0 ..][..n] (caller's contract).
+            unsafe {
+                let l: [__m512i; 6] = std::array::from_fn(|t| {
+                    _mm512_loadu_si512(limbs[t].as_ptr().add(j) as *const __m512i)
+                });
+                for i in 0..nr {
+                    let at = i * stride + col0 + j;
+                    // prefetch each row stream ahead (a hint, never faults)
+                    _mm_prefetch::<_MM_HINT_T0>(base.as_ptr().wrapping_add(at + 1024) as *const i8);
+                    let x = _mm512_loadu_si512(base.as_ptr().add(at) as *const __m512i);
+                    for t in 0..6 {
+                        a32[i][t] = _mm512_dpwssd_epi32(a32[i][t], x, l[t]);
+                    }
+                }
+            }
+            j += 32;
+            steps += 1;
+            if steps == FLUSH {
+                flush(&mut a32, &mut a64);
+                steps = 0;
+            }
+        }
+        flush(&mut a32, &mut a64);
+        for i in 0..nr {
+            for h in 0..2 {
+                let s0 = _mm512_reduce_add_epi64(a64[i][3 * h]);
+                let s1 = _mm512_reduce_add_epi64(a64[i][3 * h + 1]);
+                let s2 = _mm512_reduce_add_epi64(a64[i][3 * h + 2]);
+                acc[i][h] = s0 + (s1 << 10) + (s2 << 20);
+            }
+        }
+        // Tail columns, scalar, from the recombined limbs.
+        for (i, a) in acc.iter_mut().enumerate().take(nr) {
+            for j in n32..n {
+                let x = base[i * stride + col0 + j] as i64;
+                for (h, ah) in a.iter_mut().enumerate() {
+                    let c = limbs[3 * h][j] as i64
+                        + ((limbs[3 * h + 1][j] as i64) << 10)
+                        + ((limbs[3 * h + 2][j] as i64) << 20);
+                    *ah += x * c;
+                }
+            }
+        }
     }
 }
 
