@@ -64,6 +64,100 @@ pub enum Outcome {
     Misbehaviour(Box<MisbehaviourReport>),
 }
 
+/// One audit that ran (a private query was sent).
+#[derive(Clone, Debug)]
+pub struct Audited {
+    /// What it concluded.
+    pub outcome: Outcome,
+    /// Its leaf hash (hex).
+    pub leaf_hash: String,
+    /// Whether it was the re-check of an earlier `NotFound`.
+    pub recheck: bool,
+    /// Wire and server figures.
+    pub stats: QueryStats,
+    /// Client time: building the query and decoding the answer (s).
+    pub client_seconds: f64,
+}
+
+/// Runs every audit of `queue` that is ready against `prober`'s epoch at
+/// `now_ms` (one fresh random filter each) and records the results in the
+/// queue. Returns the audits that ran and, as [`Outcome::Pending`], those
+/// still waiting.
+pub async fn run_ready(
+    auditor: &Auditor,
+    prober: &Prober,
+    queue: &mut PendingQueue,
+    now_ms: u64,
+) -> Result<(Vec<Audited>, Vec<Outcome>)> {
+    let mut ran = Vec::new();
+    let mut waiting = Vec::new();
+    let mut i = 0;
+    while i < queue.items.len() {
+        let item = &queue.items[i];
+        let (log_id, leaf_hash) = (item.log_id.clone(), item.leaf_hash.clone());
+        match readiness(item, prober.manifest(), now_ms)? {
+            Readiness::Ready => {}
+            other => {
+                waiting.push(Outcome::Pending {
+                    log_id,
+                    leaf_hash,
+                    waiting_for: match other {
+                        Readiness::WaitForMmd(t) => format!("the log's MMD (until {t} ms)"),
+                        Readiness::WaitForCoverage => "an epoch covering the SCT".to_owned(),
+                        _ => "a later epoch (re-check)".to_owned(),
+                    },
+                });
+                i += 1;
+                continue;
+            }
+        }
+        let recheck = item.not_found_in.is_some();
+        let t = std::time::Instant::now();
+        let q = prober.prepare(&item.leaf_hash_bytes()?)?;
+        let prepare_seconds = t.elapsed().as_secs_f64();
+        let (bit, stats) = auditor.query(&q).await?;
+        let result = if bit {
+            AuditResult::Logged {
+                epoch: q.epoch,
+                filter: q.filter,
+            }
+        } else {
+            AuditResult::NotFound {
+                epoch: q.epoch,
+                filter: q.filter,
+            }
+        };
+        let outcome = match queue.record(i, result, auditor.base(), now_ms)? {
+            Recorded::Done => Outcome::Logged {
+                log_id,
+                leaf_hash: leaf_hash.clone(),
+                epoch: q.epoch,
+                filter: q.filter,
+                upload_bytes: stats.upload_bytes,
+                download_bytes: stats.download_bytes,
+            },
+            Recorded::Recheck => {
+                i += 1; // kept in the queue
+                Outcome::NotFound {
+                    log_id,
+                    leaf_hash: leaf_hash.clone(),
+                    epoch: q.epoch,
+                    filter: q.filter,
+                }
+            }
+            Recorded::Report(r) => Outcome::Misbehaviour(r),
+        };
+        ran.push(Audited {
+            outcome,
+            leaf_hash,
+            recheck,
+            client_seconds: prepare_seconds + stats.decode_seconds,
+            stats,
+        });
+    }
+    Ok((ran, waiting))
+}
+
 /// Queues the auditable SCTs of `chain[0]` and runs every ready audit of
 /// `queue` against the auditor's current epoch (one fresh random filter
 /// per audit). Returns what happened, including queued audits from earlier
@@ -87,61 +181,9 @@ pub async fn audit_now(
     }
     let (manifest, _) = auditor.manifest().await?;
     let prober = Prober::new(Arc::new(manifest));
-    let mut stats = Vec::new();
-    let mut i = 0;
-    while i < queue.items.len() {
-        let item = &queue.items[i];
-        let (log_id, leaf_hash) = (item.log_id.clone(), item.leaf_hash.clone());
-        match readiness(item, prober.manifest(), now_ms)? {
-            Readiness::Ready => {}
-            other => {
-                out.push(Outcome::Pending {
-                    log_id,
-                    leaf_hash,
-                    waiting_for: match other {
-                        Readiness::WaitForMmd(t) => format!("the log's MMD (until {t} ms)"),
-                        Readiness::WaitForCoverage => "an epoch covering the SCT".to_owned(),
-                        _ => "a later epoch (re-check)".to_owned(),
-                    },
-                });
-                i += 1;
-                continue;
-            }
-        }
-        let q = prober.prepare(&item.leaf_hash_bytes()?)?;
-        let (bit, st) = auditor.query(&q).await?;
-        stats.push(st);
-        let result = if bit {
-            AuditResult::Logged {
-                epoch: q.epoch,
-                filter: q.filter,
-            }
-        } else {
-            AuditResult::NotFound {
-                epoch: q.epoch,
-                filter: q.filter,
-            }
-        };
-        match queue.record(i, result, auditor.base(), now_ms)? {
-            Recorded::Done => out.push(Outcome::Logged {
-                log_id,
-                leaf_hash,
-                epoch: q.epoch,
-                filter: q.filter,
-                upload_bytes: st.upload_bytes,
-                download_bytes: st.download_bytes,
-            }),
-            Recorded::Recheck => {
-                out.push(Outcome::NotFound {
-                    log_id,
-                    leaf_hash,
-                    epoch: q.epoch,
-                    filter: q.filter,
-                });
-                i += 1;
-            }
-            Recorded::Report(r) => out.push(Outcome::Misbehaviour(r)),
-        }
-    }
+    let (ran, waiting) = run_ready(auditor, &prober, queue, now_ms).await?;
+    let stats = ran.iter().map(|a| a.stats).collect();
+    out.extend(ran.into_iter().map(|a| a.outcome));
+    out.extend(waiting);
     Ok((out, stats))
 }

@@ -29,6 +29,8 @@ pub struct QueryStats {
     pub batch: usize,
     /// Round trip as seen by the client (s).
     pub round_trip_seconds: f64,
+    /// Client time spent decoding the response (s).
+    pub decode_seconds: f64,
 }
 
 /// A client of one auditor.
@@ -88,14 +90,18 @@ impl Auditor {
             .and_then(parse_server_timing)
             .unwrap_or(0.0);
         let body = read_capped(resp, q.response_bytes).await?;
+        let round_trip_seconds = t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        let bit = q.decode(&body)?;
         let stats = QueryStats {
             upload_bytes: q.body.len(),
             download_bytes: body.len(),
             server_pass_seconds,
             batch,
-            round_trip_seconds: t.elapsed().as_secs_f64(),
+            round_trip_seconds,
+            decode_seconds: t.elapsed().as_secs_f64(),
         };
-        Ok((q.decode(&body)?, stats))
+        Ok((bit, stats))
     }
 }
 

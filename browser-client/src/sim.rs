@@ -24,10 +24,11 @@ use rand_chacha::ChaCha20Rng;
 use rand_core::{RngCore, SeedableRng};
 use serde::{Deserialize, Serialize};
 
+use crate::audit::Outcome;
 use crate::cost::Measured;
 use crate::error::{Error, Result};
 use crate::net::Auditor;
-use crate::policy::{AuditPolicy, AuditResult, MisbehaviourReport, PendingQueue, Recorded};
+use crate::policy::{AuditPolicy, MisbehaviourReport, PendingQueue};
 use crate::probe::Prober;
 use crate::sct;
 
@@ -301,7 +302,8 @@ impl Shared {
         Ok(c.to_pending(&[cert, issuer], sim_now).map(|p| (p, cpu)))
     }
 
-    /// Runs every ready audit of `queue` against `prober`.
+    /// Runs every ready audit of `queue` against `prober` (the same code
+    /// as `sct-audit check`: [`crate::audit::run_ready`]) and scores it.
     async fn run_ready(
         &self,
         queue: &mut PendingQueue,
@@ -309,78 +311,43 @@ impl Shared {
         sim_now: u64,
         first_audits: &mut Vec<(String, bool)>,
     ) -> Result<()> {
-        let m = prober.manifest().clone();
-        let mut i = 0;
-        while i < queue.items.len() {
-            if !matches!(
-                crate::policy::readiness(&queue.items[i], &m, sim_now)?,
-                crate::policy::Readiness::Ready
-            ) {
-                i += 1;
-                continue;
-            }
-            let leaf = queue.items[i].leaf_hash_bytes()?;
-            let is_recheck = queue.items[i].not_found_in.is_some();
-            let t = Instant::now();
-            let q = prober.prepare(&leaf)?;
-            let mut cpu = t.elapsed().as_secs_f64();
-            let (bit, stats) = self.auditor.query(&q).await?;
-            let t = Instant::now();
-            let result = if bit {
-                AuditResult::Logged {
-                    epoch: q.epoch,
-                    filter: q.filter,
-                }
+        let (ran, _) = crate::audit::run_ready(&self.auditor, prober, queue, sim_now).await?;
+        for a in ran {
+            let truth = self.truth_by_leaf.get(&a.leaf_hash).copied();
+            let logged = matches!(a.outcome, Outcome::Logged { .. });
+            let mut t = self.totals.lock().unwrap_or_else(|p| p.into_inner());
+            t.queries += 1;
+            t.upload += a.stats.upload_bytes as u64;
+            t.download += a.stats.download_bytes as u64;
+            t.server_s += a.stats.server_pass_seconds / a.stats.batch.max(1) as f64;
+            t.batch_sum += a.stats.batch as u64;
+            t.client_s += a.client_seconds;
+            t.round_trip_s += a.stats.round_trip_seconds;
+            if a.recheck {
+                t.det.rechecks += 1;
             } else {
-                AuditResult::NotFound {
-                    epoch: q.epoch,
-                    filter: q.filter,
-                }
-            };
-            cpu += t.elapsed().as_secs_f64();
-            let truth = self.truth_by_leaf.get(&queue.items[i].leaf_hash).copied();
-            let leaf_hex = queue.items[i].leaf_hash.clone();
-            let rec = queue.record(i, result, self.auditor.base(), sim_now)?;
-            {
-                let mut t = self.totals.lock().unwrap_or_else(|p| p.into_inner());
-                t.queries += 1;
-                t.upload += stats.upload_bytes as u64;
-                t.download += stats.download_bytes as u64;
-                t.server_s += stats.server_pass_seconds / stats.batch.max(1) as f64;
-                t.batch_sum += stats.batch as u64;
-                t.client_s += cpu;
-                t.round_trip_s += stats.round_trip_seconds;
-                if is_recheck {
-                    t.det.rechecks += 1;
-                } else {
-                    match truth {
-                        Some(Truth::Logged) => {
-                            t.det.logged_audits += 1;
-                            t.det.logged_found += u64::from(bit);
-                        }
-                        Some(Truth::Omitted) => {
-                            t.det.omitted_audits += 1;
-                            t.det.omitted_caught += u64::from(!bit);
-                        }
-                        _ => {}
+                match truth {
+                    Some(Truth::Logged) => {
+                        t.det.logged_audits += 1;
+                        t.det.logged_found += u64::from(logged);
                     }
-                }
-                if let Recorded::Report(r) = rec {
-                    t.det.reports += 1;
-                    if truth == Some(Truth::Logged) {
-                        t.det.false_reports += 1;
+                    Some(Truth::Omitted) => {
+                        t.det.omitted_audits += 1;
+                        t.det.omitted_caught += u64::from(!logged);
+                        first_audits.push((a.leaf_hash.clone(), !logged));
                     }
-                    t.reports.push(*r);
+                    _ => {}
                 }
             }
-            if !is_recheck && truth == Some(Truth::Omitted) {
-                first_audits.push((leaf_hex, !bit));
+            if let Outcome::Misbehaviour(r) = a.outcome {
+                t.det.reports += 1;
+                if truth == Some(Truth::Logged) {
+                    t.det.false_reports += 1;
+                }
+                t.reports.push(*r);
             }
+            drop(t);
             self.progress.inc(1);
-            // `record` removed the item unless it awaits a re-check.
-            if matches!(queue.items.get(i), Some(p) if p.leaf_hash == leaf_hex_of(&leaf)) {
-                i += 1;
-            }
         }
         Ok(())
     }
@@ -430,10 +397,6 @@ impl Shared {
         self.done_clients.fetch_add(1, Ordering::Relaxed);
         Ok(queue)
     }
-}
-
-fn leaf_hex_of(leaf: &[u8; 32]) -> String {
-    audit_proto::hex::encode(leaf)
 }
 
 /// Runs the simulation (see the module docs).
