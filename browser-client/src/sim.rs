@@ -428,7 +428,10 @@ pub async fn simulate(
         let issuer = b64
             .decode(&e.issuer)
             .map_err(|x| Error::Invalid(x.to_string()))?;
-        if e.tls_sct.is_none() {
+        // A forged SCT rebuilds the same leaf as the genuine one (only its
+        // signature differs) and is never audited: it must not relabel it.
+        if e.truth == Truth::Forged {
+        } else if e.tls_sct.is_none() {
             if let Ok(scts) = sct::embedded_scts(&cert, &issuer, &list) {
                 for s in scts {
                     truth_by_leaf.insert(s.leaf_hash.clone(), e.truth);
