@@ -12,7 +12,7 @@
 //! * [`routes`]: the axum router (`/v1/manifest`, `/v1/epochs/{e}/dbs/{d}/query`,
 //!   `/healthz`, `/metrics`), JSON errors, tower limits.
 //! * [`service`]: start-up, scheduled builds, reloads, graceful shutdown.
-//! * [`bench`]: the load and build benchmarks.
+//! * [`bench`](mod@bench): the load and build benchmarks.
 //!
 //! The wire contract lives in `audit-proto` and `docs/protocol.md`.
 #![forbid(unsafe_code)]

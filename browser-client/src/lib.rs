@@ -1,5 +1,26 @@
 //! `browser-client`: what a browser runs to audit SCTs privately, plus the
 //! simulator and cost report an operator reads before deploying.
+//!
+//! The audit of one SCT (docs/protocol.md §7):
+//!
+//! 1. [`sct`]: rebuild the RFC 6962 leaf the log must have logged from the
+//!    certificate and its SCT (precert_entry for embedded SCTs, x509_entry
+//!    for TLS/OCSP ones) and verify the SCT signature with the log list's
+//!    key — only SCTs that verify are audited.
+//! 2. [`policy`]: decide whether to audit (1/1000 of connections, 2 SCTs
+//!    each ≈ 20 a week), wait for the MMD and the epoch's coverage in a
+//!    persistent [`policy::PendingQueue`], re-check a `NotFound` once in a
+//!    later epoch, then produce a [`policy::MisbehaviourReport`].
+//! 3. [`probe`]: draw a filter uniformly, compute its bit for the leaf with
+//!    the epoch's salt (`audit-proto`), build the hintless YPIR query
+//!    (`pir-core`) and decode the answer — transport-free, so the same code
+//!    runs natively and as wasm32 (module `wasm`, feature `wasm`).
+//! 4. [`net`] and [`audit`]: the native HTTP transport and the audit step
+//!    `sct-audit check` runs.
+//!
+//! [`sim`] and [`cost`] (feature `native`) are the operator's tools: a
+//! population simulator over real HTTP and the weekly cost report per
+//! million clients. Binaries: `sct-audit`, `browser-client`.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 

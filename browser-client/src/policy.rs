@@ -1,5 +1,5 @@
 //! When to audit, and what to remember until an audit can run
-//! (YPIR §4.5 / SimplePIR §7 deployment, Chrome's policy [DeB24]).
+//! (YPIR §4.5 / SimplePIR §7 deployment, Chrome's policy, DeB24 in YPIR §4.5).
 //!
 //! * **Sampling.** Of the ~10^4 TLS connections a client makes in a week,
 //!   a 1/1000 fraction is sampled and 2 SCTs of each sampled connection are
