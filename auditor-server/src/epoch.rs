@@ -197,8 +197,9 @@ fn bar(show: bool, len: u64, what: &str) -> ProgressBar {
 /// Sets filter `salt`'s bit for every hash in `words` (the filter's
 /// `bits / 64` words).
 fn fill_filter(salt: &Salt, bits: u64, hashes: &[[u8; 32]], words: &mut [u8]) {
+    let hasher = audit_proto::filter::FilterHasher::new(salt);
     for h in hashes {
-        let b = audit_proto::filter::bit_index(salt, h, bits);
+        let b = hasher.bit(h, bits);
         words[(b / 8) as usize] |= 1 << (b % 8);
     }
 }
