@@ -14,6 +14,8 @@
 //! failure. The benchmark is an ignored test (see `bench_ingest`).
 #![cfg(feature = "testlog")]
 
+mod common;
+
 use std::collections::HashSet;
 use std::error::Error as StdError;
 use std::sync::atomic::Ordering;
@@ -27,6 +29,8 @@ use ct_ingest::testlog::{IssuedEntry, Misbehaviour, TestLog, TestLogConfig};
 use ct_ingest::{Error, LogList};
 use futures_util::TryStreamExt;
 
+use common::TestDb;
+
 type TestResult = Result<(), Box<dyn StdError + Send + Sync>>;
 type BoxErr = Box<dyn StdError + Send + Sync>;
 
@@ -35,99 +39,6 @@ const APIS: [LogKind; 2] = [LogKind::Rfc6962, LogKind::Static];
 // ---------------------------------------------------------------------------
 // Harness
 // ---------------------------------------------------------------------------
-
-enum Backend {
-    Sqlite(#[allow(dead_code)] tempfile::TempDir),
-    Postgres { admin_url: String, db_name: String },
-}
-
-struct TestDb {
-    url: String,
-    backend: Backend,
-}
-
-impl TestDb {
-    /// SQLite always; PostgreSQL when `TEST_DATABASE_URL` is set. One fresh
-    /// database per (case, api).
-    async fn all(case: &str) -> Result<Vec<TestDb>, BoxErr> {
-        let dir = tempfile::tempdir()?;
-        let url = format!(
-            "sqlite://{}?mode=rwc",
-            dir.path().join("ingest.db").display()
-        );
-        let mut dbs = vec![TestDb {
-            url,
-            backend: Backend::Sqlite(dir),
-        }];
-        match std::env::var("TEST_DATABASE_URL") {
-            Ok(admin_url) if !admin_url.is_empty() => {
-                let db_name = format!("ct_i_{}_{}", case, std::process::id());
-                let admin = sqlx::PgPool::connect(&admin_url).await?;
-                sqlx::raw_sql(&format!(
-                    "DROP DATABASE IF EXISTS \"{db_name}\" WITH (FORCE)"
-                ))
-                .execute(&admin)
-                .await?;
-                sqlx::raw_sql(&format!("CREATE DATABASE \"{db_name}\""))
-                    .execute(&admin)
-                    .await?;
-                admin.close().await;
-                dbs.push(TestDb {
-                    url: with_database(&admin_url, &db_name),
-                    backend: Backend::Postgres { admin_url, db_name },
-                });
-            }
-            _ => {
-                if std::env::var_os("TEST_REQUIRE_POSTGRES").is_some() {
-                    return Err("TEST_REQUIRE_POSTGRES is set but TEST_DATABASE_URL is not".into());
-                }
-                eprintln!("{case}: TEST_DATABASE_URL unset, PostgreSQL skipped");
-            }
-        }
-        Ok(dbs)
-    }
-
-    fn name(&self) -> &'static str {
-        match self.backend {
-            Backend::Sqlite(_) => "sqlite",
-            Backend::Postgres { .. } => "postgres",
-        }
-    }
-
-    async fn store(&self) -> Result<Store, BoxErr> {
-        Ok(Store::connect(&self.url).await?)
-    }
-
-    async fn drop_db(self) -> Result<(), BoxErr> {
-        if let Backend::Postgres { admin_url, db_name } = &self.backend {
-            let admin = sqlx::PgPool::connect(admin_url).await?;
-            sqlx::raw_sql(&format!(
-                "DROP DATABASE IF EXISTS \"{db_name}\" WITH (FORCE)"
-            ))
-            .execute(&admin)
-            .await?;
-            admin.close().await;
-        }
-        Ok(())
-    }
-}
-
-/// `admin_url` with its database path replaced by `db`.
-fn with_database(admin_url: &str, db: &str) -> String {
-    let (base, query) = match admin_url.split_once('?') {
-        Some((b, q)) => (b, Some(q)),
-        None => (admin_url, None),
-    };
-    let scheme_end = base.find("://").map_or(0, |i| i + 3);
-    let base = match base[scheme_end..].find('/') {
-        Some(i) => &base[..scheme_end + i],
-        None => base,
-    };
-    match query {
-        Some(q) => format!("{base}/{db}?{q}"),
-        None => format!("{base}/{db}"),
-    }
-}
 
 fn now_s() -> i64 {
     SystemTime::now()
@@ -248,7 +159,7 @@ async fn snapshot(store: &Store, log: &TestLog) -> Result<(u64, u64, Option<[u8;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn full_then_incremental_ingest() -> TestResult {
     for api in APIS {
-        for db in TestDb::all(&format!("full_{}", api.as_str())).await? {
+        for db in TestDb::all("i", &format!("full_{}", api.as_str())).await? {
             let ctx = format!("{} {}", db.name(), api.as_str());
             let store = db.store().await?;
             let log = start_log(256).await?;
@@ -301,7 +212,7 @@ async fn full_then_incremental_ingest() -> TestResult {
             );
             log.shutdown().await;
             store.close().await;
-            db.drop_db().await?;
+            db.cleanup().await?;
         }
     }
     Ok(())
@@ -317,7 +228,7 @@ async fn full_then_incremental_ingest() -> TestResult {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn resume_after_crash_before_commit() -> TestResult {
     for api in APIS {
-        for db in TestDb::all(&format!("crash_{}", api.as_str())).await? {
+        for db in TestDb::all("i", &format!("crash_{}", api.as_str())).await? {
             let ctx = format!("{} {}", db.name(), api.as_str());
             let store = db.store().await?;
             let log = start_log(256).await?;
@@ -340,7 +251,7 @@ async fn resume_after_crash_before_commit() -> TestResult {
             assert_set(&store, &issued, &ctx).await?;
             log.shutdown().await;
             store.close().await;
-            db.drop_db().await?;
+            db.cleanup().await?;
         }
     }
     Ok(())
@@ -352,7 +263,7 @@ async fn resume_after_crash_before_commit() -> TestResult {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn resume_after_abort_mid_run() -> TestResult {
     for api in APIS {
-        for db in TestDb::all(&format!("abort_{}", api.as_str())).await? {
+        for db in TestDb::all("i", &format!("abort_{}", api.as_str())).await? {
             let ctx = format!("{} {}", db.name(), api.as_str());
             let store = db.store().await?;
             let log = start_log(256).await?;
@@ -409,7 +320,7 @@ async fn resume_after_abort_mid_run() -> TestResult {
             assert_eq!(store.count_active(now_s()).await?, n, "{ctx}");
             log.shutdown().await;
             store.close().await;
-            db.drop_db().await?;
+            db.cleanup().await?;
         }
     }
     Ok(())
@@ -422,7 +333,7 @@ async fn resume_after_abort_mid_run() -> TestResult {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn resume_without_stored_frontier() -> TestResult {
     for api in APIS {
-        for db in TestDb::all(&format!("nofrontier_{}", api.as_str())).await? {
+        for db in TestDb::all("i", &format!("nofrontier_{}", api.as_str())).await? {
             let ctx = format!("{} {}", db.name(), api.as_str());
             let store = db.store().await?;
             let log = start_log(256).await?;
@@ -431,7 +342,7 @@ async fn resume_without_stored_frontier() -> TestResult {
             // Register and commit the first 150 entries the old way.
             let r = ingest(&store, &sel, &IngestOptions::default()).await?;
             assert_eq!(r.verified_position, 400);
-            let db2 = TestDb::all(&format!("nofrontier2_{}", api.as_str())).await?;
+            let db2 = TestDb::all("i", &format!("nofrontier2_{}", api.as_str())).await?;
             let fresh = db2
                 .into_iter()
                 .find(|d| d.name() == db.name())
@@ -468,8 +379,8 @@ async fn resume_without_stored_frontier() -> TestResult {
             log.shutdown().await;
             store.close().await;
             store2.close().await;
-            db.drop_db().await?;
-            fresh.drop_db().await?;
+            db.cleanup().await?;
+            fresh.cleanup().await?;
         }
     }
     Ok(())
@@ -485,7 +396,7 @@ async fn resume_without_stored_frontier() -> TestResult {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rate_limited_requests_are_retried() -> TestResult {
     for api in APIS {
-        for db in TestDb::all(&format!("ratelimit_{}", api.as_str())).await? {
+        for db in TestDb::all("i", &format!("ratelimit_{}", api.as_str())).await? {
             let ctx = format!("{} {}", db.name(), api.as_str());
             let store = db.store().await?;
             let log = start_log(256).await?;
@@ -525,7 +436,7 @@ async fn rate_limited_requests_are_retried() -> TestResult {
             log.shutdown().await;
             log2.shutdown().await;
             store.close().await;
-            db.drop_db().await?;
+            db.cleanup().await?;
         }
     }
     Ok(())
@@ -536,7 +447,7 @@ async fn rate_limited_requests_are_retried() -> TestResult {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn truncated_batches_still_complete() -> TestResult {
     for api in APIS {
-        for db in TestDb::all(&format!("truncate_{}", api.as_str())).await? {
+        for db in TestDb::all("i", &format!("truncate_{}", api.as_str())).await? {
             let ctx = format!("{} {}", db.name(), api.as_str());
             let store = db.store().await?;
             let log = start_log(256).await?;
@@ -549,7 +460,7 @@ async fn truncated_batches_still_complete() -> TestResult {
             assert_set(&store, &issued, &ctx).await?;
             log.shutdown().await;
             store.close().await;
-            db.drop_db().await?;
+            db.cleanup().await?;
         }
     }
     Ok(())
@@ -569,7 +480,7 @@ async fn refused(
     check: fn(&Error) -> bool,
 ) -> TestResult {
     for api in APIS {
-        for db in TestDb::all(&format!("{case}_{}", api.as_str())).await? {
+        for db in TestDb::all("i", &format!("{case}_{}", api.as_str())).await? {
             let ctx = format!("{} {} {case}", db.name(), api.as_str());
             let store = db.store().await?;
 
@@ -616,7 +527,7 @@ async fn refused(
             assert_eq!(store.count_active(now_s()).await?, 500, "{ctx}");
             log.shutdown().await;
             store.close().await;
-            db.drop_db().await?;
+            db.cleanup().await?;
         }
     }
     Ok(())
@@ -664,7 +575,7 @@ async fn garbage_is_refused() -> TestResult {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unlogged_sct_is_never_in_the_set() -> TestResult {
     for api in APIS {
-        for db in TestDb::all(&format!("unlogged_{}", api.as_str())).await? {
+        for db in TestDb::all("i", &format!("unlogged_{}", api.as_str())).await? {
             let ctx = format!("{} {}", db.name(), api.as_str());
             let store = db.store().await?;
             let log = start_log(256).await?;
@@ -682,7 +593,7 @@ async fn unlogged_sct_is_never_in_the_set() -> TestResult {
             );
             log.shutdown().await;
             store.close().await;
-            db.drop_db().await?;
+            db.cleanup().await?;
         }
     }
     Ok(())
@@ -698,7 +609,7 @@ async fn unlogged_sct_is_never_in_the_set() -> TestResult {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn expiry_pruning() -> TestResult {
     for api in APIS {
-        for db in TestDb::all(&format!("expiry_{}", api.as_str())).await? {
+        for db in TestDb::all("i", &format!("expiry_{}", api.as_str())).await? {
             let ctx = format!("{} {}", db.name(), api.as_str());
             let store = db.store().await?;
             let log = start_log(256).await?;
@@ -735,7 +646,7 @@ async fn expiry_pruning() -> TestResult {
             old.shutdown().await;
             log.shutdown().await;
             store.close().await;
-            db.drop_db().await?;
+            db.cleanup().await?;
         }
     }
     Ok(())
@@ -746,7 +657,7 @@ async fn expiry_pruning() -> TestResult {
 /// static-ct-api entry wins; expired entries are pruned at the end.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn run_once_from_config_file() -> TestResult {
-    for db in TestDb::all("runonce").await? {
+    for db in TestDb::all("i", "runonce").await? {
         let ctx = db.name();
         let dir = tempfile::tempdir()?;
         let log = start_log(256).await?;
@@ -790,7 +701,7 @@ async fn run_once_from_config_file() -> TestResult {
         assert!(matches!(err, Error::Config(_)), "{ctx}: {err}");
         log.shutdown().await;
         store.close().await;
-        db.drop_db().await?;
+        db.cleanup().await?;
     }
     Ok(())
 }

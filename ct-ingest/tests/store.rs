@@ -12,6 +12,8 @@
 //! Set `TEST_REQUIRE_POSTGRES=1` to fail instead of skipping PostgreSQL when
 //! `TEST_DATABASE_URL` is unset.
 
+mod common;
+
 use std::collections::HashSet;
 use std::error::Error;
 use std::time::Instant;
@@ -19,6 +21,8 @@ use std::time::Instant;
 use ct_ingest::store::{Coverage, Entry, LogKind, LogMeta, Store, StoreError};
 use futures_util::TryStreamExt;
 use sha2::{Digest, Sha256};
+
+use common::{with_database, TestDb};
 
 type TestResult = Result<(), Box<dyn Error + Send + Sync>>;
 
@@ -40,137 +44,13 @@ const END_OF_TIME: i64 = 253_402_300_799;
 // Harness
 // ---------------------------------------------------------------------------
 
-enum Backend {
-    Sqlite(#[allow(dead_code)] tempfile::TempDir),
-    Postgres { admin_url: String, db_name: String },
-}
-
-struct TestDb {
-    url: String,
-    backend: Backend,
-}
-
-impl TestDb {
-    /// SQLite always; PostgreSQL when `TEST_DATABASE_URL` is set.
-    async fn all(case: &str) -> Result<Vec<TestDb>, Box<dyn Error + Send + Sync>> {
-        let dir = tempfile::tempdir()?;
-        let url = format!(
-            "sqlite://{}?mode=rwc",
-            dir.path().join("store.db").display()
-        );
-        let mut dbs = vec![TestDb {
-            url,
-            backend: Backend::Sqlite(dir),
-        }];
-        match std::env::var("TEST_DATABASE_URL") {
-            Ok(admin_url) if !admin_url.is_empty() => {
-                let db_name = format!("ct_t_{}_{}", case, std::process::id());
-                let admin = sqlx::PgPool::connect(&admin_url).await?;
-                sqlx::raw_sql(&format!(
-                    "DROP DATABASE IF EXISTS \"{db_name}\" WITH (FORCE)"
-                ))
-                .execute(&admin)
-                .await?;
-                sqlx::raw_sql(&format!("CREATE DATABASE \"{db_name}\""))
-                    .execute(&admin)
-                    .await?;
-                admin.close().await;
-                dbs.push(TestDb {
-                    url: with_database(&admin_url, &db_name),
-                    backend: Backend::Postgres { admin_url, db_name },
-                });
-            }
-            _ => {
-                if std::env::var_os("TEST_REQUIRE_POSTGRES").is_some() {
-                    return Err("TEST_REQUIRE_POSTGRES is set but TEST_DATABASE_URL is not".into());
-                }
-                eprintln!("{case}: TEST_DATABASE_URL unset, PostgreSQL skipped");
-            }
-        }
-        Ok(dbs)
-    }
-
-    fn name(&self) -> &'static str {
-        match self.backend {
-            Backend::Sqlite(_) => "sqlite",
-            Backend::Postgres { .. } => "postgres",
-        }
-    }
-
-    fn is_postgres(&self) -> bool {
-        matches!(self.backend, Backend::Postgres { .. })
-    }
-
-    /// Runs a query returning one integer, bypassing the Store.
-    async fn scalar(&self, sql: &str) -> Result<i64, Box<dyn Error + Send + Sync>> {
-        Ok(match self.backend {
-            Backend::Sqlite(_) => {
-                let pool = sqlx::SqlitePool::connect(&self.url).await?;
-                let v = sqlx::query_scalar(sql).fetch_one(&pool).await?;
-                pool.close().await;
-                v
-            }
-            Backend::Postgres { .. } => {
-                let pool = sqlx::PgPool::connect(&self.url).await?;
-                let v = sqlx::query_scalar(sql).fetch_one(&pool).await?;
-                pool.close().await;
-                v
-            }
-        })
-    }
-
-    /// Names of the `entries` partitions (PostgreSQL only), sorted.
-    async fn partitions(&self) -> Result<Vec<String>, Box<dyn Error + Send + Sync>> {
-        let pool = sqlx::PgPool::connect(&self.url).await?;
-        let mut names: Vec<String> = sqlx::query_scalar(
-            "SELECT c.relname::text FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid \
-             WHERE i.inhparent = 'entries'::regclass",
-        )
-        .fetch_all(&pool)
-        .await?;
-        pool.close().await;
-        names.sort();
-        Ok(names)
-    }
-
-    async fn cleanup(self) -> TestResult {
-        if let Backend::Postgres { admin_url, db_name } = &self.backend {
-            let admin = sqlx::PgPool::connect(admin_url).await?;
-            sqlx::raw_sql(&format!(
-                "DROP DATABASE IF EXISTS \"{db_name}\" WITH (FORCE)"
-            ))
-            .execute(&admin)
-            .await?;
-            admin.close().await;
-        }
-        Ok(())
-    }
-}
-
-/// `url` with its database name replaced.
-fn with_database(url: &str, db: &str) -> String {
-    let (base, query) = match url.split_once('?') {
-        Some((b, q)) => (b, Some(q)),
-        None => (url, None),
-    };
-    let authority_start = base.find("://").map_or(0, |i| i + 3);
-    let prefix = match base[authority_start..].find('/') {
-        Some(i) => &base[..authority_start + i],
-        None => base,
-    };
-    match query {
-        Some(q) => format!("{prefix}/{db}?{q}"),
-        None => format!("{prefix}/{db}"),
-    }
-}
-
 /// Runs `$body(&Store, &TestDb)` on every available backend.
 macro_rules! on_all_backends {
     ($(#[$attr:meta])* $name:ident, $body:ident) => {
         $(#[$attr])*
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
         async fn $name() -> TestResult {
-            for db in TestDb::all(stringify!($name)).await? {
+            for db in TestDb::all("t", stringify!($name)).await? {
                 eprintln!("{}: {}", stringify!($name), db.name());
                 let store = Store::connect(&db.url).await?;
                 assert_eq!(store.backend_name(), db.name());
