@@ -935,13 +935,50 @@ mod avx512_vnni_dp {
         limbs: [&[i16]; 6],
         acc: &mut [[i64; 2]; 4],
     ) {
+        // A compile-time row count keeps the accumulators in registers
+        // (a runtime-indexed array of vectors lives on the stack). Four
+        // rows are done as two pairs: 12 accumulators + 6 limbs + 1 digit
+        // vector fit the 32 zmm registers without spilling.
+        // SAFETY: forwarded caller's contract; row pairs are sub-ranges.
+        unsafe {
+            match nr {
+                0 => {}
+                1 => rows_n::<1>(base, stride, col0, limbs, acc, 0),
+                2 => rows_n::<2>(base, stride, col0, limbs, acc, 0),
+                3 => {
+                    rows_n::<2>(base, stride, col0, limbs, acc, 0);
+                    rows_n::<1>(base, stride, col0, limbs, acc, 2);
+                }
+                _ => {
+                    rows_n::<2>(base, stride, col0, limbs, acc, 0);
+                    rows_n::<2>(base, stride, col0, limbs, acc, 2);
+                }
+            }
+        }
+    }
+
+    /// Rows `first .. first + NR` (see [`dot_rows`]).
+    ///
+    /// # Safety
+    /// As [`dot_rows`], with `first + NR ≤ 4` rows in `base`.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+    unsafe fn rows_n<const NR: usize>(
+        base: &[i16],
+        stride: usize,
+        col0: usize,
+        limbs: [&[i16]; 6],
+        acc: &mut [[i64; 2]; 4],
+        first: usize,
+    ) {
+        let nr = NR;
+        let base = &base[first * stride..];
         let n = limbs[0].len();
         let n32 = n / 32 * 32;
         let zero = _mm512_setzero_si512();
-        let mut a32 = [[zero; 6]; 4];
-        let mut a64 = [[zero; 6]; 4];
-        let flush = |a32: &mut [[__m512i; 6]; 4], a64: &mut [[__m512i; 6]; 4]| {
-            for i in 0..nr {
+        let mut a32 = [[zero; 6]; NR];
+        let mut a64 = [[zero; 6]; NR];
+        let flush = |a32: &mut [[__m512i; 6]; NR], a64: &mut [[__m512i; 6]; NR]| {
+            for i in 0..NR {
                 for t in 0..6 {
                     let lo = _mm512_cvtepi32_epi64(_mm512_castsi512_si256(a32[i][t]));
                     let hi = _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64::<1>(a32[i][t]));
@@ -959,7 +996,7 @@ mod avx512_vnni_dp {
                 let l: [__m512i; 6] = std::array::from_fn(|t| {
                     _mm512_loadu_si512(limbs[t].as_ptr().add(j) as *const __m512i)
                 });
-                for i in 0..nr {
+                for i in 0..NR {
                     let at = i * stride + col0 + j;
                     // prefetch each row stream ahead (a hint, never faults)
                     _mm_prefetch::<_MM_HINT_T0>(base.as_ptr().wrapping_add(at + 1024) as *const i8);
@@ -977,16 +1014,16 @@ mod avx512_vnni_dp {
             }
         }
         flush(&mut a32, &mut a64);
-        for i in 0..nr {
+        for i in 0..NR {
             for h in 0..2 {
                 let s0 = _mm512_reduce_add_epi64(a64[i][3 * h]);
                 let s1 = _mm512_reduce_add_epi64(a64[i][3 * h + 1]);
                 let s2 = _mm512_reduce_add_epi64(a64[i][3 * h + 2]);
-                acc[i][h] = s0 + (s1 << 10) + (s2 << 20);
+                acc[first + i][h] = s0 + (s1 << 10) + (s2 << 20);
             }
         }
         // Tail columns, scalar, from the recombined limbs.
-        for (i, a) in acc.iter_mut().enumerate().take(nr) {
+        for (i, a) in acc[first..].iter_mut().enumerate().take(nr) {
             for j in n32..n {
                 let x = base[i * stride + col0 + j] as i64;
                 for (h, ah) in a.iter_mut().enumerate() {
