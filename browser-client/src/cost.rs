@@ -870,7 +870,7 @@ pub fn build_report(
         ),
         format!(
             "{} audits per client-week (from the measurement); query {} and response {} bytes \
-             (exact wire sizes for a {}-record database); {} ms single-core answer time from the fit at {} \
+             (exact wire sizes for the {}-record database); {} ms single-core answer time from the fit at {} \
              (no HTTP overhead, no batching); offline download = {} manifest fetches per week of {} \
              (768 databases as one run, salts and seeds derived from two seeds, {} logs; the manifest \
              grows with the number of logs, not with |S| or the number of filters). Our design would actually query one 8·|S|-bit filter of {} at 5·10⁹ SCTs \
@@ -970,8 +970,7 @@ pub fn render_markdown(r: &CostReport) -> String {
             "**Extrapolated to the internet-scale database (2^{} bits, {} of records), this system would \
              cost about {} per week per million clients** — {} of server computation and {} of outbound \
              communication, of which {} is the daily manifest — against **{} for YPIR** and **{} for \
-             DoublePIR with weekly hints** as quoted from the YPIR paper (§4.5, Table 6; {:.2}× and {:.2}× \
-             ours). The extrapolation uses {} audits per client-week from the simulator, the exact query \
+             DoublePIR with weekly hints** as quoted from the YPIR paper (§4.5, Table 6): {} and {}. The extrapolation uses {} audits per client-week from the simulator, the exact query \
              and response sizes of our wire format, and single-core answer times fitted at {} database \
              sizes (rms error {}). The demo the simulator ran ({} clients, a {} database) measured {} per \
              week per million clients over HTTP. Quoted rows are copied from the paper, not measured here.\n",
@@ -983,8 +982,8 @@ pub fn render_markdown(r: &CostReport) -> String {
             fmt_money(manifest),
             fmt_money(ypir),
             fmt_money(dpir),
-            ypir / total,
-            dpir / total,
+            relative(total, ypir, "the paper's YPIR"),
+            relative(total, dpir, "DoublePIR"),
             fmt_sig(m.audits_per_client_week, 3),
             distinct_sizes(r.fit_points.iter()),
             fmt_pct(r.fit.rel_rms_error),
@@ -1087,7 +1086,7 @@ pub fn render_markdown(r: &CostReport) -> String {
     let _ = writeln!(
         s,
         "At the target, 2^{} bits = {} of records, the fit predicts **{} ms per query**, {}× beyond \
-         the largest measured size; × {} audits = {} core-seconds per client-week.",
+         the largest measured size; × {} audits = {} of one core per client-week.",
         r.target_db_bits,
         fmt_bytes(r.target_db_bytes as f64),
         fmt_sig(target_s * 1e3, 3),
@@ -1101,7 +1100,7 @@ pub fn render_markdown(r: &CostReport) -> String {
             s,
             "Cross-check: at the demo's {} database the fit predicts {} ms per query in-process; the \
              auditor reported {} ms per query over HTTP (answer time ÷ batch, mean batch {}), {}× the \
-             fit. The difference is request handling and batching, which the extrapolation leaves out.",
+             fit: the ratio is request handling (adds) and batching (saves), both left out of the extrapolation.",
             fmt_bytes(m.db_bytes as f64),
             fmt_sig(pred * 1e3, 3),
             fmt_sig(m.server_core_seconds_per_query * 1e3, 3),
@@ -1142,7 +1141,7 @@ pub fn render_markdown(r: &CostReport) -> String {
             format!("{} ms", fmt_sig(m.client_seconds_per_audit * 1e3, 3)),
         ),
         ("demo PIR database", fmt_bytes(m.db_bytes as f64)),
-        ("demo |S|", group_thousands(&m.entries.to_string())),
+        ("demo \\|S\\|", group_thousands(&m.entries.to_string())),
     ];
     for (k, v) in inputs {
         let _ = writeln!(s, "| {k} | {v} |");
@@ -1181,6 +1180,17 @@ pub fn render_markdown(r: &CostReport) -> String {
 }
 
 const GIB: f64 = 1_073_741_824.0;
+
+/// "1.13× the cost of X" / "7.05× cheaper than X".
+fn relative(ours: f64, theirs: f64, name: &str) -> String {
+    if ours <= 0.0 || theirs <= 0.0 {
+        String::new()
+    } else if ours <= theirs {
+        format!("{}× cheaper than {name}", fmt_sig(theirs / ours, 3))
+    } else {
+        format!("{}× the cost of {name}", fmt_sig(ours / theirs, 3))
+    }
+}
 
 fn md_escape(s: &str) -> String {
     s.replace('|', "\\|")
@@ -1301,8 +1311,9 @@ fn panel(
         let x = axis.x(10f64.powi(k));
         let _ = writeln!(
             out,
-            r##"<line x1="{x:.1}" y1="{top:.1}" x2="{x:.1}" y2="{bottom:.1}" stroke="#e3e3e3"/><text x="{x:.1}" y="{:.1}" font-size="10" text-anchor="middle" fill="#555">{}</text>"##,
+            r##"<line x1="{x:.1}" y1="{top:.1}" x2="{x:.1}" y2="{bottom:.1}" stroke="#e3e3e3"/><text x="{x:.1}" y="{:.1}" font-size="10" text-anchor="{}" fill="#555">{}</text>"##,
             bottom + 14.0,
+            if k == axis.lo { "start" } else { "middle" },
             xml(&tick(k))
         );
     }
