@@ -623,6 +623,14 @@ mod avx512 {
     ));
 }
 
+/// One query's c2 as the DoublePIR kernel consumes it.
+enum DpQuery {
+    /// Residues mod P0 and mod P1 widened to 64-bit lanes (`vpmuldq`, scalar).
+    Wide(Vec<u64>, Vec<u64>),
+    /// 10/10/8-bit limbs of the residues mod P0, then mod P1 (`vpdpwssd`).
+    Limbs([Vec<i16>; 6]),
+}
+
 /// DoublePIR pass: for each row r of the row-major `rows` (n_rows × ℓ2,
 /// signed digits |x| ≤ p/2), `out[r] = (Σ_j c2[j]·x[r][j] mod P0, … mod P1)`
 /// where `c2` holds the ℓ2 residues mod P0 followed by the ℓ2 residues mod P1.
@@ -661,43 +669,40 @@ pub fn doublepir_blocked(
         return;
     }
     let n_rows = rows.len() / ell2;
-    // c2 widened to 64-bit lanes once per query (the multiply reads the low
-    // 32 bits of each lane).
-    let wide: Vec<(Vec<u64>, Vec<u64>)> = c2s
+    // Each query's c2 is prepared once: split into 10/10/8-bit limbs per
+    // prime (i16) with AVX-512 VNNI, so `vpdpwssd` multiplies 32 digits by
+    // a limb and accumulates in one instruction (see `avx512_vnni_dp`);
+    // otherwise widened to 64-bit lanes (the multiply reads the low 32 bits).
+    #[cfg(target_arch = "x86_64")]
+    let vnni = k == Kernel::Avx512Vnni && avx512_vnni();
+    #[cfg(not(target_arch = "x86_64"))]
+    let vnni = false;
+    let preps: Vec<DpQuery> = c2s
         .iter()
         .map(|c2| {
             let (c0, c1) = c2.split_at(ell2);
-            (
-                c0.iter().map(|&x| x as u64).collect(),
-                c1.iter().map(|&x| x as u64).collect(),
-            )
-        })
-        .collect();
-    // With AVX-512 VNNI, c2 (residues < 2^28) is also split into 10/10/8-bit
-    // limbs per prime
-    // (i16), so `vpdpwssd` multiplies 32 digits by a limb and accumulates in
-    // one instruction (see `avx512_vnni_dp`).
-    #[cfg(target_arch = "x86_64")]
-    let limbs: Option<Vec<[Vec<i16>; 6]>> = (k == Kernel::Avx512Vnni && avx512_vnni()).then(|| {
-        c2s.iter()
-            .map(|c2| {
-                let limb = |h: usize, shift: u32, bits: u32| -> Vec<i16> {
-                    c2[h * ell2..(h + 1) * ell2]
-                        .iter()
+            if vnni {
+                let limb = |half: &[u32], shift: u32, bits: u32| -> Vec<i16> {
+                    half.iter()
                         .map(|&x| ((x >> shift) & ((1 << bits) - 1)) as i16)
                         .collect()
                 };
-                [
-                    limb(0, 0, 10),
-                    limb(0, 10, 10),
-                    limb(0, 20, 8),
-                    limb(1, 0, 10),
-                    limb(1, 10, 10),
-                    limb(1, 20, 8),
-                ]
-            })
-            .collect()
-    });
+                DpQuery::Limbs([
+                    limb(c0, 0, 10),
+                    limb(c0, 10, 10),
+                    limb(c0, 20, 8),
+                    limb(c1, 0, 10),
+                    limb(c1, 10, 10),
+                    limb(c1, 20, 8),
+                ])
+            } else {
+                DpQuery::Wide(
+                    c0.iter().map(|&x| x as u64).collect(),
+                    c1.iter().map(|&x| x as u64).collect(),
+                )
+            }
+        })
+        .collect();
     // One task = a block of rows for every query of the batch. Within a
     // task the columns are processed in blocks whose widened c2 (16 bytes
     // per column and query) stays in L2 while every row of the task reads
@@ -706,9 +711,9 @@ pub fn doublepir_blocked(
     const ROWS_PER_TASK: usize = 32;
     // (Block budgets from 64 KiB to 2 MiB measured the same at B = 35.)
     let cols =
-        cols_per_block.unwrap_or_else(|| ((1usize << 16) / (16 * wide.len().max(1))).max(512));
+        cols_per_block.unwrap_or_else(|| ((1usize << 16) / (16 * preps.len().max(1))).max(512));
     let task = |r0: usize, r1: usize| -> Vec<Vec<[u32; 2]>> {
-        let mut sums = vec![vec![[0i64; 2]; r1 - r0]; wide.len()];
+        let mut sums = vec![vec![[0i64; 2]; r1 - r0]; preps.len()];
         let mut c0 = 0;
         while c0 < ell2 {
             let c1 = (c0 + cols).min(ell2);
@@ -716,24 +721,26 @@ pub fn doublepir_blocked(
             while r < r1 {
                 let nr = (r1 - r).min(4);
                 let base = &rows[r * ell2..(r + nr - 1) * ell2 + c1];
-                for (qi, ((w0, w1), s)) in wide.iter().zip(sums.iter_mut()).enumerate() {
+                for (p, s) in preps.iter().zip(sums.iter_mut()) {
                     let mut acc = [[0i64; 2]; 4];
-                    #[cfg(target_arch = "x86_64")]
-                    if let Some(l) = &limbs {
-                        let l = &l[qi];
-                        let blk: [&[i16]; 6] = std::array::from_fn(|t| &l[t][c0..c1]);
-                        assert!(base.len() >= (nr - 1) * ell2 + c1);
-                        // SAFETY: avx512f/bw/vnni were detected (`limbs` is
-                        // only built then); every limb block has c1 − c0
-                        // entries and the rows' segments are in `base`.
-                        unsafe { avx512_vnni_dp::dot_rows(base, ell2, nr, c0, blk, &mut acc) };
-                    } else {
-                        dot_rows(k, base, ell2, nr, c0, &w0[c0..c1], &w1[c0..c1], &mut acc);
-                    }
-                    #[cfg(not(target_arch = "x86_64"))]
-                    {
-                        let _ = qi;
-                        dot_rows(k, base, ell2, nr, c0, &w0[c0..c1], &w1[c0..c1], &mut acc);
+                    match p {
+                        DpQuery::Wide(w0, w1) => {
+                            dot_rows(k, base, ell2, nr, c0, &w0[c0..c1], &w1[c0..c1], &mut acc)
+                        }
+                        DpQuery::Limbs(l) => {
+                            let blk: [&[i16]; 6] = std::array::from_fn(|t| &l[t][c0..c1]);
+                            assert!(base.len() >= (nr - 1) * ell2 + c1);
+                            #[cfg(target_arch = "x86_64")]
+                            // SAFETY: avx512f/bw/vnni were detected (limbs are
+                            // only prepared then); every limb block has
+                            // c1 − c0 entries and the rows' segments are in
+                            // `base`.
+                            unsafe {
+                                avx512_vnni_dp::dot_rows(base, ell2, nr, c0, blk, &mut acc)
+                            };
+                            #[cfg(not(target_arch = "x86_64"))]
+                            let _ = blk; // never prepared off x86-64
+                        }
                     }
                     for (i, a) in acc.iter().take(nr).enumerate() {
                         // |partial sums| < 2^18 · 2^42: no overflow in i64.
