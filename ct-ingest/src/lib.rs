@@ -58,6 +58,7 @@ pub mod http;
 pub mod ingest;
 pub mod metrics;
 pub mod rfc6962;
+pub mod signal;
 pub mod static_ct;
 pub mod store;
 #[cfg(feature = "testlog")]

@@ -180,7 +180,7 @@ async fn main() -> Result<()> {
             // a pass it abandons the pass (nothing is lost: the next run
             // resumes from the last verified commit), between passes it ends
             // the wait.
-            let stop = stop_signal();
+            let stop = ct_ingest::signal::stop_requested();
             tokio::pin!(stop);
             loop {
                 let start = unix_now();
@@ -230,26 +230,4 @@ async fn main() -> Result<()> {
         }
     }
     Ok(())
-}
-
-/// Resolves on Ctrl-C or (on Unix) SIGTERM.
-async fn stop_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        _ = ctrl_c => {}
-        _ = term => {}
-    }
 }
