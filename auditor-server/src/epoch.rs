@@ -240,7 +240,9 @@ pub fn build_epoch(snap: &Snapshot, epoch: u64, bp: &BuildParams, out: &Path) ->
     for (id, &(first, count)) in plan.iter().enumerate() {
         let bits = u64::from(count) * filter_bits;
         let t = Instant::now();
-        let mut bitmap = vec![0u8; (bits / 8) as usize];
+        // zeroed and advised for huge pages before the filters write it, so
+        // the database needs no page collapse later
+        let mut bitmap = pir_core::kernel::zeroed_huge::<u8>((bits / 8) as usize);
         let chunk = (filter_bits / 8) as usize;
         bitmap
             .par_chunks_mut(chunk)

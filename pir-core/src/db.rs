@@ -16,6 +16,7 @@
 //! N = 2^8), which keeps ‖D‖∞ ≤ N/2 as Theorem 3.4 assumes.
 
 use crate::error::{Error, Result};
+use crate::kernel;
 use crate::params::DbShape;
 
 /// An ℓ1 × ℓ2 matrix of records in Z_N, N = 2^record_bits ≤ 2^8.
@@ -86,7 +87,7 @@ impl Database {
         Database {
             shape,
             record_bits,
-            data: vec![0u8; shape.records()],
+            data: kernel::zeroed_huge::<u8>(shape.records()),
             tiled: is_tiled(shape),
         }
     }
@@ -113,6 +114,9 @@ impl Database {
         if tiled {
             tile_in_place(shape, &mut data);
         }
+        // Every answer streams the whole buffer: back it with huge pages
+        // (free if it came from `kernel::zeroed_huge`).
+        kernel::collapse_huge_pages(&mut data);
         Ok(Database {
             shape,
             record_bits,
@@ -127,10 +131,10 @@ impl Database {
         record_bits: u32,
         mut f: impl FnMut(usize, usize) -> u8,
     ) -> Result<Self> {
-        let mut data = Vec::with_capacity(shape.records());
-        for j in 0..shape.ell2 {
-            for i in 0..shape.ell1 {
-                data.push(f(i, j));
+        let mut data = kernel::zeroed_huge::<u8>(shape.records());
+        for (j, col) in data.chunks_exact_mut(shape.ell1.max(1)).enumerate() {
+            for (i, d) in col.iter_mut().enumerate() {
+                *d = f(i, j);
             }
         }
         Self::from_column_major(shape, record_bits, data)
@@ -259,9 +263,8 @@ impl BitDatabase {
             });
         }
         let shape = DbShape::for_bits(bits, Self::RECORD_BITS);
-        let mut data = Vec::with_capacity(shape.records());
-        data.extend_from_slice(bitmap);
-        data.resize(shape.records(), 0);
+        let mut data = kernel::zeroed_huge::<u8>(shape.records());
+        data[..bytes].copy_from_slice(bitmap);
         Ok(BitDatabase {
             bits,
             db: Database::from_column_major(shape, Self::RECORD_BITS, data)?,

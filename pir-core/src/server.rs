@@ -285,7 +285,9 @@ fn parse_hint_file(
     let pb = params.p_bits;
     let half = 1i32 << (pb - 1);
     let leftover = (params.d1 * params.q1_tilde_bits as usize) % pb as usize;
-    let mut hint = Vec::with_capacity(kh * shape.ell2);
+    // Read once per answer by the DoublePIR pass: huge pages.
+    let mut hint = kernel::zeroed_huge::<i16>(kh * shape.ell2);
+    hint.clear();
     for (r, row) in signed[HINT_HEADER..]
         .chunks_exact(2 * shape.ell2)
         .enumerate()
@@ -700,8 +702,10 @@ impl Server {
             }
             repack_column(&params, hsum, out);
         };
-        let mut hint = vec![0i16; kh * ell2];
-        let mut ad = vec![0u32; d1 * ell2];
+        // Read once per answer by the DoublePIR pass: huge pages.
+        let mut hint = kernel::zeroed_huge::<i16>(kh * ell2);
+        // read and written column by column by `update`
+        let mut ad = kernel::zeroed_huge::<u32>(d1 * ell2);
         const CHUNK: usize = 64;
         let mut cols = vec![0i16; CHUNK * kh];
         let mut j0 = 0;

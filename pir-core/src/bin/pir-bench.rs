@@ -110,7 +110,7 @@ fn run(args: &Args) -> Result<()> {
 
     // Random bitmap.
     let mut rng = ChaCha8Rng::seed_from_u64(args.db_bits as u64);
-    let mut bitmap = vec![0u8; (bits / 8) as usize];
+    let mut bitmap = pir_core::kernel::zeroed_huge::<u8>((bits / 8) as usize);
     rng.fill_bytes(&mut bitmap);
     let bitdb = BitDatabase::from_bitmap_owned(bits, bitmap)?;
     let db_bytes = bitdb.database().as_bytes().len();
