@@ -8,9 +8,9 @@
 //! log misbehaved cryptographically" ([`Error::BadSignature`],
 //! [`Error::InvalidProof`], [`Error::RootMismatch`], ...).
 //!
-//! ct-ingest's own error type has a variant of the same name and fields for
-//! each of these (plus its network, configuration and store failures) and
-//! converts from this one with `From`, so `?` carries these errors across.
+//! ct-ingest's own error type carries this one unchanged in its `Ct` variant
+//! (next to its network, configuration and store failures), so `?` carries
+//! these errors across with their messages.
 
 /// Convenience alias used by every fallible function of this crate.
 pub type Result<T> = std::result::Result<T, Error>;

@@ -554,11 +554,12 @@ fn read_capped(path: &Path, max: usize) -> Result<Vec<u8>> {
     let mut buf = Vec::new();
     f.take(max as u64 + 1).read_to_end(&mut buf).map_err(io)?;
     if buf.len() > max {
-        return Err(Error::TooLarge {
+        return Err(ct_core::Error::TooLarge {
             what: "file",
             len: buf.len(),
             max,
-        });
+        }
+        .into());
     }
     Ok(buf)
 }

@@ -269,11 +269,14 @@ impl HttpClient {
         }
         if let Some(len) = resp.content_length() {
             if len > max_bytes as u64 {
-                return Err(Attempt::Fatal(Error::TooLarge {
-                    what: "HTTP response body",
-                    len: usize::try_from(len).unwrap_or(usize::MAX),
-                    max: max_bytes,
-                }));
+                return Err(Attempt::Fatal(
+                    ct_core::Error::TooLarge {
+                        what: "HTTP response body",
+                        len: usize::try_from(len).unwrap_or(usize::MAX),
+                        max: max_bytes,
+                    }
+                    .into(),
+                ));
             }
         }
         let mut body = Vec::with_capacity(
@@ -285,11 +288,14 @@ impl HttpClient {
             match resp.chunk().await {
                 Ok(Some(chunk)) => {
                     if body.len() + chunk.len() > max_bytes {
-                        return Err(Attempt::Fatal(Error::TooLarge {
-                            what: "HTTP response body",
-                            len: body.len() + chunk.len(),
-                            max: max_bytes,
-                        }));
+                        return Err(Attempt::Fatal(
+                            ct_core::Error::TooLarge {
+                                what: "HTTP response body",
+                                len: body.len() + chunk.len(),
+                                max: max_bytes,
+                            }
+                            .into(),
+                        ));
                     }
                     body.extend_from_slice(&chunk);
                 }

@@ -203,7 +203,9 @@ impl Source {
             }
             Source::Static(c) => {
                 let tile = tile_for_size(0, start / TILE_WIDTH, tree_size).ok_or_else(|| {
-                    Error::InvalidArgument(format!("no data tile for {start} at size {tree_size}"))
+                    ct_core::Error::InvalidArgument(format!(
+                        "no data tile for {start} at size {tree_size}"
+                    ))
                 })?;
                 let first = start / TILE_WIDTH * TILE_WIDTH;
                 let mut all = c.data_tile(tile).await?;
@@ -222,10 +224,11 @@ impl Source {
         };
         for (e, index) in entries.iter().zip(start..) {
             if e.leaf_index != index {
-                return Err(Error::LeafIndexMismatch {
+                return Err(ct_core::Error::LeafIndexMismatch {
                     expected: index,
                     found: e.leaf_index,
-                });
+                }
+                .into());
             }
         }
         if entries.len() as u64 != end - start {
@@ -248,9 +251,10 @@ impl Source {
         let b = prefix.size();
         if b == head.tree_size {
             if prefix.root() != head.root {
-                return Err(Error::RootMismatch {
+                return Err(ct_core::Error::RootMismatch {
                     what: "entries downloaded up to the signed tree head",
-                });
+                }
+                .into());
             }
             return Ok(());
         }
@@ -270,9 +274,10 @@ impl Source {
                     .root_with_prefix(prefix, head.tree_size, head.tree_size, cache)
                     .await?;
                 if root != head.root {
-                    return Err(Error::RootMismatch {
+                    return Err(ct_core::Error::RootMismatch {
                         what: "downloaded prefix plus hash tiles vs the signed checkpoint",
-                    });
+                    }
+                    .into());
                 }
                 Ok(())
             }
@@ -486,10 +491,10 @@ pub async fn ingest_log(
     if let Some(root) = stored_root.filter(|_| stored_size > 0) {
         if head.tree_size == stored_size {
             if head.root != root {
-                return Err(Error::RootMismatch {
+                return Err(ct_core::Error::RootMismatch {
                     what:
                         "signed tree head of the already verified size (the log presents two views)",
-                });
+                }.into());
             }
         } else {
             match &*source {
@@ -502,10 +507,11 @@ pub async fn ingest_log(
                         .root_with_prefix(&compact, stored_size, head.tree_size, &mut cache)
                         .await?;
                     if old != root {
-                        return Err(Error::RootMismatch {
+                        return Err(ct_core::Error::RootMismatch {
                             what: "verified tree head recomputed from the new checkpoint's tiles \
                                    (the new tree does not extend it)",
-                        });
+                        }
+                        .into());
                     }
                 }
             }
@@ -520,10 +526,11 @@ pub async fn ingest_log(
                 .root_with_prefix(&compact, head.tree_size, head.tree_size, &mut cache)
                 .await?;
             if new_root != head.root {
-                return Err(Error::RootMismatch {
+                return Err(ct_core::Error::RootMismatch {
                     what: "checkpoint vs the verified prefix plus the new tree's hash tiles \
                            (the new tree does not extend the verified one)",
-                });
+                }
+                .into());
             }
         }
     }

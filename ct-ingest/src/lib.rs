@@ -7,15 +7,15 @@
 //! list) lives in the [`ct_core`] crate, which does no I/O and is shared with
 //! `browser-client`. Its modules are re-exported here at their old paths
 //! (`ct_ingest::merkle`, `ct_ingest::sth`, ...) together with its top-level
-//! items, and its errors convert into this crate's [`Error`] (same variant
-//! names) with `?`. This crate adds the log clients, the ingestion loop, the
-//! entry store and the local test log on top.
+//! items, and its errors are carried in this crate's [`Error`] as
+//! [`Error::Ct`] (`?` wraps them). This crate adds the log clients, the
+//! ingestion loop, the entry store and the local test log on top.
 //!
 //! # Modules
 //!
 //! | module | what | specifications |
 //! |---|---|---|
-//! | [`error`] | the crate's [`Error`] and [`Result`] (a superset of `ct_core::Error`) | |
+//! | [`error`] | the crate's [`Error`] and [`Result`] (`ct_core::Error` in [`Error::Ct`], plus network, configuration and store failures) | |
 //! | [`tls`] (`ct_core`) | TLS presentation-language [`tls::Reader`] / [`tls::Writer`] | RFC 5246 §4, RFC 8446 §3 |
 //! | [`leaf`] (`ct_core`) | `MerkleTreeLeaf`, `TimestampedEntry`, `CtExtensions` / `leaf_index`, `TileLeaf`, data tiles (gzip) | RFC 6962 §3.1–§3.4, c2sp.org/static-ct-api |
 //! | [`x509`] (`ct_core`) | `notBefore` / `notAfter` of certificates and precert TBSCertificates | RFC 5280 §4.1 |

@@ -106,9 +106,10 @@ impl Rfc6962Client {
     /// than asked, or any undecodable entry is an error.
     pub async fn get_entries(&self, start: u64, end: u64) -> Result<Vec<Entry>> {
         if end <= start {
-            return Err(Error::InvalidArgument(format!(
+            return Err(ct_core::Error::InvalidArgument(format!(
                 "get-entries of the empty range [{start}, {end})"
-            )));
+            ))
+            .into());
         }
         let url = format!("{}get-entries?start={start}&end={}", self.prefix, end - 1);
         let resp = self.ep.get(&url, usize::MAX).await?;
@@ -118,26 +119,29 @@ impl Rfc6962Client {
 
 /// Parses a `get-sth-consistency` body.
 pub fn parse_consistency(body: &[u8]) -> Result<Vec<Hash>> {
-    let j: ConsistencyJson = serde_json::from_slice(body).map_err(|source| Error::Json {
-        what: "get-sth-consistency response",
-        source,
-    })?;
+    let j: ConsistencyJson =
+        serde_json::from_slice(body).map_err(|source| ct_core::Error::Json {
+            what: "get-sth-consistency response",
+            source,
+        })?;
     if j.consistency.len() > MAX_PROOF_LEN {
-        return Err(Error::TooLarge {
+        return Err(ct_core::Error::TooLarge {
             what: "consistency proof",
             len: j.consistency.len(),
             max: MAX_PROOF_LEN,
-        });
+        }
+        .into());
     }
     j.consistency
         .iter()
         .map(|h| {
             let b = decode_base64(h, "consistency proof hash", HASH_LEN)?;
-            <Hash>::try_from(b.as_slice()).map_err(|_| Error::TooSmall {
+            let hash = <Hash>::try_from(b.as_slice()).map_err(|_| ct_core::Error::TooSmall {
                 what: "consistency proof hash",
                 len: b.len(),
                 min: HASH_LEN,
-            })
+            })?;
+            Ok(hash)
         })
         .collect()
 }
@@ -145,10 +149,11 @@ pub fn parse_consistency(body: &[u8]) -> Result<Vec<Hash>> {
 /// Parses a `get-entries` body for a request of `requested` entries from
 /// `start`: 1..=`requested` entries, each decoded (see [`decode_entry`]).
 pub fn parse_get_entries(body: &[u8], start: u64, requested: u64) -> Result<Vec<Entry>> {
-    let j: GetEntriesJson<'_> = serde_json::from_slice(body).map_err(|source| Error::Json {
-        what: "get-entries response",
-        source,
-    })?;
+    let j: GetEntriesJson<'_> =
+        serde_json::from_slice(body).map_err(|source| ct_core::Error::Json {
+            what: "get-entries response",
+            source,
+        })?;
     let n = j.entries.len() as u64;
     if n == 0 || n > requested {
         return Err(Error::malformed(

@@ -85,7 +85,10 @@ impl StaticCtClient {
             .await?;
         let leaves = parse_data_tile_checked(served, &resp.body)?;
         let first = tile.leaf_range().map(|(s, _)| s).ok_or_else(|| {
-            Error::InvalidArgument(format!("data tile {} is out of range", tile.data_path()))
+            ct_core::Error::InvalidArgument(format!(
+                "data tile {} is out of range",
+                tile.data_path()
+            ))
         })?;
         Ok(leaves
             .iter()
@@ -152,10 +155,11 @@ impl StaticCtClient {
         cache: &mut TileCache,
     ) -> Result<Hash> {
         if prefix.size() > m || m > tree_size {
-            return Err(Error::InvalidArgument(format!(
+            return Err(ct_core::Error::InvalidArgument(format!(
                 "cannot extend a prefix of {} leaves to {m} with a tree of {tree_size}",
                 prefix.size()
-            )));
+            ))
+            .into());
         }
         let plan = subtree_decomposition(prefix.size(), m)
             .into_iter()
@@ -221,19 +225,21 @@ fn subtree_location(first: u64, height: u32, tree_size: u64) -> Result<SubtreeLo
     let r = height % TILE_HEIGHT;
     let index_at_level = first >> (TILE_HEIGHT * level);
     let tile_index = index_at_level / TILE_WIDTH;
-    let level = u8::try_from(level)
-        .map_err(|_| Error::InvalidArgument(format!("subtree height {height} is too large")))?;
+    let level = u8::try_from(level).map_err(|_| {
+        ct_core::Error::InvalidArgument(format!("subtree height {height} is too large"))
+    })?;
     let tile = tile_for_size(level, tile_index, tree_size).ok_or_else(|| {
-        Error::InvalidArgument(format!(
+        ct_core::Error::InvalidArgument(format!(
             "tile {level}/{tile_index} does not exist at size {tree_size}"
         ))
     })?;
     let offset = (index_at_level % TILE_WIDTH) as usize;
     let count = 1usize << r;
     if offset + count > usize::from(tile.width()) {
-        return Err(Error::InvalidArgument(format!(
+        return Err(ct_core::Error::InvalidArgument(format!(
             "subtree at {first} of height {height} is not complete at size {tree_size}"
-        )));
+        ))
+        .into());
     }
     Ok(SubtreeLocation {
         tile,
@@ -249,23 +255,24 @@ pub fn extend_with_subtree(range: &CompactRange, height: u32, hash: Hash) -> Res
     let span = 1u64
         .checked_shl(height)
         .filter(|_| height < 64)
-        .ok_or_else(|| Error::InvalidArgument(format!("subtree height {height}")))?;
+        .ok_or_else(|| ct_core::Error::InvalidArgument(format!("subtree height {height}")))?;
     let size = range.size();
     if size & (span - 1) != 0 {
-        return Err(Error::InvalidArgument(format!(
+        return Err(ct_core::Error::InvalidArgument(format!(
             "a subtree of {span} leaves cannot start at {size}"
-        )));
+        ))
+        .into());
     }
     let new_size = size
         .checked_add(span)
-        .ok_or_else(|| Error::InvalidArgument("compact range is full".into()))?;
+        .ok_or_else(|| ct_core::Error::InvalidArgument("compact range is full".into()))?;
     let mut nodes = range.nodes().to_vec();
     let mut h = hash;
     let mut s = size >> height;
     while s & 1 == 1 {
-        let left = nodes
-            .pop()
-            .ok_or_else(|| Error::InvalidArgument("compact range has too few nodes".into()))?;
+        let left = nodes.pop().ok_or_else(|| {
+            ct_core::Error::InvalidArgument("compact range has too few nodes".into())
+        })?;
         h = node_hash(&left, &h);
         s >>= 1;
     }

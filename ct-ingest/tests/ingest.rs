@@ -536,7 +536,10 @@ async fn refused(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wrong_root_is_refused() -> TestResult {
     refused("wrongroot", Misbehaviour::WrongRoot, true, |e| {
-        matches!(e, Error::RootMismatch { .. } | Error::InvalidProof(_))
+        matches!(
+            e,
+            Error::Ct(ct_core::Error::RootMismatch { .. } | ct_core::Error::InvalidProof(_))
+        )
     })
     .await
 }
@@ -544,7 +547,10 @@ async fn wrong_root_is_refused() -> TestResult {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn forked_tree_is_refused() -> TestResult {
     refused("fork", Misbehaviour::ForkedTree, false, |e| {
-        matches!(e, Error::RootMismatch { .. } | Error::InvalidProof(_))
+        matches!(
+            e,
+            Error::Ct(ct_core::Error::RootMismatch { .. } | ct_core::Error::InvalidProof(_))
+        )
     })
     .await
 }
@@ -554,17 +560,18 @@ async fn garbage_is_refused() -> TestResult {
     refused("garbage", Misbehaviour::Garbage, true, |e| {
         matches!(
             e,
-            Error::Json { .. }
-                | Error::Base64 { .. }
-                | Error::Malformed { .. }
-                | Error::Truncated { .. }
-                | Error::TrailingBytes { .. }
-                | Error::TooLarge { .. }
-                | Error::TooSmall { .. }
-                | Error::UnknownEnum { .. }
-                | Error::Decompress(_)
-                | Error::NoKnownSignature { .. }
-                | Error::Http { .. }
+            Error::Ct(
+                ct_core::Error::Json { .. }
+                    | ct_core::Error::Base64 { .. }
+                    | ct_core::Error::Malformed { .. }
+                    | ct_core::Error::Truncated { .. }
+                    | ct_core::Error::TrailingBytes { .. }
+                    | ct_core::Error::TooLarge { .. }
+                    | ct_core::Error::TooSmall { .. }
+                    | ct_core::Error::UnknownEnum { .. }
+                    | ct_core::Error::Decompress(_)
+                    | ct_core::Error::NoKnownSignature { .. }
+            ) | Error::Http { .. }
         )
     })
     .await
@@ -838,12 +845,18 @@ async fn http_retries_timeouts_and_caps() -> TestResult {
     let big = "x".repeat(5000);
     let url = scripted_server(vec![reply("200 OK", "", &big)])?;
     let err = client()?.get(&url, 1000).await.expect_err("too large");
-    assert!(matches!(err, Error::TooLarge { .. }), "{err}");
+    assert!(
+        matches!(err, Error::Ct(ct_core::Error::TooLarge { .. })),
+        "{err}"
+    );
     let url = scripted_server(vec![Some(format!(
         "HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n{big}"
     ))])?;
     let err = client()?.get(&url, 1000).await.expect_err("too large");
-    assert!(matches!(err, Error::TooLarge { .. }), "{err}");
+    assert!(
+        matches!(err, Error::Ct(ct_core::Error::TooLarge { .. })),
+        "{err}"
+    );
 
     // A server that never answers: per-request timeout, retried, then
     // Error::Timeout.

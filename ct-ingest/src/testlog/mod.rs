@@ -407,9 +407,10 @@ impl TestLog {
     /// Starts an empty log with explicit listening address and key seed.
     pub async fn start_with(cfg: TestLogConfig, opts: StartOptions) -> Result<TestLog> {
         if cfg.max_get_entries == 0 {
-            return Err(Error::InvalidArgument(
+            return Err(ct_core::Error::InvalidArgument(
                 "max_get_entries must be at least 1".into(),
-            ));
+            )
+            .into());
         }
         let signer = match &opts.key_seed {
             Some(seed) => LogSigner::from_seed(seed)?,

@@ -153,9 +153,10 @@ impl LogSigner {
     /// used here for the log ID).
     pub fn checkpoint_for(&self, origin: &str, sth: &SignedTreeHead) -> Result<String> {
         if !is_valid_key_name(origin) {
-            return Err(Error::InvalidArgument(format!(
+            return Err(ct_core::Error::InvalidArgument(format!(
                 "checkpoint origin {origin:?} is not a valid note key name"
-            )));
+            ))
+            .into());
         }
         let text = Checkpoint {
             origin: origin.to_owned(),
