@@ -171,6 +171,21 @@ impl Database {
         Ok(())
     }
 
+    /// Overwrites record (row, col) and returns the value it held (one
+    /// offset computation: the update path of `Server::update`).
+    pub fn replace(&mut self, row: usize, col: usize, value: u8) -> Result<u8> {
+        self.check(row, col)?;
+        if self.record_bits < 8 && value as u32 >= 1 << self.record_bits {
+            return Err(Error::RecordOutOfRange {
+                index: col * self.shape.ell1 + row,
+                value,
+                modulus: 1 << self.record_bits,
+            });
+        }
+        let off = offset(self.shape, self.tiled, row, col);
+        Ok(std::mem::replace(&mut self.data[off], value))
+    }
+
     fn check(&self, row: usize, col: usize) -> Result<()> {
         if row >= self.shape.ell1 || col >= self.shape.ell2 {
             return Err(Error::IndexOutOfRange {

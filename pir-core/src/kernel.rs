@@ -1457,9 +1457,12 @@ pub enum PageAdvice {
 }
 
 /// The 2 MiB-aligned interior of `buf` as (address, length), if any.
+/// `PIR_HUGE_PAGES=0` turns the advice off (for A/B benchmarks).
 fn huge_range<T>(buf: &mut [T]) -> Option<(usize, usize)> {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let on = *ON.get_or_init(|| std::env::var("PIR_HUGE_PAGES").map_or(true, |v| v != "0"));
     let bytes = std::mem::size_of_val(buf);
-    if bytes < HUGE_PAGE_MIN {
+    if !on || bytes < HUGE_PAGE_MIN {
         return None;
     }
     let p = buf.as_mut_ptr() as usize;
@@ -1539,80 +1542,351 @@ pub fn prefetch(data: &[u8], index: usize) {
     let _ = (data, index);
 }
 
-/// `dst[i] += delta·src[i]` (mod 2^32) — the column update of A1·D used by
-/// `Server::update`. Runtime-dispatched: AVX-512F or AVX2 (`vpmulld`), with
-/// [`axpy_wrapping_scalar`] as the twin.
-pub fn axpy_wrapping(dst: &mut [u32], delta: u32, src: &[u32]) {
-    let n = dst.len().min(src.len());
+/// `col[k] += Σ_t δ_t·g[o_t + k]` (mod 2^32) for every k, with `terms` the
+/// pairs (δ_t, o_t): every change of one column of A1·D at once
+/// (`Server::update`). Each term is a contiguous run of `g`, the doubled and
+/// reversed a1 blocks, so that a column of NCyclicMat(a1,b) is one forward
+/// slice with its negacyclic sign already applied. The column is read and
+/// written once; each 16-row block is accumulated in a register over all
+/// terms. Runtime-dispatched: AVX-512F or AVX2 (`vpmulld`), with
+/// [`add_scaled_runs_scalar`] as the twin.
+///
+/// # Panics
+/// If a run `g[o_t .. o_t + col.len()]` is out of bounds (a caller bug: the
+/// offsets are computed from validated rows).
+pub fn add_scaled_runs(col: &mut [u32], terms: &[(u32, usize)], g: &[u32]) {
+    let n = col.len();
+    assert!(
+        terms.iter().all(|&(_, o)| o <= g.len() && g.len() - o >= n),
+        "run outside g"
+    );
     #[cfg(target_arch = "x86_64")]
     {
         if matches!(Kernel::selected(), Kernel::Avx512Bw | Kernel::Avx512Vnni) && avx512() {
-            // SAFETY: avx512f detected at runtime; both slices have ≥ n elements.
-            unsafe { axpy_avx2::axpy512(&mut dst[..n], delta, &src[..n]) };
+            // SAFETY: avx512f detected at runtime; every run has ≥ n
+            // elements (asserted above).
+            unsafe { runs_simd::runs512(col, terms, g) };
             return;
         }
         if std::arch::is_x86_feature_detected!("avx2") && Kernel::selected() != Kernel::Scalar {
-            // SAFETY: avx2 detected at runtime; both slices have ≥ n elements.
-            unsafe { axpy_avx2::axpy(&mut dst[..n], delta, &src[..n]) };
+            // SAFETY: avx2 detected at runtime; every run has ≥ n elements.
+            unsafe { runs_simd::runs256(col, terms, g) };
             return;
         }
     }
-    axpy_wrapping_scalar(&mut dst[..n], delta, &src[..n]);
+    add_scaled_runs_scalar(col, terms, g, 0);
 }
 
-/// Scalar twin of [`axpy_wrapping`].
-pub fn axpy_wrapping_scalar(dst: &mut [u32], delta: u32, src: &[u32]) {
-    for (d, &s) in dst.iter_mut().zip(src) {
-        *d = d.wrapping_add(delta.wrapping_mul(s));
+/// Scalar twin of [`add_scaled_runs`] for rows `from..`.
+pub fn add_scaled_runs_scalar(col: &mut [u32], terms: &[(u32, usize)], g: &[u32], from: usize) {
+    for (k, c) in col.iter_mut().enumerate().skip(from) {
+        for &(d, o) in terms {
+            *c = c.wrapping_add(d.wrapping_mul(g[o + k]));
+        }
     }
 }
 
 #[cfg(target_arch = "x86_64")]
-mod axpy_avx2 {
+mod runs_simd {
     use std::arch::x86_64::*;
 
-    /// # Safety
-    /// avx2 must be available; `dst.len() == src.len()`.
-    #[target_feature(enable = "avx2")]
-    pub unsafe fn axpy(dst: &mut [u32], delta: u32, src: &[u32]) {
-        let n = dst.len();
-        let n8 = n / 8 * 8;
-        let dv = _mm256_set1_epi32(delta as i32);
-        let mut i = 0;
-        while i < n8 {
-            // SAFETY: i + 8 <= n8 <= n = len of both slices.
-            unsafe {
-                let s = _mm256_loadu_si256(src.as_ptr().add(i) as *const __m256i);
-                let d = _mm256_loadu_si256(dst.as_ptr().add(i) as *const __m256i);
-                let r = _mm256_add_epi32(d, _mm256_mullo_epi32(dv, s));
-                _mm256_storeu_si256(dst.as_mut_ptr().add(i) as *mut __m256i, r);
-            }
-            i += 8;
-        }
-        super::axpy_wrapping_scalar(&mut dst[n8..], delta, &src[n8..]);
-    }
-
-    /// 16-lane AVX-512 twin of [`axpy`].
+    /// 16-lane twin of [`super::add_scaled_runs`].
     ///
     /// # Safety
-    /// avx512f must be available; `dst.len() == src.len()`.
+    /// avx512f must be available; `g.len() ≥ o + col.len()` for every term.
     #[target_feature(enable = "avx512f")]
-    pub unsafe fn axpy512(dst: &mut [u32], delta: u32, src: &[u32]) {
-        let n = dst.len();
-        let n16 = n / 16 * 16;
-        let dv = _mm512_set1_epi32(delta as i32);
-        let mut i = 0;
-        while i < n16 {
-            // SAFETY: i + 16 <= n16 <= n = len of both slices.
+    pub unsafe fn runs512(col: &mut [u32], terms: &[(u32, usize)], g: &[u32]) {
+        let n16 = col.len() / 16 * 16;
+        let mut k = 0;
+        while k < n16 {
+            // SAFETY: k + 16 ≤ n16 ≤ col.len(), and each run o.. has ≥
+            // col.len() elements, so every 16-lane load and the store stay
+            // inside `g` and `col`.
             unsafe {
-                let s = _mm512_loadu_si512(src.as_ptr().add(i) as *const __m512i);
-                let d = _mm512_loadu_si512(dst.as_ptr().add(i) as *const __m512i);
-                let r = _mm512_add_epi32(d, _mm512_mullo_epi32(dv, s));
-                _mm512_storeu_si512(dst.as_mut_ptr().add(i) as *mut __m512i, r);
+                let mut acc = _mm512_loadu_si512(col.as_ptr().add(k) as *const __m512i);
+                for &(d, o) in terms {
+                    let x = _mm512_loadu_si512(g.as_ptr().add(o + k) as *const __m512i);
+                    acc = _mm512_add_epi32(acc, _mm512_mullo_epi32(_mm512_set1_epi32(d as i32), x));
+                }
+                _mm512_storeu_si512(col.as_mut_ptr().add(k) as *mut __m512i, acc);
             }
-            i += 16;
+            k += 16;
         }
-        super::axpy_wrapping_scalar(&mut dst[n16..], delta, &src[n16..]);
+        super::add_scaled_runs_scalar(col, terms, g, n16);
+    }
+
+    /// 8-lane twin of [`super::add_scaled_runs`].
+    ///
+    /// # Safety
+    /// avx2 must be available; `g.len() ≥ o + col.len()` for every term.
+    #[target_feature(enable = "avx2")]
+    pub unsafe fn runs256(col: &mut [u32], terms: &[(u32, usize)], g: &[u32]) {
+        let n8 = col.len() / 8 * 8;
+        let mut k = 0;
+        while k < n8 {
+            // SAFETY: as in runs512, with 8 lanes.
+            unsafe {
+                let mut acc = _mm256_loadu_si256(col.as_ptr().add(k) as *const __m256i);
+                for &(d, o) in terms {
+                    let x = _mm256_loadu_si256(g.as_ptr().add(o + k) as *const __m256i);
+                    acc = _mm256_add_epi32(acc, _mm256_mullo_epi32(_mm256_set1_epi32(d as i32), x));
+                }
+                _mm256_storeu_si256(col.as_mut_ptr().add(k) as *mut __m256i, acc);
+            }
+            k += 8;
+        }
+        super::add_scaled_runs_scalar(col, terms, g, n8);
+    }
+}
+
+/// Eight consecutive chunks of a planned column packing (App. B; see
+/// `server::ChunkPlan`): chunk t's bits start in rounded value
+/// `base + idx[t]` at bit `off[t]` of the window `r[i] | r[i+1]·2^w`.
+#[derive(Clone, Copy, Debug)]
+pub struct PackGroup {
+    /// Lanes 0..8: value index of chunk t relative to `base`; lanes 8..16:
+    /// the same plus one (the window's upper value).
+    pub idx: [u32; 16],
+    /// Bit offset of chunk t in its window (< w).
+    pub off: [u64; 8],
+    /// Index of the group's first value.
+    pub base: u32,
+}
+
+/// Writes chunk t of group g — the `pb` bits at `off` of the window
+/// `r[i] | r[i+1]·2^w`, sign-extended to [−2^(pb−1), 2^(pb−1)) — to
+/// `out[(8g + t)·stride]`. Runtime-dispatched: AVX-512F (one permute gathers
+/// the 16 window values of a group, 64-bit variable shifts extract the eight
+/// chunks), with [`pack_groups_scalar`] as the twin.
+///
+/// # Panics
+/// If `r` holds fewer than `base + 16` values for some group, an index is
+/// ≥ 15, or `out` is too short (caller bugs: the plan is built from the
+/// parameters).
+pub fn pack_groups(
+    r: &[u32],
+    groups: &[PackGroup],
+    w: u32,
+    pb: u32,
+    out: &mut [i16],
+    stride: usize,
+) {
+    assert!((1..=32).contains(&w) && (1..=16).contains(&pb) && stride >= 1);
+    assert!(groups
+        .iter()
+        .all(|g| g.idx.iter().all(|&i| i < 16) && r.len() >= g.base as usize + 16));
+    assert!(groups.is_empty() || out.len() > (8 * groups.len() - 1) * stride);
+    #[cfg(target_arch = "x86_64")]
+    {
+        if matches!(Kernel::selected(), Kernel::Avx512Bw | Kernel::Avx512Vnni) && avx512() {
+            // SAFETY: avx512f detected at runtime; the bounds the loads and
+            // stores rely on are asserted above.
+            unsafe { pack_simd::groups512(r, groups, w, pb, out, stride) };
+            return;
+        }
+    }
+    pack_groups_scalar(r, groups, w, pb, out, stride);
+}
+
+/// Scalar twin of [`pack_groups`].
+pub fn pack_groups_scalar(
+    r: &[u32],
+    groups: &[PackGroup],
+    w: u32,
+    pb: u32,
+    out: &mut [i16],
+    stride: usize,
+) {
+    let sh = 64 - pb;
+    for (g, grp) in groups.iter().enumerate() {
+        for t in 0..8 {
+            let i = grp.base as usize + grp.idx[t] as usize;
+            let win = u64::from(r[i]) | u64::from(r[i + 1]) << w;
+            let c = ((win >> grp.off[t]) << sh) as i64 >> sh;
+            out[(8 * g + t) * stride] = c as i16;
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod pack_simd {
+    use super::PackGroup;
+    use std::arch::x86_64::*;
+
+    /// AVX-512F chunk step of [`super::pack_columns8`]: lanes are columns,
+    /// so every chunk is two 8-word loads, a few 64-bit shifts and one
+    /// 16-byte store.
+    ///
+    /// # Safety
+    /// avx512f must be available, and the bounds asserted by
+    /// [`super::pack_columns8`] must hold.
+    #[target_feature(enable = "avx512f")]
+    pub unsafe fn columns8_512(
+        r: &[u32],
+        w: u32,
+        pb: u32,
+        starts: &[(u32, u32)],
+        out: &mut [i16],
+        stride: usize,
+    ) {
+        let wc = _mm_cvtsi32_si128(w as i32);
+        let sh = _mm_cvtsi32_si128(64 - pb as i32);
+        for (k, &(i, off)) in starts.iter().enumerate() {
+            let i = i as usize;
+            // SAFETY: 8(i + 1) + 8 ≤ r.len() and k·stride + 8 ≤ out.len()
+            // (asserted by the caller).
+            unsafe {
+                let lo = _mm512_cvtepu32_epi64(_mm256_loadu_si256(
+                    r.as_ptr().add(8 * i) as *const __m256i
+                ));
+                let hi = _mm512_cvtepu32_epi64(_mm256_loadu_si256(
+                    r.as_ptr().add(8 * (i + 1)) as *const __m256i
+                ));
+                let win = _mm512_or_si512(lo, _mm512_sll_epi64(hi, wc));
+                let x = _mm512_srl_epi64(win, _mm_cvtsi32_si128(off as i32));
+                let c = _mm512_sra_epi64(_mm512_sll_epi64(x, sh), sh);
+                _mm_storeu_si128(
+                    out.as_mut_ptr().add(k * stride) as *mut __m128i,
+                    _mm512_cvtepi64_epi16(c),
+                );
+            }
+        }
+    }
+
+    /// AVX-512F twin of [`super::pack_groups`].
+    ///
+    /// # Safety
+    /// avx512f must be available, and the bounds asserted by
+    /// [`super::pack_groups`] must hold.
+    #[target_feature(enable = "avx512f")]
+    pub unsafe fn groups512(
+        r: &[u32],
+        groups: &[PackGroup],
+        w: u32,
+        pb: u32,
+        out: &mut [i16],
+        stride: usize,
+    ) {
+        let wc = _mm_cvtsi32_si128(w as i32);
+        let sh = _mm_cvtsi32_si128(64 - pb as i32);
+        for (g, grp) in groups.iter().enumerate() {
+            // SAFETY: r[base..base + 16] is in bounds and idx/off are plain
+            // arrays of 16 u32 / 8 u64 (asserted by the caller).
+            let (lo, hi, off) = unsafe {
+                let v = _mm512_loadu_si512(r.as_ptr().add(grp.base as usize) as *const __m512i);
+                let idx = _mm512_loadu_si512(grp.idx.as_ptr() as *const __m512i);
+                let p = _mm512_permutexvar_epi32(idx, v);
+                let lo = _mm512_cvtepu32_epi64(_mm512_castsi512_si256(p));
+                let hi = _mm512_cvtepu32_epi64(_mm512_extracti64x4_epi64::<1>(p));
+                let off = _mm512_loadu_si512(grp.off.as_ptr() as *const __m512i);
+                (lo, hi, off)
+            };
+            let win = _mm512_or_si512(lo, _mm512_sll_epi64(hi, wc));
+            let c = _mm512_sra_epi64(_mm512_sll_epi64(_mm512_srlv_epi64(win, off), sh), sh);
+            let words = _mm512_cvtepi64_epi16(c);
+            if stride == 1 {
+                // SAFETY: out has ≥ 8g + 8 entries (asserted by the caller).
+                unsafe { _mm_storeu_si128(out.as_mut_ptr().add(8 * g) as *mut __m128i, words) };
+            } else {
+                let mut tmp = [0i16; 8];
+                // SAFETY: tmp is 16 bytes.
+                unsafe { _mm_storeu_si128(tmp.as_mut_ptr() as *mut __m128i, words) };
+                for (t, &x) in tmp.iter().enumerate() {
+                    out[(8 * g + t) * stride] = x;
+                }
+            }
+        }
+    }
+}
+
+/// Rounds eight columns of A1·D from 2^32 to 2^w and packs each into
+/// `starts.len()` chunks of `pb` bits (App. B; see `server::ChunkPlan`):
+/// chunk k of column c — the `pb` bits at `off_k` of the window
+/// `r[i_k] | r[i_k+1]·2^w`, sign-extended — goes to `out[k·stride + c]`.
+/// Eight columns at a time so that each chunk index is one 16-byte store
+/// into the row-major hint rows instead of eight 2-byte stores eight rows
+/// apart. `scratch` holds the rounded values interleaved (value i of column
+/// c at 8i + c). Runtime-dispatched: AVX-512F, with [`pack_columns8_scalar`]
+/// as the twin.
+///
+/// # Panics
+/// If the columns differ in length, a window reads past the last value + 1,
+/// `w ∉ [1, 32)`, `pb ∉ [1, 16]`, or `out` is too short (caller bugs).
+pub fn pack_columns8(
+    cols: [&[u32]; 8],
+    w: u32,
+    pb: u32,
+    starts: &[(u32, u32)],
+    scratch: &mut Vec<u32>,
+    out: &mut [i16],
+    stride: usize,
+) {
+    let n = cols[0].len();
+    assert!(cols.iter().all(|c| c.len() == n));
+    assert!((1..32).contains(&w) && (1..=16).contains(&pb) && stride >= 8);
+    assert!(starts
+        .iter()
+        .all(|&(i, off)| (i as usize) < n.max(1) && off < w));
+    assert!(starts.is_empty() || out.len() >= (starts.len() - 1) * stride + 8);
+    // interleave and round, plus one zero row for the last window
+    scratch.clear();
+    scratch.resize(8 * (n + 1), 0);
+    let (shift, half) = (32 - w, 1u32 << (31 - w));
+    for (c, col) in cols.iter().enumerate() {
+        for (i, &h) in col.iter().enumerate() {
+            // round_pow2 from q1 = 2^32: the carry out of bit 31 is the
+            // wrap-around mod 2^w
+            scratch[8 * i + c] = h.wrapping_add(half) >> shift;
+        }
+    }
+    #[cfg(target_arch = "x86_64")]
+    {
+        if matches!(Kernel::selected(), Kernel::Avx512Bw | Kernel::Avx512Vnni) && avx512() {
+            // SAFETY: avx512f detected at runtime; every window row i + 1 ≤ n
+            // is inside `scratch` (8(n + 1) values) and every 8-word store
+            // inside `out` (asserted above).
+            unsafe { pack_simd::columns8_512(scratch, w, pb, starts, out, stride) };
+            return;
+        }
+    }
+    pack_columns8_chunks(scratch, w, pb, starts, out, stride);
+}
+
+/// Scalar twin of [`pack_columns8`] (rounding included).
+pub fn pack_columns8_scalar(
+    cols: [&[u32]; 8],
+    w: u32,
+    pb: u32,
+    starts: &[(u32, u32)],
+    out: &mut [i16],
+    stride: usize,
+) {
+    let n = cols[0].len();
+    let mut r = vec![0u32; 8 * (n + 1)];
+    for (c, col) in cols.iter().enumerate() {
+        for (i, &h) in col.iter().enumerate() {
+            r[8 * i + c] = crate::arith::round_pow2(u64::from(h), 32, w) as u32;
+        }
+    }
+    pack_columns8_chunks(&r, w, pb, starts, out, stride);
+}
+
+/// The chunk step of [`pack_columns8`] on interleaved rounded values.
+fn pack_columns8_chunks(
+    r: &[u32],
+    w: u32,
+    pb: u32,
+    starts: &[(u32, u32)],
+    out: &mut [i16],
+    stride: usize,
+) {
+    let sh = 64 - pb;
+    for (k, &(i, off)) in starts.iter().enumerate() {
+        let i = i as usize;
+        for c in 0..8 {
+            let win = u64::from(r[8 * i + c]) | u64::from(r[8 * (i + 1) + c]) << w;
+            out[k * stride + c] = (((win >> off) << sh) as i64 >> sh) as i16;
+        }
     }
 }
 
@@ -1991,16 +2265,91 @@ mod tests {
     }
 
     #[test]
-    fn axpy_matches_scalar() {
+    fn pack_columns8_matches_scalar() {
+        let mut s = 12;
+        for (w, pb) in [(28u32, 15u32), (31, 16), (9, 9), (20, 3)] {
+            for n in [1usize, 5, 64] {
+                let cols: Vec<Vec<u32>> = (0..8)
+                    .map(|_| (0..n).map(|_| lcg(&mut s) as u32).collect())
+                    .collect();
+                let chunks = (n * w as usize).div_ceil(pb as usize);
+                let starts: Vec<(u32, u32)> = (0..chunks)
+                    .map(|k| {
+                        (
+                            (k * pb as usize / w as usize) as u32,
+                            (k * pb as usize % w as usize) as u32,
+                        )
+                    })
+                    .filter(|&(i, _)| (i as usize) < n)
+                    .collect();
+                let refs: [&[u32]; 8] = std::array::from_fn(|c| cols[c].as_slice());
+                for stride in [8usize, 13] {
+                    let len = starts.len() * stride;
+                    let (mut a, mut b) = (vec![0i16; len], vec![0i16; len]);
+                    let mut scratch = Vec::new();
+                    pack_columns8(refs, w, pb, &starts, &mut scratch, &mut a, stride);
+                    pack_columns8_scalar(refs, w, pb, &starts, &mut b, stride);
+                    assert_eq!(a, b, "w={w} pb={pb} n={n} stride={stride}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn pack_groups_matches_scalar() {
+        let mut s = 11;
+        for (w, pb) in [(28u32, 15u32), (32, 16), (9, 9), (20, 3)] {
+            let r: Vec<u32> = (0..200)
+                .map(|_| (lcg(&mut s) as u32) & (((1u64 << w) - 1) as u32))
+                .collect();
+            let groups: Vec<PackGroup> = (0..20)
+                .map(|_| {
+                    let mut g = PackGroup {
+                        idx: [0; 16],
+                        off: [0; 8],
+                        base: (lcg(&mut s) % 180) as u32,
+                    };
+                    for t in 0..8 {
+                        g.idx[t] = (lcg(&mut s) % 9) as u32;
+                        g.idx[t + 8] = g.idx[t] + 1;
+                        g.off[t] = lcg(&mut s) % w as u64;
+                    }
+                    g
+                })
+                .collect();
+            for stride in [1usize, 5] {
+                let n = 8 * groups.len() * stride;
+                let (mut a, mut b) = (vec![0i16; n], vec![0i16; n]);
+                pack_groups(&r, &groups, w, pb, &mut a, stride);
+                pack_groups_scalar(&r, &groups, w, pb, &mut b, stride);
+                assert_eq!(a, b, "w={w} pb={pb} stride={stride}");
+            }
+        }
+    }
+
+    #[test]
+    fn add_scaled_runs_matches_scalar() {
         let mut s = 4;
-        for n in [0usize, 7, 8, 1023, 1024] {
-            let src: Vec<u32> = (0..n).map(|_| lcg(&mut s) as u32).collect();
+        for n in [0usize, 7, 8, 17, 1023, 1024] {
+            let g: Vec<u32> = (0..3 * n + 5).map(|_| lcg(&mut s) as u32).collect();
             let init: Vec<u32> = (0..n).map(|_| lcg(&mut s) as u32).collect();
-            let delta = lcg(&mut s) as u32;
-            let (mut a, mut b) = (init.clone(), init.clone());
-            axpy_wrapping(&mut a, delta, &src);
-            axpy_wrapping_scalar(&mut b, delta, &src);
-            assert_eq!(a, b);
+            for nt in [0usize, 1, 2, 33] {
+                let terms: Vec<(u32, usize)> = (0..nt)
+                    .map(|_| (lcg(&mut s) as u32, (lcg(&mut s) as usize) % (2 * n + 6)))
+                    .collect();
+                let (mut a, mut b) = (init.clone(), init.clone());
+                add_scaled_runs(&mut a, &terms, &g);
+                add_scaled_runs_scalar(&mut b, &terms, &g, 0);
+                assert_eq!(a, b, "n={n} terms={nt}");
+                // and the naive sum, term by term
+                let mut c = init.clone();
+                for &(d, o) in &terms {
+                    for (k, x) in c.iter_mut().enumerate() {
+                        *x = x.wrapping_add(d.wrapping_mul(g[o + k]));
+                    }
+                }
+                assert_eq!(a, c);
+            }
         }
     }
 

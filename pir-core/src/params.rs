@@ -221,7 +221,7 @@ impl Params {
             && self.record_bits >= 1
             && self.record_bits <= 8
             && self.q1_tilde_bits > self.record_bits
-            && self.q1_tilde_bits <= LOG_Q1
+            && self.q1_tilde_bits < LOG_Q1
             && self.p_bits >= 2
             && self.p_bits < self.q2_2_tilde_bits
             && self.q2_2_tilde_bits <= self.q2_1_tilde_bits
@@ -232,7 +232,9 @@ impl Params {
             // reduction (arith::small_residue)
             && self.z_bits <= 27
             && (Q2 >> ((self.gadget_len() as u32 - 1) * self.z_bits)) < crate::arith::P1 as u64
-            && self.p_bits <= 28
+            // hint chunks and T digits are stored and multiplied as i16
+            // (signed log p-bit representatives; kernel::doublepir)
+            && self.p_bits <= 16
             && self.hint_rows() + self.kappa() <= self.d2;
         if ok {
             Ok(())

@@ -58,9 +58,11 @@ pub struct Server {
     pack_a: Vec<u32>,
     pack: PackPrecomp,
     layout: Layout,
-    /// a1 in coefficient form, each block reversed (for the columns of A1
-    /// in `update`).
-    a1_rev: Vec<u32>,
+    /// a1 in coefficient form for the columns of A1 in `update`: per block,
+    /// 2·d1 words `[rev(a), −rev(a)]` (rev(a)[m] = a[d1 − 1 − m]), so that
+    /// column ii of NCyclicMat(a) is the forward run starting at
+    /// d1 − 1 − ii, negacyclic signs included (App. B).
+    a1_ext: Vec<u32>,
     /// Unrounded A1·D, column-major (d1 words per column), kept so that an
     /// update touches only what changed (performance issue, item 6). Empty
     /// after [`Server::from_hint`] (a hint file stores only the rounded
@@ -133,7 +135,9 @@ fn chunk_signed(c: u32, p_bits: u32) -> i16 {
     (if c >= p / 2 { c - p } else { c }) as i16
 }
 
-/// Packs `vals` (each `w` bits) into chunks of `pb` bits, LSB first.
+/// Packs `vals` (each `w` bits) into chunks of `pb` bits, LSB first, as one
+/// bit stream: the reference for [`ChunkPlan`] and its fallback for widths
+/// it does not plan.
 fn pack_chunks(vals: &[u32], w: u32, pb: u32, out: &mut [i16]) {
     let mut acc: u64 = 0;
     let mut nbits = 0u32;
@@ -156,6 +160,123 @@ fn pack_chunks(vals: &[u32], w: u32, pb: u32, out: &mut [i16]) {
     debug_assert_eq!(k, out.len());
 }
 
+/// Rounding and chunk packing of columns of A1·D (App. B: a column of
+/// ⌊A1·D⌉_{q1,q̃1} becomes K_H = ⌈d1·log q̃1 / log p⌉ chunks of log p bits),
+/// planned once per parameter set. This runs for every column at DBSetup
+/// and for every dirty column at an update.
+///
+/// When a chunk is no wider than a value (log p ≤ log q̃1; Table 1: 15 ≤ 28)
+/// every chunk lies inside two consecutive rounded values, so chunk k is
+/// read straight out of the 64-bit window `r[i] | r[i+1]·2^log q̃1` at the
+/// planned offset: iterations are independent and branch-free (the
+/// bit-stream loop of [`pack_chunks`] mispredicts its refill branch).
+pub(crate) struct ChunkPlan {
+    /// log q̃1: width of a rounded value.
+    w: u32,
+    /// log p: width of a chunk.
+    pb: u32,
+    /// d1: values per column.
+    d1: usize,
+    /// Per chunk k: (i, off) with k·log p = i·log q̃1 + off, off < log q̃1.
+    /// Empty when log p > log q̃1: [`pack_chunks`] runs instead.
+    starts: Vec<(u32, u32)>,
+    /// The same, eight chunks at a time, for [`kernel::pack_groups`]
+    /// (the last `chunks mod 8` chunks are packed from `starts`).
+    groups: Vec<kernel::PackGroup>,
+    /// K_H.
+    chunks: usize,
+}
+
+impl ChunkPlan {
+    /// Plan for `d1` values rounded from 2^32 to 2^w, chunks of `pb` bits.
+    pub(crate) fn new(d1: usize, w: u32, pb: u32) -> ChunkPlan {
+        let chunks = (d1 * w as usize).div_ceil(pb as usize);
+        assert!(w < LOG_Q1 && (1..=16).contains(&pb), "validated parameters");
+        let starts = if pb <= w {
+            (0..chunks)
+                .map(|k| {
+                    let bit = k * pb as usize;
+                    ((bit / w as usize) as u32, (bit % w as usize) as u32)
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let groups = starts
+            .chunks_exact(8)
+            .map(|g| {
+                let base = g[0].0;
+                let mut grp = kernel::PackGroup {
+                    idx: [0; 16],
+                    off: [0; 8],
+                    base,
+                };
+                for (t, &(i, off)) in g.iter().enumerate() {
+                    // 8 chunks of ≤ w bits span at most 9 values: i − base ≤ 8
+                    grp.idx[t] = i - base;
+                    grp.idx[t + 8] = i - base + 1;
+                    grp.off[t] = u64::from(off);
+                }
+                grp
+            })
+            .collect();
+        ChunkPlan {
+            w,
+            pb,
+            d1,
+            starts,
+            groups,
+            chunks,
+        }
+    }
+
+    /// The plan of a parameter set.
+    pub(crate) fn for_params(params: &Params) -> ChunkPlan {
+        ChunkPlan::new(params.d1, params.q1_tilde_bits, params.p_bits)
+    }
+
+    /// Rounds `ad_col` (d1 values mod q1 = 2^32) to q̃1 and writes chunk k
+    /// to `out[k·stride]`; `scratch` is reused between calls.
+    pub(crate) fn pack(
+        &self,
+        ad_col: &[u32],
+        scratch: &mut Vec<u32>,
+        out: &mut [i16],
+        stride: usize,
+    ) {
+        debug_assert_eq!(ad_col.len(), self.d1);
+        scratch.clear();
+        scratch.extend(
+            ad_col
+                .iter()
+                .map(|&h| round_pow2(h as u64, LOG_Q1, self.w) as u32),
+        );
+        if self.starts.is_empty() {
+            let mut chunks = vec![0i16; self.chunks];
+            pack_chunks(scratch, self.w, self.pb, &mut chunks);
+            for (k, c) in chunks.into_iter().enumerate() {
+                out[k * stride] = c;
+            }
+            return;
+        }
+        // the window of the last chunk reads one value past the end, a
+        // group's load sixteen
+        scratch.resize(self.d1 + 16, 0);
+        let r = &scratch[..];
+        kernel::pack_groups(r, &self.groups, self.w, self.pb, out, stride);
+        let sh = 32 - self.pb;
+        let done = 8 * self.groups.len();
+        for (k, &(i, off)) in self.starts.iter().enumerate().skip(done) {
+            let i = i as usize;
+            let win = u64::from(r[i]) | u64::from(r[i + 1]) << self.w;
+            // low log p bits of the window at `off`, sign-extended: the
+            // representative in [−p/2, p/2) (`chunk_signed`)
+            let c = ((win >> off) as u32) << sh;
+            out[k * stride] = ((c as i32) >> sh) as i16;
+        }
+    }
+}
+
 /// Inverse of [`pack_chunks`] on unsigned chunk values.
 pub(crate) fn unpack_chunks(chunks: &[u32], w: u32, pb: u32, out: &mut [u32]) {
     let mut acc: u64 = 0;
@@ -171,15 +292,6 @@ pub(crate) fn unpack_chunks(chunks: &[u32], w: u32, pb: u32, out: &mut [u32]) {
         acc >>= w;
         nbits -= w;
     }
-}
-
-/// Rounds one unrounded column of A1·D to q̃1 and packs it into K_H chunks.
-fn repack_column(params: &Params, ad_col: &[u32], out: &mut [i16]) {
-    let rounded: Vec<u32> = ad_col
-        .iter()
-        .map(|&h| round_pow2(h as u64, LOG_Q1, params.q1_tilde_bits) as u32)
-        .collect();
-    pack_chunks(&rounded, params.q1_tilde_bits, params.p_bits, out);
 }
 
 /// Signed base-p digits (κ of them) of a centred value in Z_{q̃1}.
@@ -450,9 +562,12 @@ impl Server {
             pack_a,
             pack: PackPrecomp::empty(),
             layout,
-            a1_rev: a1
+            a1_ext: a1
                 .chunks(params.d1)
-                .flat_map(|b| b.iter().rev().copied())
+                .flat_map(|b| {
+                    let rev = b.iter().rev().copied();
+                    rev.clone().chain(rev.map(u32::wrapping_neg))
+                })
                 .collect(),
             ad,
             setup_timings: SetupTimings {
@@ -537,9 +652,10 @@ impl Server {
             self.hint = hint;
             self.ad = ad;
         }
-        // Group by column so each column of A1·D stays in cache.
-        // Counting sort by column (stable, so a later change to the same
-        // record still wins).
+        // Counting sort by column, so that each column of A1·D stays in L1
+        // while its changes are applied. Stable, so a later change to the
+        // same record still wins. A change is kept as one word
+        // (row·2^8 + value); its bucket gives the column.
         let mut starts = vec![0usize; ell2 + 1];
         for c in changes {
             starts[c.col + 1] += 1;
@@ -547,73 +663,100 @@ impl Server {
         for j in 0..ell2 {
             starts[j + 1] += starts[j];
         }
-        // Scatter the records themselves (writes don't stall; the loop
-        // below then reads them sequentially).
-        let mut sorted = vec![
-            RecordUpdate {
-                row: 0,
-                col: 0,
-                value: 0
-            };
-            changes.len()
-        ];
+        let mut next = starts.clone();
+        let mut sorted = vec![0u64; changes.len()];
         for c in changes {
-            sorted[starts[c.col]] = *c;
-            starts[c.col] += 1;
+            sorted[next[c.col]] = (c.row as u64) << 8 | u64::from(c.value);
+            next[c.col] += 1;
         }
-        let changes = &sorted;
+        drop(next);
         let mut stats = UpdateStats::default();
         let kh = params.hint_rows();
         let mut dirty = Vec::new();
-        let mut k = 0;
-        while k < changes.len() {
-            let j = changes[k].col;
-            let mut touched = false;
-            while k < changes.len() && changes[k].col == j {
-                let c = changes[k];
-                if let Some(a) = changes.get(k + 16) {
-                    // the records are scattered over the database: fetch ahead
-                    kernel::prefetch(self.db.as_bytes(), self.db.record_offset(a.row, a.col));
+        // Records are fetched AHEAD changes in advance; `pj` is the column of
+        // the change being fetched (buckets are in column order).
+        const AHEAD: usize = 16;
+        let mut pj = 0;
+        let mut terms: Vec<(u32, usize)> = Vec::new();
+        for j in 0..ell2 {
+            let (s0, s1) = (starts[j], starts[j + 1]);
+            if s0 == s1 {
+                continue;
+            }
+            terms.clear();
+            for n in s0..s1 {
+                if let Some(&ahead) = sorted.get(n + AHEAD) {
+                    while starts[pj + 1] <= n + AHEAD {
+                        pj += 1;
+                    }
+                    let r = (ahead >> 8) as usize;
+                    kernel::prefetch(self.db.as_bytes(), self.db.record_offset(r, pj));
                 }
-                k += 1;
-                let old = self.db.get(c.row, c.col)?;
-                if old == c.value {
+                let key = sorted[n];
+                let (row, value) = ((key >> 8) as usize, key as u8);
+                let old = self.db.replace(row, j, value)?;
+                if old == value {
                     continue;
                 }
-                let delta = (c.value as i8 as i32 - old as i8 as i32) as u32;
-                self.db.set(c.row, c.col, c.value)?;
-                let (b, ii) = (c.row / d1, c.row % d1);
-                // a1 block b reversed: rev[m] = a[d1 − 1 − m], so both runs
-                // below are forward slices (vectorisable).
-                let rev = &self.a1_rev[b * d1..(b + 1) * d1];
-                let col = &mut self.ad[j * d1..(j + 1) * d1];
-                // A1[k][i] = a[ii − k] for k ≤ ii, −a[d1 + ii − k] for k > ii
-                kernel::axpy_wrapping(&mut col[..=ii], delta, &rev[d1 - 1 - ii..]);
-                kernel::axpy_wrapping(
-                    &mut col[ii + 1..],
-                    delta.wrapping_neg(),
-                    &rev[..d1 - 1 - ii],
-                );
+                // column `row` of A1 scaled by the change of the record
+                let delta = (value as i8 as i32 - old as i8 as i32) as u32;
+                let (b, ii) = (row / d1, row % d1);
+                terms.push((delta, b * 2 * d1 + d1 - 1 - ii));
                 stats.changed_records += 1;
-                touched = true;
             }
-            if touched {
+            if !terms.is_empty() {
+                kernel::add_scaled_runs(&mut self.ad[j * d1..(j + 1) * d1], &terms, &self.a1_ext);
                 dirty.push(j);
             }
         }
+        drop(sorted);
         stats.dirty_columns = dirty.len();
-        // Re-round and re-pack the dirty columns, 64 at a time, then write
-        // them row by row (dirty columns are sorted, so writes are local).
+        // Re-round and re-pack the dirty columns, CHUNK at a time, into a
+        // row-major buffer (chunk k of the c-th column at k·CHUNK + c), then
+        // write each hint row's slice: one copy per row when the chunk's
+        // columns are consecutive (every column is dirty at 0.1 % changes).
         const CHUNK: usize = 64;
-        let mut cols = vec![0i16; CHUNK * kh];
+        let plan = ChunkPlan::for_params(&params);
+        let mut scratch = Vec::with_capacity(8 * (d1 + 1));
+        let mut rows = vec![0i16; kh * CHUNK];
         for chunk in dirty.chunks(CHUNK) {
-            for (&j, out) in chunk.iter().zip(cols.chunks_mut(kh)) {
-                repack_column(&params, &self.ad[j * d1..(j + 1) * d1], out);
+            let w = chunk.len();
+            // eight columns at a time when planned (one 16-byte store per
+            // chunk), the rest one by one
+            let eights = if plan.starts.is_empty() { 0 } else { w / 8 * 8 };
+            for c0 in (0..eights).step_by(8) {
+                let cols: [&[u32]; 8] = std::array::from_fn(|c| {
+                    let j = chunk[c0 + c];
+                    &self.ad[j * d1..(j + 1) * d1]
+                });
+                kernel::pack_columns8(
+                    cols,
+                    plan.w,
+                    plan.pb,
+                    &plan.starts,
+                    &mut scratch,
+                    &mut rows[c0..],
+                    CHUNK,
+                );
             }
-            for r in 0..kh {
+            for (c, &j) in chunk.iter().enumerate().skip(eights) {
+                plan.pack(
+                    &self.ad[j * d1..(j + 1) * d1],
+                    &mut scratch,
+                    &mut rows[c..],
+                    CHUNK,
+                );
+            }
+            let j0 = chunk[0];
+            let consecutive = chunk[w - 1] - j0 == w - 1;
+            for (r, src) in rows.chunks_exact(CHUNK).enumerate() {
                 let row = &mut self.hint[r * ell2..(r + 1) * ell2];
-                for (c, &j) in chunk.iter().enumerate() {
-                    row[j] = cols[c * kh + r];
+                if consecutive {
+                    row[j0..j0 + w].copy_from_slice(&src[..w]);
+                } else {
+                    for (&j, &v) in chunk.iter().zip(src) {
+                        row[j] = v;
+                    }
                 }
             }
         }
@@ -647,7 +790,7 @@ impl Server {
     pub fn state_bytes(&self) -> usize {
         self.hint.len() * 2
             + self.ad.len() * 4
-            + self.a1_rev.len() * 4
+            + self.a1_ext.len() * 4
             + self.a2.len() * 4
             + self.pack_a.len() * 4
             + self.pack.size_bytes()
@@ -670,8 +813,10 @@ impl Server {
         let (a1, a1_ntt) = ctx.a1_ntt(seed, m1);
         // Blocks summed per inverse NTT so that |Σ| ≤ G·d1·2^31·2^7 < q2/2.
         let group = ((1usize << 16) / d1).max(1);
+        let plan = ChunkPlan::for_params(&params);
         let column = |j: usize, out: &mut [i16], hsum: &mut [u32]| {
             let mut col = vec![0u8; ell1];
+            let mut scratch = Vec::with_capacity(d1 + 1);
             db.column_into(j, &mut col);
             let mut buf = vec![0u32; 2 * d1];
             let mut acc = vec![0u64; 2 * d1];
@@ -700,12 +845,12 @@ impl Server {
                 }
                 b = b_end;
             }
-            repack_column(&params, hsum, out);
+            plan.pack(hsum, &mut scratch, out, 1);
         };
         // Read once per answer by the DoublePIR pass: huge pages.
         let mut hint = kernel::zeroed_huge::<i16>(kh * ell2);
-        // read and written column by column by `update`
-        let mut ad = kernel::zeroed_huge::<u32>(d1 * ell2);
+        // read and written 4 KiB column by column by `update`: ordinary pages
+        let mut ad = vec![0u32; d1 * ell2];
         const CHUNK: usize = 64;
         let mut cols = vec![0i16; CHUNK * kh];
         let mut j0 = 0;
@@ -1082,7 +1227,7 @@ mod tests {
         let loaded = Server::from_hint(ctx, db.clone(), seed, &file).unwrap();
         assert_eq!(loaded.hint, fresh.hint);
         assert!(loaded.ad.is_empty());
-        assert_eq!(loaded.a1_rev, fresh.a1_rev);
+        assert_eq!(loaded.a1_ext, fresh.a1_ext);
         assert_eq!(hint_bytes(&loaded), file);
         let t = loaded.setup_timings();
         assert!(t.hint >= 0.0 && t.h2 > 0.0 && t.packing > 0.0);
@@ -1291,6 +1436,49 @@ mod tests {
         stale.update(&change).unwrap();
         let fresh = Server::setup_with_context(ctx, new_db.clone(), seed).unwrap();
         assert_same_answers(&stale, &fresh, &new_db, &CELLS);
+    }
+
+    #[test]
+    fn chunk_plan_equals_bit_stream() {
+        let mut x = 0x9e3779b97f4a7c15u64;
+        // (log q̃1, log p): the planned case log p ≤ log q̃1, including equal
+        // widths and log q̃1 = 31, and the fallback log p > log q̃1
+        for (w, pb) in [
+            (28u32, 15u32),
+            (28, 16),
+            (20, 7),
+            (31, 13),
+            (9, 9),
+            (12, 16),
+            (5, 16),
+        ] {
+            for n in [1usize, 2, 3, 7, 64, 1024] {
+                let ad: Vec<u32> = (0..n)
+                    .map(|_| {
+                        x ^= x << 13;
+                        x ^= x >> 7;
+                        x ^= x << 17;
+                        x as u32
+                    })
+                    .collect();
+                let rounded: Vec<u32> = ad
+                    .iter()
+                    .map(|&h| round_pow2(h as u64, LOG_Q1, w) as u32)
+                    .collect();
+                let plan = ChunkPlan::new(n, w, pb);
+                assert_eq!(plan.starts.is_empty(), pb > w);
+                let k = plan.chunks;
+                let mut want = vec![0i16; k];
+                pack_chunks(&rounded, w, pb, &mut want);
+                let mut scratch = Vec::new();
+                for stride in [1usize, 3] {
+                    let mut got = vec![i16::MIN; k * stride];
+                    plan.pack(&ad, &mut scratch, &mut got, stride);
+                    let got: Vec<i16> = got.iter().step_by(stride).copied().collect();
+                    assert_eq!(got, want, "w={w} pb={pb} n={n} stride={stride}");
+                }
+            }
+        }
     }
 
     #[test]
