@@ -1,5 +1,8 @@
 //! The server's inner loops: the SimplePIR pass c1ᵀ·D (YPIR Construction
-//! 3.1, Answer step 1) and the DoublePIR pass c2ᵀ·[H; T]ᵀ (step 2).
+//! 3.1, Answer step 1) and the DoublePIR pass c2ᵀ·[H; T]ᵀ (step 2), plus the
+//! NTT, key-switching and node-combination loops of packing, the column
+//! update and chunk packing of `Server::update` (App. B), and the
+//! transparent-huge-page advice for the buffers those passes stream.
 //!
 //! This is the only module allowed to use `unsafe`: each SIMD kernel is
 //! selected by runtime CPU-feature detection and has a scalar twin that the

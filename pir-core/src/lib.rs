@@ -30,7 +30,7 @@
 //! | [`params`] | Table 1 and test sets, database shapes, the correctness bound δ (Thm 3.4) |
 //! | [`sampler`] | discrete Gaussian (constant-time CDT), OS-keyed secret stream, seed expansion |
 //! | [`db`] | record databases (1 byte per record, column-major) and bit databases |
-//! | [`kernel`] | SimplePIR and DoublePIR inner loops (the only `unsafe`: AVX2 with scalar twin) |
+//! | [`kernel`] | the only `unsafe`: SimplePIR/DoublePIR passes, NTT, key switching, update and chunk-packing kernels (AVX2/AVX-512, each with a scalar twin), huge-page advice |
 //! | [`packing`] | CDKS LWE-to-RLWE packing with the §4.2 precomputation |
 //! | [`server`] | DBSetup (NTT hint, App. B), hint files for restarts, Answer, batched answers (§4.3) |
 //! | [`client`] | Query and Extract |
