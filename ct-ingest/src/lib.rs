@@ -64,28 +64,9 @@ pub mod store;
 #[cfg(feature = "testlog")]
 pub mod testlog;
 
-pub use ct_core::{checkpoint, leaf, loglist, merkle, precert, sth, tls, x509};
-
-pub use checkpoint::{
-    rfc6962_key_id, verify_checkpoint, Checkpoint, NoteSignature, Rfc6962NoteSignature, SignedNote,
-    VerifiedCheckpoint,
-};
+// ct-core's modules and its root re-exports (checkpoint, leaf, merkle, sth,
+// x509 ...), so callers reach the parsing/verification core through this
+// crate; the local `error` module and `Error`/`Result` below shadow
+// ct-core's (a ct-core error arrives here as `Error::Ct`).
+pub use ct_core::*;
 pub use error::{Error, Result};
-pub use leaf::{
-    decompress_if_gzip, encode_leaf_index_extension, leaf_index_from_extensions,
-    parse_ct_extensions, parse_data_tile, parse_data_tile_checked, CtExtension, DataTile,
-    DataTileIter, LogEntryType, MerkleTreeLeaf, PreCert, SignedEntry, TileLeaf, TimestampedEntry,
-};
-pub use loglist::{LogApi, LogInfo, LogList, LogState, LogStateKind, Operator, TemporalInterval};
-pub use merkle::{
-    data_tiles_for_range, empty_root, leaf_hash, node_hash, parse_hash_tile, parse_tile_path,
-    root_from_leaf_hashes, root_from_tiles, tiles_for_size, verify_consistency, verify_inclusion,
-    CompactRange, Hash, TileId, TilePath,
-};
-pub use sth::{
-    sct_signature_input, tree_head_signature_input, verify_sct_signature, DigitallySigned, KeyType,
-    LogKey, SignedCertificateTimestamp, SignedTreeHead,
-};
-pub use x509::{
-    cert_not_after, cert_validity, entry_validity, tbs_not_after, tbs_validity, Validity,
-};

@@ -1642,6 +1642,16 @@ mod runs_simd {
     }
 }
 
+/// One chunk of a planned column packing: the `pb` bits at `off` of the
+/// window `lo | hi·2^w`, sign-extended to [−2^(pb−1), 2^(pb−1)) (the
+/// scalar step every packer shares; `off < w < 32`, `pb ≤ 16`).
+#[inline]
+pub fn window_chunk(lo: u32, hi: u32, w: u32, off: u32, pb: u32) -> i16 {
+    let sh = 64 - pb;
+    let win = u64::from(lo) | u64::from(hi) << w;
+    (((win >> off) << sh) as i64 >> sh) as i16
+}
+
 /// Eight consecutive chunks of a planned column packing (App. B; see
 /// `server::ChunkPlan`): chunk t's bits start in rounded value
 /// `base + idx[t]` at bit `off[t]` of the window `r[i] | r[i+1]·2^w`.
@@ -1700,13 +1710,10 @@ pub fn pack_groups_scalar(
     out: &mut [i16],
     stride: usize,
 ) {
-    let sh = 64 - pb;
     for (g, grp) in groups.iter().enumerate() {
         for t in 0..8 {
             let i = grp.base as usize + grp.idx[t] as usize;
-            let win = u64::from(r[i]) | u64::from(r[i + 1]) << w;
-            let c = ((win >> grp.off[t]) << sh) as i64 >> sh;
-            out[(8 * g + t) * stride] = c as i16;
+            out[(8 * g + t) * stride] = window_chunk(r[i], r[i + 1], w, grp.off[t] as u32, pb);
         }
     }
 }
@@ -1883,12 +1890,10 @@ fn pack_columns8_chunks(
     out: &mut [i16],
     stride: usize,
 ) {
-    let sh = 64 - pb;
     for (k, &(i, off)) in starts.iter().enumerate() {
         let i = i as usize;
         for c in 0..8 {
-            let win = u64::from(r[8 * i + c]) | u64::from(r[8 * (i + 1) + c]) << w;
-            out[k * stride + c] = (((win >> off) << sh) as i64 >> sh) as i16;
+            out[k * stride + c] = window_chunk(r[8 * i + c], r[8 * (i + 1) + c], w, off, pb);
         }
     }
 }

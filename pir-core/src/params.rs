@@ -479,20 +479,6 @@ mod tests {
                 ell2: 4688
             }
         );
-        assert_eq!(
-            DbShape::for_bits(1 << 33, 8),
-            DbShape {
-                ell1: 1 << 15,
-                ell2: 1 << 15
-            }
-        );
-        assert_eq!(
-            DbShape::for_bits(1 << 34, 8),
-            DbShape {
-                ell1: 1 << 16,
-                ell2: 1 << 15
-            }
-        );
         assert_eq!(DbShape::for_bits(1, 8), DbShape { ell1: 1, ell2: 1 });
     }
 }

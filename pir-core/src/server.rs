@@ -264,15 +264,12 @@ impl ChunkPlan {
         scratch.resize(self.d1 + 16, 0);
         let r = &scratch[..];
         kernel::pack_groups(r, &self.groups, self.w, self.pb, out, stride);
-        let sh = 32 - self.pb;
+        // the last `chunks mod 8` chunks; each is the representative in
+        // [−p/2, p/2) of the window's log p bits at `off` (`chunk_signed`)
         let done = 8 * self.groups.len();
         for (k, &(i, off)) in self.starts.iter().enumerate().skip(done) {
             let i = i as usize;
-            let win = u64::from(r[i]) | u64::from(r[i + 1]) << self.w;
-            // low log p bits of the window at `off`, sign-extended: the
-            // representative in [−p/2, p/2) (`chunk_signed`)
-            let c = ((win >> off) as u32) << sh;
-            out[k * stride] = ((c as i32) >> sh) as i16;
+            out[k * stride] = kernel::window_chunk(r[i], r[i + 1], self.w, off, self.pb);
         }
     }
 }
