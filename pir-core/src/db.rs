@@ -1,15 +1,21 @@
 //! Databases: an ℓ1 × ℓ2 grid of Z_N records of any size (Remark 3.3), and
 //! the bit database of §4 "Parameter selection" on top of it.
 //!
-//! Records are stored packed, one byte each, in groups of 8 columns: group g
-//! (columns 8g..8g+8) occupies bytes [8g·ℓ1, 8(g+1)·ℓ1) and, when ℓ1 is a
-//! multiple of 32, is **tiled** as 32-row × 8-column blocks: record (i, 8g+c)
-//! lives at 8g·ℓ1 + ⌊i/32⌋·256 + 32c + (i mod 32). The SimplePIR kernel then
-//! reads the database as one sequential stream (8 columns at a time) instead
-//! of 8 strided streams, which is what lets it run near memory bandwidth.
-//! Columns past the last full group, and every column when ℓ1 mod 32 ≠ 0,
-//! are plain column-major (record (i, j) at j·ℓ1 + i). Tiling is a
-//! permutation inside each group, so it is done in place.
+//! Records are stored packed, one byte each. When ℓ1 is a multiple of 32 and
+//! ℓ2 ≥ 8 the first ⌊ℓ2/8⌋·8 columns are **tiled**: columns are taken in
+//! groups of 8, rows in panels of P rows (P = [`panel_rows`], at most 1024,
+//! a multiple of 32 dividing ℓ1), and each (panel, group) tile of 8·P bytes
+//! holds its records as 32-row × 8-column blocks. Tiles are stored panel by
+//! panel, group by group inside a panel: record (i, 8g+c) with i = pP + r
+//! lives at p·P·ℓ2' + 8g·P + ⌊r/32⌋·256 + 32c + (r mod 32), ℓ2' = ⌊ℓ2/8⌋·8.
+//! The SimplePIR kernel then reads the database as one sequential stream
+//! while the slice of the query it needs (P rows, 4P bytes) stays in the
+//! L1 cache; with P = ℓ1 the query would be re-read from L2 for every
+//! 256 bytes of database, which measurably keeps the pass from the memory
+//! bandwidth (`docs/benchmarks.md`, session 4). Columns past the last full
+//! group, and every column when ℓ1 mod 32 ≠ 0, are plain column-major
+//! (record (i, j) at j·ℓ1 + i). Tiling is a permutation of the column-major
+//! bytes and is done in place.
 //!
 //! For the linear algebra a record v ∈ Z_N is used through its
 //! representative in [−N/2, N/2) (the byte reinterpreted as `i8` for
@@ -33,9 +39,30 @@ pub const GROUP_COLS: usize = 8;
 /// Rows per tile block.
 pub const BLOCK_ROWS: usize = 32;
 
+/// Most rows per panel (see the module docs): 1024 rows of the lo/hi query
+/// halves are 4 KiB, so a panel's slice of a batch of queries stays in L1.
+pub const MAX_PANEL_ROWS: usize = 1024;
+
 /// Whether a shape is stored tiled.
 pub fn is_tiled(shape: DbShape) -> bool {
     shape.ell1.is_multiple_of(BLOCK_ROWS) && shape.ell2 >= GROUP_COLS
+}
+
+/// Rows per panel P of a tiled shape: the largest multiple of 32 that
+/// divides ℓ1 and is at most [`MAX_PANEL_ROWS`] (ℓ1 itself when ℓ1 is not a
+/// multiple of 32, where nothing is tiled).
+pub fn panel_rows(shape: DbShape) -> usize {
+    let ell1 = shape.ell1;
+    if !ell1.is_multiple_of(BLOCK_ROWS) || ell1 == 0 {
+        return ell1;
+    }
+    let blocks = ell1 / BLOCK_ROWS;
+    let most = MAX_PANEL_ROWS / BLOCK_ROWS;
+    let d = (1..=most.min(blocks))
+        .rev()
+        .find(|d| blocks.is_multiple_of(*d))
+        .unwrap_or(1);
+    d * BLOCK_ROWS
 }
 
 /// Storage offset of record (row, col).
@@ -43,23 +70,31 @@ pub fn is_tiled(shape: DbShape) -> bool {
 pub fn offset(shape: DbShape, tiled: bool, row: usize, col: usize) -> usize {
     let full = shape.ell2 / GROUP_COLS * GROUP_COLS;
     if tiled && col < full {
+        let panel = panel_rows(shape);
+        let (p, r) = (row / panel, row % panel);
         let (g, c) = (col / GROUP_COLS, col % GROUP_COLS);
-        g * GROUP_COLS * shape.ell1
-            + row / BLOCK_ROWS * (BLOCK_ROWS * GROUP_COLS)
+        p * panel * full
+            + g * GROUP_COLS * panel
+            + r / BLOCK_ROWS * (BLOCK_ROWS * GROUP_COLS)
             + c * BLOCK_ROWS
-            + row % BLOCK_ROWS
+            + r % BLOCK_ROWS
     } else {
         col * shape.ell1 + row
     }
 }
 
-/// Rearranges column-major bytes into the tiled layout, in place, one group
-/// at a time (temporary buffer of 8·ℓ1 bytes).
+/// Rearranges column-major bytes into the tiled layout, in place: first each
+/// group of 8 columns is interleaved in 32-row blocks (temporary buffer of
+/// 8·ℓ1 bytes), which leaves tile (p, g) at group-major position g·n_p + p;
+/// then the n_g × n_p matrix of 8·P-byte tiles is transposed to panel-major
+/// order by following the permutation's cycles (one tile of temporary
+/// space and one bit per tile).
 fn tile_in_place(shape: DbShape, data: &mut [u8]) {
     let ell1 = shape.ell1;
     let gbytes = GROUP_COLS * ell1;
+    let groups = shape.ell2 / GROUP_COLS;
     let mut tmp = vec![0u8; gbytes];
-    for group in data[..shape.ell2 / GROUP_COLS * gbytes].chunks_mut(gbytes) {
+    for group in data[..groups * gbytes].chunks_mut(gbytes) {
         tmp.copy_from_slice(group);
         for c in 0..GROUP_COLS {
             let col = &tmp[c * ell1..(c + 1) * ell1];
@@ -68,6 +103,45 @@ fn tile_in_place(shape: DbShape, data: &mut [u8]) {
                 group[dst..dst + BLOCK_ROWS].copy_from_slice(chunk);
             }
         }
+    }
+    let panels = ell1 / panel_rows(shape);
+    let tile = gbytes / panels.max(1);
+    transpose_tiles(&mut data[..groups * gbytes], groups, panels, tile);
+}
+
+/// In-place transpose of a rows × cols row-major matrix whose elements are
+/// `tile`-byte blocks: the element at k = r·cols + c moves to c·rows + r.
+fn transpose_tiles(data: &mut [u8], rows: usize, cols: usize, tile: usize) {
+    let n = rows * cols;
+    if rows <= 1 || cols <= 1 {
+        return;
+    }
+    debug_assert_eq!(data.len(), n * tile);
+    let dest = |k: usize| (k % cols) * rows + k / cols;
+    let mut done = vec![false; n];
+    let mut held = vec![0u8; tile];
+    let mut swap = vec![0u8; tile];
+    for start in 0..n {
+        if done[start] {
+            continue;
+        }
+        done[start] = true;
+        let mut k = dest(start);
+        if k == start {
+            continue;
+        }
+        held.copy_from_slice(&data[start * tile..(start + 1) * tile]);
+        while !done[k] {
+            // place the held tile at k, pick up the one that was there
+            let slot = &mut data[k * tile..(k + 1) * tile];
+            swap.copy_from_slice(slot);
+            slot.copy_from_slice(&held);
+            std::mem::swap(&mut held, &mut swap);
+            done[k] = true;
+            k = dest(k);
+        }
+        // the cycle closes at `start`
+        data[start * tile..(start + 1) * tile].copy_from_slice(&held);
     }
 }
 
@@ -200,9 +274,8 @@ impl Database {
     pub fn column_into(&self, col: usize, out: &mut [u8]) {
         let ell1 = self.shape.ell1;
         if self.tiled && col < self.shape.ell2 / GROUP_COLS * GROUP_COLS {
-            let base = offset(self.shape, true, 0, col);
             for (b, chunk) in out[..ell1].chunks_mut(BLOCK_ROWS).enumerate() {
-                let src = base + b * BLOCK_ROWS * GROUP_COLS;
+                let src = offset(self.shape, true, b * BLOCK_ROWS, col);
                 chunk.copy_from_slice(&self.data[src..src + BLOCK_ROWS]);
             }
         } else {
@@ -389,7 +462,16 @@ mod tests {
 
     #[test]
     fn tiled_layout_is_a_permutation_of_column_major() {
-        for (ell1, ell2) in [(32usize, 8usize), (64, 19), (96, 7), (33, 16), (128, 24)] {
+        for (ell1, ell2) in [
+            (32usize, 8usize),
+            (64, 19),
+            (96, 7),
+            (33, 16),
+            (128, 24),
+            (2048, 16),
+            (1056, 27),
+            (3072, 8),
+        ] {
             let shape = DbShape { ell1, ell2 };
             let cm: Vec<u8> = (0..ell1 * ell2).map(|k| (k * 7 + k / 13) as u8).collect();
             let db = Database::from_column_major(shape, 8, cm.clone()).unwrap();
@@ -407,6 +489,53 @@ mod tests {
             sorted.sort();
             want.sort();
             assert_eq!(sorted, want);
+        }
+    }
+
+    #[test]
+    fn panels_divide_the_rows() {
+        for (ell1, want) in [
+            (32, 32),
+            (96, 96),
+            (1024, 1024),
+            (2048, 1024),
+            (1056, 352),
+            (33, 33),
+        ] {
+            assert_eq!(panel_rows(DbShape { ell1, ell2: 8 }), want, "{ell1}");
+        }
+        // tile (p, g) of a multi-panel shape is contiguous and panel-major
+        let shape = DbShape {
+            ell1: 2048,
+            ell2: 16,
+        };
+        assert_eq!(offset(shape, true, 0, 8), 8 * 1024);
+        assert_eq!(offset(shape, true, 1024, 0), 16 * 1024);
+        assert_eq!(
+            offset(shape, true, 1024 + 33, 9),
+            16 * 1024 + 8 * 1024 + 256 + 32 + 1
+        );
+    }
+
+    #[test]
+    fn tile_transpose_matches_naive() {
+        for (rows, cols, tile) in [
+            (1usize, 5usize, 3usize),
+            (4, 1, 2),
+            (2, 3, 1),
+            (5, 7, 4),
+            (6, 4, 3),
+        ] {
+            let data: Vec<u8> = (0..rows * cols * tile).map(|k| k as u8).collect();
+            let mut t = data.clone();
+            transpose_tiles(&mut t, rows, cols, tile);
+            for r in 0..rows {
+                for c in 0..cols {
+                    let src = &data[(r * cols + c) * tile..][..tile];
+                    let dst = &t[(c * rows + r) * tile..][..tile];
+                    assert_eq!(src, dst, "{rows}x{cols} ({r},{c})");
+                }
+            }
         }
     }
 

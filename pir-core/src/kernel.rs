@@ -81,52 +81,124 @@ const BATCH_TILE_BYTES: usize = 256 * 1024;
 
 /// `out[q][j] = Σ_i c1_q[i]·D[i][j] mod 2^32` for every query q, with one pass
 /// over the database (§4.3 cross-client batching: the database is processed
-/// in cache-sized tiles of columns and every query consumes a tile before the
-/// next one is loaded).
+/// in cache-sized tiles and every query consumes a tile before the next one
+/// is loaded).
+///
+/// The tiled columns are walked panel by panel in storage order (see
+/// [`crate::db`]): for a panel of P rows only P entries of each query are
+/// live, so the query slice sits in L1 while the database streams past it.
+/// Partial sums of successive panels are added mod 2^32.
 pub fn simplepir(db: &crate::db::Database, queries: &[SplitQuery], out: &mut [Vec<u32>]) {
-    let shape = db.shape();
-    let (ell1, ell2) = (shape.ell1, shape.ell2);
-    let view = View {
-        data: db.as_bytes(),
-        ell1,
-        tiled_cols: if db.is_tiled() { ell2 / 8 * 8 } else { 0 },
-    };
+    let view = View::of(db);
     assert_eq!(queries.len(), out.len());
-    assert_eq!(view.data.len(), ell1 * ell2);
-    let tile_cols = (BATCH_TILE_BYTES / ell1.max(1)).max(8) / 8 * 8;
-    let tiles: Vec<(usize, usize)> = (0..ell2)
-        .step_by(tile_cols)
-        .map(|j0| (j0, (j0 + tile_cols).min(ell2)))
-        .collect();
+    assert_eq!(view.data.len(), view.ell1 * view.ell2);
+    for q in queries {
+        debug_assert_eq!(q.len, view.ell1);
+        assert!(q.lo.len() >= view.ell1);
+    }
     #[cfg(feature = "parallel")]
     {
         if rayon::current_num_threads() > 1 {
-            use rayon::prelude::*;
-            // Tiles are independent: each worker streams its own columns.
-            let parts: Vec<Vec<u32>> = tiles
-                .par_iter()
-                .map(|&(j0, j1)| {
-                    let w = j1 - j0;
-                    let mut buf = vec![0u32; queries.len() * w];
-                    for (q, b) in queries.iter().zip(buf.chunks_mut(w)) {
-                        columns(&view, j0, j1, q, b);
-                    }
-                    buf
-                })
-                .collect();
-            for (&(j0, j1), buf) in tiles.iter().zip(&parts) {
-                let w = j1 - j0;
-                for (o, b) in out.iter_mut().zip(buf.chunks(w)) {
-                    o[j0..j1].copy_from_slice(b);
-                }
-            }
+            simplepir_parallel(Kernel::selected(), &view, queries, out);
             return;
         }
     }
-    for &(j0, j1) in &tiles {
-        for (q, o) in queries.iter().zip(out.iter_mut()) {
-            debug_assert_eq!(q.len, ell1);
-            columns(&view, j0, j1, q, &mut o[j0..j1]);
+    answer_with(Kernel::selected(), &view, queries, out);
+}
+
+/// Work items of one SimplePIR pass: ranges of 8-column groups of the tiled
+/// region (walked over every panel), or ranges of column-major columns.
+#[derive(Clone, Copy, Debug)]
+enum Span {
+    Groups(usize, usize),
+    Columns(usize, usize),
+}
+
+impl Span {
+    /// First output column and number of output columns.
+    #[cfg_attr(not(feature = "parallel"), allow(dead_code))]
+    fn columns(self) -> (usize, usize) {
+        match self {
+            Span::Groups(g0, g1) => (g0 * 8, (g1 - g0) * 8),
+            Span::Columns(j0, j1) => (j0, j1 - j0),
+        }
+    }
+}
+
+/// The spans of a pass, each about [`BATCH_TILE_BYTES`] per panel.
+fn spans(view: &View<'_>) -> Vec<Span> {
+    let groups = view.tiled_cols / 8;
+    let per_tile = (BATCH_TILE_BYTES / (8 * view.panel.max(1))).max(1);
+    let mut v: Vec<Span> = (0..groups)
+        .step_by(per_tile)
+        .map(|g0| Span::Groups(g0, (g0 + per_tile).min(groups)))
+        .collect();
+    let cols = (BATCH_TILE_BYTES / view.ell1.max(1)).max(1);
+    v.extend(
+        (view.tiled_cols..view.ell2)
+            .step_by(cols)
+            .map(|j0| Span::Columns(j0, (j0 + cols).min(view.ell2))),
+    );
+    v
+}
+
+/// One pass with kernel `k` on the calling thread: panels outermost, then
+/// group tiles, then queries, so the database is read in storage order.
+fn answer_with(k: Kernel, view: &View<'_>, queries: &[SplitQuery], out: &mut [Vec<u32>]) {
+    for o in out.iter_mut() {
+        o[..view.tiled_cols].fill(0);
+    }
+    let spans = spans(view);
+    for p in 0..view.panels() {
+        for &span in &spans {
+            if let Span::Groups(g0, g1) = span {
+                for (q, o) in queries.iter().zip(out.iter_mut()) {
+                    tile_with(k, view, p, g0, g1, q, &mut o[g0 * 8..g1 * 8]);
+                }
+            }
+        }
+    }
+    for &span in &spans {
+        if let Span::Columns(j0, j1) = span {
+            for (q, o) in queries.iter().zip(out.iter_mut()) {
+                column_major_with(k, view.data, view.ell1, j0, j1, q, &mut o[j0..j1]);
+            }
+        }
+    }
+}
+
+/// One pass split over the rayon pool: each worker owns whole spans (its
+/// output columns), so no sums are shared.
+#[cfg(feature = "parallel")]
+fn simplepir_parallel(k: Kernel, view: &View<'_>, queries: &[SplitQuery], out: &mut [Vec<u32>]) {
+    use rayon::prelude::*;
+    let spans = spans(view);
+    let parts: Vec<Vec<u32>> = spans
+        .par_iter()
+        .map(|&span| {
+            let (_, w) = span.columns();
+            let mut buf = vec![0u32; queries.len() * w];
+            match span {
+                Span::Groups(g0, g1) => {
+                    for p in 0..view.panels() {
+                        for (q, b) in queries.iter().zip(buf.chunks_mut(w)) {
+                            tile_with(k, view, p, g0, g1, q, b);
+                        }
+                    }
+                }
+                Span::Columns(j0, j1) => {
+                    for (q, b) in queries.iter().zip(buf.chunks_mut(w)) {
+                        column_major_with(k, view.data, view.ell1, j0, j1, q, b);
+                    }
+                }
+            }
+            buf
+        })
+        .collect();
+    for (&span, buf) in spans.iter().zip(&parts) {
+        let (j0, w) = span.columns();
+        for (o, b) in out.iter_mut().zip(buf.chunks(w)) {
+            o[j0..j0 + w].copy_from_slice(b);
         }
     }
 }
@@ -195,82 +267,107 @@ impl Kernel {
     }
 }
 
-/// The database as the kernels see it: storage bytes, ℓ1, and how many
-/// leading columns are tiled in 8-column groups (see [`crate::db`]).
+/// The database as the kernels see it: storage bytes, ℓ1 × ℓ2, how many
+/// leading columns are tiled in 8-column groups, and the panel height P
+/// (see [`crate::db`]).
 #[derive(Clone, Copy)]
 struct View<'a> {
     data: &'a [u8],
     ell1: usize,
+    ell2: usize,
     tiled_cols: usize,
+    panel: usize,
 }
 
-fn columns(view: &View<'_>, j0: usize, j1: usize, q: &SplitQuery, out: &mut [u32]) {
-    columns_with(Kernel::selected(), view, j0, j1, q, out)
-}
+impl<'a> View<'a> {
+    fn of(db: &'a crate::db::Database) -> Self {
+        let shape = db.shape();
+        View {
+            data: db.as_bytes(),
+            ell1: shape.ell1,
+            ell2: shape.ell2,
+            tiled_cols: if db.is_tiled() { shape.ell2 / 8 * 8 } else { 0 },
+            panel: crate::db::panel_rows(shape),
+        }
+    }
 
-/// Columns j0..j1 with one variant: tiled groups go to the group kernel,
-/// the rest to the column-major kernel.
-fn columns_with(k: Kernel, view: &View<'_>, j0: usize, j1: usize, q: &SplitQuery, out: &mut [u32]) {
-    let ell1 = view.ell1;
-    let mut j = j0;
-    while j < j1 {
-        if j.is_multiple_of(8) && j + 8 <= view.tiled_cols && j + 8 <= j1 {
-            let group = &view.data[j * ell1..(j + 8) * ell1];
-            let o: &mut [u32; 8] = (&mut out[j - j0..j - j0 + 8])
-                .try_into()
-                .expect("8 outputs");
-            group_with(k, group, ell1, q, o);
-            j += 8;
+    /// Number of row panels of the tiled region.
+    fn panels(&self) -> usize {
+        if self.tiled_cols == 0 {
+            0
         } else {
-            let end = if j < view.tiled_cols {
-                (j / 8 + 1) * 8
-            } else {
-                j1
-            }
-            .min(j1);
-            column_major_with(k, view.data, ell1, j, end, q, &mut out[j - j0..end - j0]);
-            j = end;
+            self.ell1 / self.panel
         }
     }
 }
 
-/// One tiled group of 8 columns (ℓ1 multiple of 32).
-fn group_with(k: Kernel, group: &[u8], ell1: usize, q: &SplitQuery, out: &mut [u32; 8]) {
+/// Adds panel `p` of groups g0..g1 to `out` (8 columns per group): each tile
+/// is 8·P contiguous bytes, and the query slice is rows pP..(p+1)P.
+fn tile_with(
+    k: Kernel,
+    view: &View<'_>,
+    p: usize,
+    g0: usize,
+    g1: usize,
+    q: &SplitQuery,
+    out: &mut [u32],
+) {
+    let panel = view.panel;
+    let rows = p * panel..(p + 1) * panel;
+    let (lo, hi) = (&q.lo[rows.clone()], &q.hi[rows]);
+    let base = p * panel * view.tiled_cols;
+    for (g, o) in (g0..g1).zip(out.chunks_exact_mut(8)) {
+        let tile = &view.data[base + g * 8 * panel..base + (g + 1) * 8 * panel];
+        let o: &mut [u32; 8] = o.try_into().expect("8 outputs");
+        block_with(k, tile, lo, hi, o);
+    }
+}
+
+/// `out[c] += Σ_r (lo[r] + 2^16·hi[r])·D[r][c] mod 2^32` for one tile of 8
+/// columns × `lo.len()` rows (a multiple of 32) in 32-row blocks.
+fn block_with(k: Kernel, tile: &[u8], lo: &[i16], hi: &[i16], out: &mut [u32; 8]) {
+    assert!(
+        lo.len() == hi.len() && lo.len().is_multiple_of(32) && tile.len() == 8 * lo.len(),
+        "tile shape"
+    );
     #[cfg(target_arch = "x86_64")]
     {
         match k {
             Kernel::Avx512Vnni if avx512_vnni() => {
-                // SAFETY: avx512f, avx512bw and avx512vnni were detected at runtime.
-                unsafe { avx512::group_vnni(group, ell1, q, out) };
+                // SAFETY: avx512f, avx512bw and avx512vnni were detected at
+                // runtime; the tile shape was asserted above.
+                unsafe { avx512::block_vnni(tile, lo, hi, out) };
                 return;
             }
             Kernel::Avx512Bw if avx512() => {
-                // SAFETY: avx512f and avx512bw were detected at runtime.
-                unsafe { avx512::group_bw(group, ell1, q, out) };
+                // SAFETY: avx512f and avx512bw were detected at runtime; the
+                // tile shape was asserted above.
+                unsafe { avx512::block_bw(tile, lo, hi, out) };
                 return;
             }
             Kernel::Avx2 if std::arch::is_x86_feature_detected!("avx2") => {
-                // SAFETY: the avx2 feature was detected at runtime.
-                unsafe { avx2::group(group, ell1, q, out) };
+                // SAFETY: avx2 was detected at runtime; the tile shape was
+                // asserted above.
+                unsafe { avx2::block(tile, lo, hi, out) };
                 return;
             }
             _ => {}
         }
     }
     let _ = k;
-    group_scalar(group, ell1, q, out);
+    block_scalar(tile, lo, hi, out);
 }
 
-/// Scalar twin of the tiled group kernels.
-fn group_scalar(group: &[u8], ell1: usize, q: &SplitQuery, out: &mut [u32; 8]) {
+/// Scalar twin of the tile kernels.
+fn block_scalar(tile: &[u8], lo: &[i16], hi: &[i16], out: &mut [u32; 8]) {
     for (c, o) in out.iter_mut().enumerate() {
-        let (mut lo, mut hi) = (0i32, 0i32);
-        for i in 0..ell1 {
-            let d = group[i / 32 * 256 + c * 32 + i % 32] as i8 as i32;
-            lo = lo.wrapping_add(q.lo[i] as i32 * d);
-            hi = hi.wrapping_add(q.hi[i] as i32 * d);
+        let (mut l, mut h) = (0i32, 0i32);
+        for r in 0..lo.len() {
+            let d = tile[r / 32 * 256 + c * 32 + r % 32] as i8 as i32;
+            l = l.wrapping_add(lo[r] as i32 * d);
+            h = h.wrapping_add(hi[r] as i32 * d);
         }
-        *o = (lo as u32).wrapping_add((hi as u32) << 16);
+        *o = o.wrapping_add((l as u32).wrapping_add((h as u32) << 16));
     }
 }
 
@@ -330,6 +427,20 @@ fn columns_split_scalar(
     }
 }
 
+/// Software prefetch distance in bytes for the SimplePIR stream (`PIR_PF`
+/// overrides it for tuning): how far ahead of the tile being read the
+/// kernels request cache lines. Tuned with `pir-bench` (`docs/benchmarks.md`).
+#[cfg(target_arch = "x86_64")]
+fn prefetch_dist() -> usize {
+    static D: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *D.get_or_init(|| {
+        std::env::var("PIR_PF")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(16384)
+    })
+}
+
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
     use super::SplitQuery;
@@ -347,38 +458,40 @@ mod avx2 {
         _mm_cvtsi128_si32(s) as u32
     }
 
-    /// AVX2 tiled-group kernel: two passes of 4 columns over the group's
-    /// 32-row blocks, 16 rows per step.
+    /// AVX2 tile kernel: two passes of 4 columns over the tile's 32-row
+    /// blocks, 16 rows per step (16 ymm registers hold 8 accumulators, the
+    /// two query halves and the records of one column). The second pass
+    /// finds the tile and the query slice in L1. Prefetches are spread
+    /// evenly over both passes, one cache line of the stream `prefetch_dist`
+    /// ahead per step, so memory is busy during the second pass too.
     ///
     /// # Safety
-    /// The caller must have checked that the CPU supports AVX2; `group`
-    /// holds 8·ℓ1 bytes with ℓ1 a multiple of 32.
+    /// The caller must have checked that the CPU supports AVX2; `lo` and
+    /// `hi` have the same length, a multiple of 32, and `tile` holds 8 times
+    /// as many bytes.
     #[target_feature(enable = "avx2")]
-    pub unsafe fn group(group: &[u8], ell1: usize, q: &SplitQuery, out: &mut [u32; 8]) {
-        assert!(group.len() >= 8 * ell1 && ell1.is_multiple_of(32) && q.lo.len() >= ell1);
-        let lo = q.lo.as_ptr();
-        let hi = q.hi.as_ptr();
-        let base = group.as_ptr();
+    pub unsafe fn block(tile: &[u8], lo: &[i16], hi: &[i16], out: &mut [u32; 8]) {
+        let rows = lo.len();
+        assert!(hi.len() == rows && rows.is_multiple_of(32) && tile.len() == 8 * rows);
+        let base = tile.as_ptr();
+        let pf = base.wrapping_add(super::prefetch_dist());
+        let steps = rows / 16;
         for pass in 0..2 {
             let mut acc_lo = [_mm256_setzero_si256(); 4];
             let mut acc_hi = [_mm256_setzero_si256(); 4];
             let mut i = 0;
-            while i < ell1 {
-                // SAFETY: i + 16 <= ell1; the block of rows i..i+16 of column
-                // 4·pass + c starts at (i/32)·256 + (4·pass + c)·32 + i%32,
-                // which plus 16 stays within the 8·ℓ1-byte group (asserted).
+            while i < rows {
+                // SAFETY: i + 16 <= rows; the records of rows i..i+16 of
+                // column 4·pass + c start at (i/32)·256 + (4·pass + c)·32 +
+                // i%32, which plus 16 stays within the 8·rows-byte tile, and
+                // lo/hi hold `rows` entries (asserted above). The prefetch is
+                // a hint that never faults, whatever the address.
                 unsafe {
-                    let l = _mm256_loadu_si256(lo.add(i) as *const __m256i);
-                    let h = _mm256_loadu_si256(hi.add(i) as *const __m256i);
+                    let l = _mm256_loadu_si256(lo.as_ptr().add(i) as *const __m256i);
+                    let h = _mm256_loadu_si256(hi.as_ptr().add(i) as *const __m256i);
                     let blk = base.add(i / 32 * 256 + i % 32 + pass * 128);
-                    if pass == 0 && i % 32 == 0 {
-                        // prefetch the block `prefetch_dist` ahead (a hint, never faults);
-                        // the second pass finds the group in L2
-                        let pf = base.wrapping_add(i * 8 + super::avx512::prefetch_dist());
-                        for line in 0..4 {
-                            _mm_prefetch::<_MM_HINT_T0>(pf.wrapping_add(line * 64) as *const i8);
-                        }
-                    }
+                    let line = pass * steps + i / 16;
+                    _mm_prefetch::<_MM_HINT_T0>(pf.wrapping_add(line * 64) as *const i8);
                     for c in 0..4 {
                         let d = _mm256_cvtepi8_epi16(_mm_loadu_si128(
                             blk.add(c * 32) as *const __m128i
@@ -392,7 +505,8 @@ mod avx2 {
             for c in 0..4 {
                 // SAFETY: register-only helper; AVX2 is enabled here.
                 let (l, h) = unsafe { (hsum(acc_lo[c]), hsum(acc_hi[c])) };
-                out[pass * 4 + c] = l.wrapping_add(h << 16);
+                let o = &mut out[pass * 4 + c];
+                *o = o.wrapping_add(l.wrapping_add(h << 16));
             }
         }
     }
@@ -545,51 +659,36 @@ mod avx512 {
         };
     }
 
-    /// Software prefetch distance in bytes for the SimplePIR stream
-    /// (`PIR_PF` overrides it for tuning). 8 KiB measured best on the
-    /// database backed by huge pages (B = 33, `docs/benchmarks.md`); with
-    /// 4 KiB pages 16 KiB did.
-    pub(super) fn prefetch_dist() -> usize {
-        static D: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-        *D.get_or_init(|| {
-            std::env::var("PIR_PF")
-                .ok()
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(8192)
-        })
-    }
-
-    // (prefetch distance shared with the AVX2 kernel)
-    /// Tiled-group kernel body: the 8 columns of a group are interleaved in
-    /// 32-row blocks, so each step reads 256 contiguous bytes.
-    macro_rules! group_body {
+    /// Tile kernel body: the 8 columns of a tile are interleaved in 32-row
+    /// blocks, so each step reads 256 contiguous bytes.
+    macro_rules! block_body {
         ($name:ident, $features:literal, $mac:expr) => {
-            /// AVX-512 tiled-group kernel (8 columns × 32 rows per step).
+            /// AVX-512 tile kernel (8 columns × 32 rows per step), adding
+            /// into `out`.
             ///
             /// # Safety
             /// The caller must have checked the CPU features in the
-            /// `target_feature` attribute at runtime; `group` holds 8·ℓ1
-            /// bytes with ℓ1 a multiple of 32.
+            /// `target_feature` attribute at runtime; `lo` and `hi` have the
+            /// same length, a multiple of 32, and `tile` 8 times as many bytes.
             #[target_feature(enable = $features)]
-            pub unsafe fn $name(group: &[u8], ell1: usize, q: &SplitQuery, out: &mut [u32; 8]) {
-                assert!(group.len() >= 8 * ell1 && ell1.is_multiple_of(32) && q.lo.len() >= ell1);
-                let lo = q.lo.as_ptr();
-                let hi = q.hi.as_ptr();
-                let base = group.as_ptr();
+            pub unsafe fn $name(tile: &[u8], lo: &[i16], hi: &[i16], out: &mut [u32; 8]) {
+                let rows = lo.len();
+                assert!(hi.len() == rows && rows.is_multiple_of(32) && tile.len() == 8 * rows);
+                let base = tile.as_ptr();
                 let mut acc_lo = [_mm512_setzero_si512(); 8];
                 let mut acc_hi = [_mm512_setzero_si512(); 8];
                 let mut i = 0;
-                while i < ell1 {
-                    // SAFETY: i + 32 <= ell1, so block i/32 spans bytes
-                    // [8i, 8i + 256) of the 8·ℓ1-byte group, and lo/hi hold
-                    // ≥ ℓ1 entries (asserted above).
+                while i < rows {
+                    // SAFETY: i + 32 <= rows, so block i/32 spans bytes
+                    // [8i, 8i + 256) of the 8·rows-byte tile, and lo/hi hold
+                    // `rows` entries (asserted above).
                     unsafe {
-                        let l = _mm512_loadu_si512(lo.add(i) as *const __m512i);
-                        let h = _mm512_loadu_si512(hi.add(i) as *const __m512i);
+                        let l = _mm512_loadu_si512(lo.as_ptr().add(i) as *const __m512i);
+                        let h = _mm512_loadu_si512(hi.as_ptr().add(i) as *const __m512i);
                         let blk = base.add(i * 8);
-                        // Software prefetch ahead of the single sequential
-                        // stream (4 cache lines per step); a hint, it never faults.
-                        let pf = blk.wrapping_add(prefetch_dist());
+                        // Software prefetch ahead of the sequential stream
+                        // (4 cache lines per step); a hint, it never faults.
+                        let pf = blk.wrapping_add(super::prefetch_dist());
                         _mm_prefetch::<_MM_HINT_T0>(pf as *const i8);
                         _mm_prefetch::<_MM_HINT_T0>(pf.wrapping_add(64) as *const i8);
                         _mm_prefetch::<_MM_HINT_T0>(pf.wrapping_add(128) as *const i8);
@@ -607,16 +706,16 @@ mod avx512 {
                 for c in 0..8 {
                     let l = _mm512_reduce_add_epi32(acc_lo[c]) as u32;
                     let h = _mm512_reduce_add_epi32(acc_hi[c]) as u32;
-                    out[c] = l.wrapping_add(h << 16);
+                    out[c] = out[c].wrapping_add(l.wrapping_add(h << 16));
                 }
             }
         };
     }
 
-    group_body!(group_vnni, "avx512f,avx512bw,avx512vnni", |a, d, q| {
+    block_body!(block_vnni, "avx512f,avx512bw,avx512vnni", |a, d, q| {
         _mm512_dpwssd_epi32(a, d, q)
     });
-    group_body!(group_bw, "avx512f,avx512bw", |a, d, q| _mm512_add_epi32(
+    block_body!(block_bw, "avx512f,avx512bw", |a, d, q| _mm512_add_epi32(
         a,
         _mm512_madd_epi16(d, q)
     ));
@@ -2173,6 +2272,9 @@ mod tests {
             (4096, 64),
             (4160, 23),
             (130, 7),
+            (2048, 19),
+            (1056, 9),
+            (3072, 8),
         ] {
             let cm: Vec<u8> = (0..ell1 * ell2).map(|_| lcg(&mut s) as u8).collect();
             let db = Database::from_column_major(DbShape { ell1, ell2 }, 8, cm.clone()).unwrap();
@@ -2183,20 +2285,44 @@ mod tests {
             let split: Vec<SplitQuery> = qs.iter().map(|q| SplitQuery::new(q)).collect();
             let mut out = vec![vec![0u32; ell2]; 3];
             simplepir(&db, &split, &mut out);
-            let view = View {
-                data: db.as_bytes(),
-                ell1,
-                tiled_cols: if db.is_tiled() { ell2 / 8 * 8 } else { 0 },
-            };
+            let view = View::of(&db);
             for (q, o) in qs.iter().zip(&out) {
                 let mut want = vec![0u32; ell2];
                 simplepir_scalar(&cm, ell1, q, &mut want);
                 assert_eq!(o, &want, "{ell1}x{ell2} via {}", simplepir_impl());
-                for k in Kernel::available() {
-                    let mut twin = vec![0u32; ell2];
-                    columns_with(k, &view, 0, ell2, &SplitQuery::new(q), &mut twin);
-                    assert_eq!(twin, want, "{ell1}x{ell2} via {k:?}");
+            }
+            for k in Kernel::available() {
+                let mut twin = vec![vec![7u32; ell2]; 3];
+                answer_with(k, &view, &split, &mut twin);
+                assert_eq!(twin, out, "{ell1}x{ell2} via {k:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn tile_kernels_match_scalar_twin() {
+        let mut s = 11;
+        for rows in [32usize, 64, 352, 1024] {
+            let tile: Vec<u8> = (0..8 * rows).map(|_| lcg(&mut s) as u8).collect();
+            let lo: Vec<i16> = (0..rows).map(|_| lcg(&mut s) as i16).collect();
+            let hi: Vec<i16> = (0..rows).map(|_| lcg(&mut s) as i16).collect();
+            let start: [u32; 8] = std::array::from_fn(|_| lcg(&mut s) as u32);
+            let mut want = start;
+            block_scalar(&tile, &lo, &hi, &mut want);
+            // naive: Σ c·d with c = lo + 2^16·hi, added to the start values
+            for (c, &w) in want.iter().enumerate() {
+                let mut acc = start[c];
+                for r in 0..rows {
+                    let q = (lo[r] as i32 as u32).wrapping_add((hi[r] as i32 as u32) << 16);
+                    let d = tile[r / 32 * 256 + c * 32 + r % 32] as i8 as i32 as u32;
+                    acc = acc.wrapping_add(q.wrapping_mul(d));
                 }
+                assert_eq!(w, acc, "rows {rows} column {c}");
+            }
+            for k in Kernel::available() {
+                let mut got = start;
+                block_with(k, &tile, &lo, &hi, &mut got);
+                assert_eq!(got, want, "rows {rows} via {k:?}");
             }
         }
     }
