@@ -2490,42 +2490,59 @@ mod tests {
     #[test]
     fn doublepir_matches_wide_arithmetic() {
         let mut s = 9;
-        let ell2 = 301;
-        let rows: Vec<i16> = (0..3 * ell2)
-            .map(|_| (lcg(&mut s) % 32768) as i16 - 16384)
-            .collect();
-        let mut c2: Vec<u32> = (0..ell2)
-            .map(|_| (lcg(&mut s) % crate::arith::P0 as u64) as u32)
-            .collect();
-        c2.extend((0..ell2).map(|_| (lcg(&mut s) % crate::arith::P1 as u64) as u32));
-        let mut outs = Vec::new();
-        for k in Kernel::available() {
-            // Whole rows, and column blocks of several widths (ragged last block).
-            for cols in [
-                None,
-                Some(1),
-                Some(7),
-                Some(64),
-                Some(300),
-                Some(301),
-                Some(4096),
-            ] {
-                let mut out = vec![vec![[0u32; 2]; 3]];
-                doublepir_blocked(k, &rows, ell2, &[&c2], &mut out, cols);
-                outs.push(out);
+        // (rows, ℓ2, extreme): 2000 columns cross the 32-bit flush interval
+        // of the limb kernels; `extreme` uses the largest digits and residues.
+        for (n_rows, ell2, extreme) in
+            [(3usize, 301usize, false), (5, 2000, false), (4, 2000, true)]
+        {
+            let rows: Vec<i16> = (0..n_rows * ell2)
+                .map(|_| {
+                    if extreme {
+                        -16384
+                    } else {
+                        (lcg(&mut s) % 32768) as i16 - 16384
+                    }
+                })
+                .collect();
+            let residue = |s: &mut u64, p: u32| {
+                if extreme {
+                    p - 1
+                } else {
+                    (lcg(s) % p as u64) as u32
+                }
+            };
+            let mut c2: Vec<u32> = (0..ell2)
+                .map(|_| residue(&mut s, crate::arith::P0))
+                .collect();
+            c2.extend((0..ell2).map(|_| residue(&mut s, crate::arith::P1)));
+            let mut outs = Vec::new();
+            for k in Kernel::available() {
+                // Whole rows, and column blocks of several widths (ragged last block).
+                for cols in [
+                    None,
+                    Some(1),
+                    Some(7),
+                    Some(64),
+                    Some(300),
+                    Some(301),
+                    Some(4096),
+                ] {
+                    let mut out = vec![vec![[0u32; 2]; n_rows]];
+                    doublepir_blocked(k, &rows, ell2, &[&c2], &mut out, cols);
+                    outs.push((k, out));
+                }
             }
-        }
-        assert!(
-            outs.windows(2).all(|w| w[0] == w[1]),
-            "kernel variants differ"
-        );
-        let out = outs.remove(0);
-        for r in 0..3 {
-            for (h, p) in [crate::arith::P0, crate::arith::P1].iter().enumerate() {
-                let want: i128 = (0..ell2)
-                    .map(|j| rows[r * ell2 + j] as i128 * c2[h * ell2 + j] as i128)
-                    .sum();
-                assert_eq!(out[0][r][h] as i128, want.rem_euclid(*p as i128));
+            let (_, first) = outs[0].clone();
+            for (k, out) in &outs {
+                assert_eq!(out, &first, "{k:?} differs ({n_rows}x{ell2})");
+            }
+            for r in 0..n_rows {
+                for (h, p) in [crate::arith::P0, crate::arith::P1].iter().enumerate() {
+                    let want: i128 = (0..ell2)
+                        .map(|j| rows[r * ell2 + j] as i128 * c2[h * ell2 + j] as i128)
+                        .sum();
+                    assert_eq!(first[0][r][h] as i128, want.rem_euclid(*p as i128));
+                }
             }
         }
     }
