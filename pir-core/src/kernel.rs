@@ -1191,14 +1191,25 @@ pub fn keyswitch_acc(
     n: usize,
     out: &mut [u32],
 ) {
-    debug_assert!(t <= 4 && w.len() >= (t - 1) * stride + n && g.len() >= (t - 1) * stride + n);
+    // (checked in release builds too: the SIMD kernels rely on it)
+    let rows = t.saturating_sub(1) * stride + n;
+    assert!(t <= 4 && w.len() >= rows && g.len() >= rows && out.len() >= n);
     #[cfg(target_arch = "x86_64")]
     {
-        if matches!(Kernel::selected(), Kernel::Avx512Bw | Kernel::Avx512Vnni) && avx512() {
-            // SAFETY: avx512f and avx512bw were detected at runtime; lengths
-            // were checked above.
-            unsafe { avx512_ks::keyswitch_acc(m, w, g, t, stride, n, out) };
-            return;
+        match simd() {
+            Simd::Avx512 => {
+                // SAFETY: avx512f and avx512bw were detected at runtime;
+                // lengths were checked above.
+                unsafe { avx512_ks::keyswitch_acc(m, w, g, t, stride, n, out) };
+                return;
+            }
+            Simd::Avx2 => {
+                // SAFETY: avx2 was detected at runtime; lengths were checked
+                // above.
+                unsafe { avx2_ks::keyswitch_acc(m, w, g, t, stride, n, out) };
+                return;
+            }
+            Simd::None => {}
         }
     }
     keyswitch_acc_scalar(m, w, g, t, stride, 0, n, out);
@@ -1237,12 +1248,23 @@ pub fn plus_minus(
     minus: &mut [u32],
 ) {
     let n = e.len();
+    assert!(o.len() == n && mono_mont.len() == n && plus.len() == n && minus.len() == n);
     #[cfg(target_arch = "x86_64")]
     {
-        if matches!(Kernel::selected(), Kernel::Avx512Bw | Kernel::Avx512Vnni) && avx512() {
-            // SAFETY: avx512f/avx512bw detected at runtime; all slices have n words.
-            unsafe { avx512_ks::plus_minus(m, e, o, mono_mont, plus, minus) };
-            return;
+        match simd() {
+            Simd::Avx512 => {
+                // SAFETY: avx512f/avx512bw detected at runtime; all slices
+                // have n words (asserted above).
+                unsafe { avx512_ks::plus_minus(m, e, o, mono_mont, plus, minus) };
+                return;
+            }
+            Simd::Avx2 => {
+                // SAFETY: avx2 detected at runtime; all slices have n words
+                // (asserted above).
+                unsafe { avx2_ks::plus_minus(m, e, o, mono_mont, plus, minus) };
+                return;
+            }
+            Simd::None => {}
         }
     }
     plus_minus_scalar(m, e, o, mono_mont, plus, minus, 0, n);
@@ -1301,11 +1323,20 @@ pub fn add_permuted(p: u32, plus: &[u32], minus: &[u32], perm: &SlotPerm, out: &
     assert!(plus.len() == perm.0.len() && minus.len() == perm.0.len() && out.len() == perm.0.len());
     #[cfg(target_arch = "x86_64")]
     {
-        if matches!(Kernel::selected(), Kernel::Avx512Bw | Kernel::Avx512Vnni) && avx512() {
-            // SAFETY: avx512f/avx512bw detected; SlotPerm guarantees every
-            // gather index is < perm.len() = minus.len().
-            unsafe { avx512_ks::add_permuted(p, plus, minus, &perm.0, out) };
-            return;
+        match simd() {
+            Simd::Avx512 => {
+                // SAFETY: avx512f/avx512bw detected; SlotPerm guarantees every
+                // gather index is < perm.len() = minus.len().
+                unsafe { avx512_ks::add_permuted(p, plus, minus, &perm.0, out) };
+                return;
+            }
+            Simd::Avx2 => {
+                // SAFETY: avx2 detected; SlotPerm guarantees every gather
+                // index is < perm.len() = minus.len().
+                unsafe { avx2_ks::add_permuted(p, plus, minus, &perm.0, out) };
+                return;
+            }
+            Simd::None => {}
         }
     }
     add_permuted_scalar(p, plus, minus, &perm.0, out, 0);
@@ -1330,7 +1361,9 @@ mod avx512_ks {
     use super::Mont;
     use std::arch::x86_64::*;
 
-    fn ks_prefetch() -> usize {
+    /// Prefetch distance (words) of the digit stream (`PIR_KSPF`
+    /// overrides it); shared with the AVX2 kernel.
+    pub(super) fn ks_prefetch() -> usize {
         static D: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
         *D.get_or_init(|| {
             std::env::var("PIR_KSPF")
@@ -1467,6 +1500,140 @@ mod avx512_ks {
             i += 16;
         }
         super::add_permuted_scalar(p, plus, minus, perm, out, n16);
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx2_ks {
+    //! AVX2 twins of `avx512_ks`: 8 slots per step, 32×32→64 products on
+    //! the even and odd lanes with `vpmuludq`.
+    use super::Mont;
+    use std::arch::x86_64::*;
+
+    /// x − m if x ≥ m (unsigned 32-bit lanes).
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn csub(x: __m256i, m: __m256i) -> __m256i {
+        _mm256_min_epu32(x, _mm256_sub_epi32(x, m))
+    }
+
+    /// REDC of two vectors of four 64-bit lanes (values < p·2^32): `even`
+    /// holds the sums of slots 0, 2, 4, 6 and `odd` those of 1, 3, 5, 7;
+    /// returns the eight results in [0, p) as 32-bit lanes in slot order.
+    /// x + m·p has the result in its high half, which is already the odd
+    /// slot's position.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn redc2(even: __m256i, odd: __m256i, p: __m256i, pinv: __m256i) -> __m256i {
+        let te = _mm256_add_epi64(even, _mm256_mul_epu32(_mm256_mul_epu32(even, pinv), p));
+        let to = _mm256_add_epi64(odd, _mm256_mul_epu32(_mm256_mul_epu32(odd, pinv), p));
+        csub(_mm256_blend_epi32::<0xAA>(_mm256_srli_epi64(te, 32), to), p)
+    }
+
+    /// # Safety
+    /// avx2 must be available; the slices must hold (t−1)·stride + n words
+    /// and `out` n words.
+    #[target_feature(enable = "avx2")]
+    pub unsafe fn keyswitch_acc(
+        m: &Mont,
+        w: &[u32],
+        g: &[u32],
+        t: usize,
+        stride: usize,
+        n: usize,
+        out: &mut [u32],
+    ) {
+        let n8 = n / 8 * 8;
+        let p = _mm256_set1_epi32(m.p as i32);
+        let pinv = _mm256_set1_epi32(m.pinv_neg as i32);
+        let pf = super::avx512_ks::ks_prefetch();
+        let mut i = 0;
+        while i < n8 {
+            // SAFETY: i + 8 <= n8 <= n; every row k < t of w and g has n
+            // words starting at k·stride, and out has n words.
+            unsafe {
+                let mut even = _mm256_setzero_si256();
+                let mut odd = _mm256_setzero_si256();
+                for k in 0..t {
+                    // the digits stream from memory: prefetch ahead (a hint)
+                    _mm_prefetch::<_MM_HINT_T0>(
+                        g.as_ptr().wrapping_add(k * stride + i + pf) as *const i8
+                    );
+                    let a = _mm256_loadu_si256(w.as_ptr().add(k * stride + i) as *const __m256i);
+                    let b = _mm256_loadu_si256(g.as_ptr().add(k * stride + i) as *const __m256i);
+                    even = _mm256_add_epi64(even, _mm256_mul_epu32(a, b));
+                    odd = _mm256_add_epi64(
+                        odd,
+                        _mm256_mul_epu32(_mm256_srli_epi64(a, 32), _mm256_srli_epi64(b, 32)),
+                    );
+                }
+                let r = redc2(even, odd, p, pinv);
+                let o = _mm256_loadu_si256(out.as_ptr().add(i) as *const __m256i);
+                let s = csub(_mm256_add_epi32(o, r), p);
+                _mm256_storeu_si256(out.as_mut_ptr().add(i) as *mut __m256i, s);
+            }
+            i += 8;
+        }
+        super::keyswitch_acc_scalar(m, w, g, t, stride, n8, n, out);
+    }
+
+    /// # Safety
+    /// avx2 must be available; all slices have e.len() words.
+    #[target_feature(enable = "avx2")]
+    pub unsafe fn plus_minus(
+        m: &Mont,
+        e: &[u32],
+        o: &[u32],
+        mono: &[u32],
+        plus: &mut [u32],
+        minus: &mut [u32],
+    ) {
+        let n = e.len();
+        let n8 = n / 8 * 8;
+        let p = _mm256_set1_epi32(m.p as i32);
+        let pinv = _mm256_set1_epi32(m.pinv_neg as i32);
+        let mut i = 0;
+        while i < n8 {
+            // SAFETY: i + 8 <= n8 <= n = length of every slice.
+            unsafe {
+                let ov = _mm256_loadu_si256(o.as_ptr().add(i) as *const __m256i);
+                let mv = _mm256_loadu_si256(mono.as_ptr().add(i) as *const __m256i);
+                let even = _mm256_mul_epu32(ov, mv);
+                let odd = _mm256_mul_epu32(_mm256_srli_epi64(ov, 32), _mm256_srli_epi64(mv, 32));
+                let xo = redc2(even, odd, p, pinv);
+                let ev = _mm256_loadu_si256(e.as_ptr().add(i) as *const __m256i);
+                let s = csub(_mm256_add_epi32(ev, xo), p);
+                let d = csub(_mm256_sub_epi32(_mm256_add_epi32(ev, p), xo), p);
+                _mm256_storeu_si256(plus.as_mut_ptr().add(i) as *mut __m256i, s);
+                _mm256_storeu_si256(minus.as_mut_ptr().add(i) as *mut __m256i, d);
+            }
+            i += 8;
+        }
+        super::plus_minus_scalar(m, e, o, mono, plus, minus, n8, n);
+    }
+
+    /// # Safety
+    /// avx2 must be available; every perm[i] < minus.len(); plus, perm and
+    /// out have the same length.
+    #[target_feature(enable = "avx2")]
+    pub unsafe fn add_permuted(p: u32, plus: &[u32], minus: &[u32], perm: &[u32], out: &mut [u32]) {
+        let n = plus.len();
+        let n8 = n / 8 * 8;
+        let p32 = _mm256_set1_epi32(p as i32);
+        let mut i = 0;
+        while i < n8 {
+            // SAFETY: i + 8 <= n8 <= n; gathered indices are < minus.len()
+            // (checked by the caller).
+            unsafe {
+                let idx = _mm256_loadu_si256(perm.as_ptr().add(i) as *const __m256i);
+                let g = _mm256_i32gather_epi32::<4>(minus.as_ptr() as *const i32, idx);
+                let a = _mm256_loadu_si256(plus.as_ptr().add(i) as *const __m256i);
+                let s = csub(_mm256_add_epi32(a, g), p32);
+                _mm256_storeu_si256(out.as_mut_ptr().add(i) as *mut __m256i, s);
+            }
+            i += 8;
+        }
+        super::add_permuted_scalar(p, plus, minus, perm, out, n8);
     }
 }
 
@@ -2620,6 +2787,53 @@ mod tests {
                 assert_eq!(a[0] as u64, (p1[0] as u64 + m1[n - 1] as u64) % p as u64);
             }
         }
+    }
+
+    #[test]
+    fn keyswitch_avx2_kernels_match_scalar() {
+        with_avx2("keyswitch_avx2_kernels_match_scalar", || {
+            #[cfg(target_arch = "x86_64")]
+            {
+                let mut s = 31;
+                for p in [crate::arith::P0, crate::arith::P1] {
+                    let m = Mont::new(p);
+                    for n in [1usize, 7, 8, 9, 15, 16, 33, 1000, 2048] {
+                        let r = |s: &mut u64, len: usize| -> Vec<u32> {
+                            (0..len).map(|_| (lcg(s) % p as u64) as u32).collect()
+                        };
+                        // keyswitch_acc: t rows of stride n + 5 (w in Montgomery form)
+                        for t in 1..=3 {
+                            let stride = n + 5;
+                            let (w, g) = (r(&mut s, t * stride), r(&mut s, t * stride));
+                            let init = r(&mut s, n);
+                            let (mut a, mut b) = (init.clone(), init.clone());
+                            // SAFETY: AVX2 detected; rows and out have the lengths required.
+                            unsafe { avx2_ks::keyswitch_acc(&m, &w, &g, t, stride, n, &mut a) };
+                            keyswitch_acc_scalar(&m, &w, &g, t, stride, 0, n, &mut b);
+                            assert_eq!(a, b, "keyswitch p={p} n={n} t={t}");
+                        }
+                        // plus_minus
+                        let (e, o, mono) = (r(&mut s, n), r(&mut s, n), r(&mut s, n));
+                        let (mut p1, mut m1, mut p2, mut m2) =
+                            (vec![0; n], vec![0; n], vec![0; n], vec![0; n]);
+                        // SAFETY: AVX2 detected; all slices have n words.
+                        unsafe { avx2_ks::plus_minus(&m, &e, &o, &mono, &mut p1, &mut m1) };
+                        plus_minus_scalar(&m, &e, &o, &mono, &mut p2, &mut m2, 0, n);
+                        assert_eq!((&p1, &m1), (&p2, &m2), "plus_minus p={p} n={n}");
+                        // add_permuted with a random permutation
+                        let mut perm: Vec<u32> = (0..n as u32).collect();
+                        for i in (1..n).rev() {
+                            perm.swap(i, (lcg(&mut s) % (i as u64 + 1)) as usize);
+                        }
+                        let (mut a, mut b) = (vec![0; n], vec![0; n]);
+                        // SAFETY: AVX2 detected; perm is a permutation of 0..n.
+                        unsafe { avx2_ks::add_permuted(p, &p1, &m1, &perm, &mut a) };
+                        add_permuted_scalar(p, &p1, &m1, &perm, &mut b, 0);
+                        assert_eq!(a, b, "add_permuted p={p} n={n}");
+                    }
+                }
+            }
+        });
     }
 
     #[test]
