@@ -1868,12 +1868,13 @@ pub struct PackGroup {
 /// `r[i] | r[i+1]·2^w`, sign-extended to [−2^(pb−1), 2^(pb−1)) — to
 /// `out[(8g + t)·stride]`. Runtime-dispatched: AVX-512F (one permute gathers
 /// the 16 window values of a group, 64-bit variable shifts extract the eight
-/// chunks), with [`pack_groups_scalar`] as the twin.
+/// chunks) or AVX2 (two permutes and a blend per half of the window, 32-bit
+/// variable shifts), with [`pack_groups_scalar`] as the twin.
 ///
 /// # Panics
 /// If `r` holds fewer than `base + 16` values for some group, an index is
-/// ≥ 15, or `out` is too short (caller bugs: the plan is built from the
-/// parameters).
+/// ≥ 16, an offset is ≥ w, or `out` is too short (caller bugs: the plan is
+/// built from the parameters).
 pub fn pack_groups(
     r: &[u32],
     groups: &[PackGroup],
@@ -1883,17 +1884,26 @@ pub fn pack_groups(
     stride: usize,
 ) {
     assert!((1..=32).contains(&w) && (1..=16).contains(&pb) && stride >= 1);
-    assert!(groups
-        .iter()
-        .all(|g| g.idx.iter().all(|&i| i < 16) && r.len() >= g.base as usize + 16));
+    assert!(groups.iter().all(|g| g.idx.iter().all(|&i| i < 16)
+        && g.off.iter().all(|&o| o < u64::from(w))
+        && r.len() >= g.base as usize + 16));
     assert!(groups.is_empty() || out.len() > (8 * groups.len() - 1) * stride);
     #[cfg(target_arch = "x86_64")]
     {
-        if matches!(Kernel::selected(), Kernel::Avx512Bw | Kernel::Avx512Vnni) && avx512() {
-            // SAFETY: avx512f detected at runtime; the bounds the loads and
-            // stores rely on are asserted above.
-            unsafe { pack_simd::groups512(r, groups, w, pb, out, stride) };
-            return;
+        match simd() {
+            Simd::Avx512 => {
+                // SAFETY: avx512f detected at runtime; the bounds the loads
+                // and stores rely on are asserted above.
+                unsafe { pack_simd::groups512(r, groups, w, pb, out, stride) };
+                return;
+            }
+            Simd::Avx2 => {
+                // SAFETY: avx2 detected at runtime; the bounds the loads and
+                // stores rely on, and off < w, are asserted above.
+                unsafe { pack_simd::groups256(r, groups, w, pb, out, stride) };
+                return;
+            }
+            Simd::None => {}
         }
     }
     pack_groups_scalar(r, groups, w, pb, out, stride);
@@ -2005,6 +2015,116 @@ mod pack_simd {
             }
         }
     }
+
+    /// Eight chunks on 32-bit lanes: the `pb` bits at `off` of the windows
+    /// `lo | hi·2^w`, sign-extended, as eight i16. Only the low 32 bits of
+    /// `window >> off` matter (pb ≤ 16), and they are
+    /// `(lo >> off) | (hi << (w − off))`: with off < w ≤ 32 the second
+    /// count is in [1, 32], and AVX2 variable shifts give 0 for a count of
+    /// 32, as the 64-bit window does.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn chunks8(lo: __m256i, hi: __m256i, off: __m256i, w: __m256i, sh: __m128i) -> __m128i {
+        let x = _mm256_or_si256(
+            _mm256_srlv_epi32(lo, off),
+            _mm256_sllv_epi32(hi, _mm256_sub_epi32(w, off)),
+        );
+        // sign-extend from pb bits (sh = 32 − pb ∈ [16, 31]); the values
+        // fit in i16, so the saturating pack is exact
+        let c = _mm256_sra_epi32(_mm256_sll_epi32(x, sh), sh);
+        _mm_packs_epi32(_mm256_castsi256_si128(c), _mm256_extracti128_si256::<1>(c))
+    }
+
+    /// AVX2 chunk step of [`super::pack_columns8`]: lanes are columns, so
+    /// every chunk is two 8-word loads, a few 32-bit shifts and one 16-byte
+    /// store.
+    ///
+    /// # Safety
+    /// avx2 must be available, and the bounds asserted by
+    /// [`super::pack_columns8`] must hold (including off < w < 32).
+    #[target_feature(enable = "avx2")]
+    pub unsafe fn columns8_256(
+        r: &[u32],
+        w: u32,
+        pb: u32,
+        starts: &[(u32, u32)],
+        out: &mut [i16],
+        stride: usize,
+    ) {
+        let wv = _mm256_set1_epi32(w as i32);
+        let sh = _mm_cvtsi32_si128(32 - pb as i32);
+        for (k, &(i, off)) in starts.iter().enumerate() {
+            let i = i as usize;
+            // SAFETY: 8(i + 1) + 8 ≤ r.len() and k·stride + 8 ≤ out.len()
+            // (asserted by the caller).
+            unsafe {
+                let lo = _mm256_loadu_si256(r.as_ptr().add(8 * i) as *const __m256i);
+                let hi = _mm256_loadu_si256(r.as_ptr().add(8 * (i + 1)) as *const __m256i);
+                let c = chunks8(lo, hi, _mm256_set1_epi32(off as i32), wv, sh);
+                _mm_storeu_si128(out.as_mut_ptr().add(k * stride) as *mut __m128i, c);
+            }
+        }
+    }
+
+    /// AVX2 twin of [`super::pack_groups`]: the 16 window values of a group
+    /// are two registers, and each chunk's lower and upper value is picked
+    /// from them with two `vpermd` and a blend on the index's bit 3.
+    ///
+    /// # Safety
+    /// avx2 must be available, and the bounds asserted by
+    /// [`super::pack_groups`] must hold (including off < w ≤ 32).
+    #[target_feature(enable = "avx2")]
+    pub unsafe fn groups256(
+        r: &[u32],
+        groups: &[PackGroup],
+        w: u32,
+        pb: u32,
+        out: &mut [i16],
+        stride: usize,
+    ) {
+        let wv = _mm256_set1_epi32(w as i32);
+        let sh = _mm_cvtsi32_si128(32 - pb as i32);
+        let seven = _mm256_set1_epi32(7);
+        for (g, grp) in groups.iter().enumerate() {
+            // SAFETY: r[base..base + 16] is in bounds and idx/off are plain
+            // arrays of 16 u32 / 8 u64 (asserted by the caller).
+            let (lo, hi, off) = unsafe {
+                let v0 = _mm256_loadu_si256(r.as_ptr().add(grp.base as usize) as *const __m256i);
+                let v1 =
+                    _mm256_loadu_si256(r.as_ptr().add(grp.base as usize + 8) as *const __m256i);
+                let pick = |i: __m256i| {
+                    _mm256_blendv_epi8(
+                        _mm256_permutevar8x32_epi32(v0, i),
+                        _mm256_permutevar8x32_epi32(v1, i),
+                        _mm256_cmpgt_epi32(i, seven),
+                    )
+                };
+                let il = _mm256_loadu_si256(grp.idx.as_ptr() as *const __m256i);
+                let ih = _mm256_loadu_si256(grp.idx.as_ptr().add(8) as *const __m256i);
+                // offsets (< 32) from 64-bit to 32-bit lanes: the low
+                // halves, then qwords reordered 0, 2, 1, 3
+                let o0 = _mm256_loadu_si256(grp.off.as_ptr() as *const __m256i);
+                let o1 = _mm256_loadu_si256(grp.off.as_ptr().add(4) as *const __m256i);
+                let o = _mm256_castps_si256(_mm256_shuffle_ps::<0x88>(
+                    _mm256_castsi256_ps(o0),
+                    _mm256_castsi256_ps(o1),
+                ));
+                (pick(il), pick(ih), _mm256_permute4x64_epi64::<0xD8>(o))
+            };
+            let words = chunks8(lo, hi, off, wv, sh);
+            if stride == 1 {
+                // SAFETY: out has ≥ 8g + 8 entries (asserted by the caller).
+                unsafe { _mm_storeu_si128(out.as_mut_ptr().add(8 * g) as *mut __m128i, words) };
+            } else {
+                let mut tmp = [0i16; 8];
+                // SAFETY: tmp is 16 bytes.
+                unsafe { _mm_storeu_si128(tmp.as_mut_ptr() as *mut __m128i, words) };
+                for (t, &x) in tmp.iter().enumerate() {
+                    out[(8 * g + t) * stride] = x;
+                }
+            }
+        }
+    }
 }
 
 /// Rounds eight columns of A1·D from 2^32 to 2^w and packs each into
@@ -2014,8 +2134,8 @@ mod pack_simd {
 /// Eight columns at a time so that each chunk index is one 16-byte store
 /// into the row-major hint rows instead of eight 2-byte stores eight rows
 /// apart. `scratch` holds the rounded values interleaved (value i of column
-/// c at 8i + c). Runtime-dispatched: AVX-512F, with [`pack_columns8_scalar`]
-/// as the twin.
+/// c at 8i + c). Runtime-dispatched: AVX-512F or AVX2, with
+/// [`pack_columns8_scalar`] as the twin.
 ///
 /// # Panics
 /// If the columns differ in length, a window reads past the last value + 1,
@@ -2049,12 +2169,21 @@ pub fn pack_columns8(
     }
     #[cfg(target_arch = "x86_64")]
     {
-        if matches!(Kernel::selected(), Kernel::Avx512Bw | Kernel::Avx512Vnni) && avx512() {
-            // SAFETY: avx512f detected at runtime; every window row i + 1 ≤ n
-            // is inside `scratch` (8(n + 1) values) and every 8-word store
-            // inside `out` (asserted above).
-            unsafe { pack_simd::columns8_512(scratch, w, pb, starts, out, stride) };
-            return;
+        match simd() {
+            Simd::Avx512 => {
+                // SAFETY: avx512f detected at runtime; every window row
+                // i + 1 ≤ n is inside `scratch` (8(n + 1) values) and every
+                // 8-word store inside `out` (asserted above).
+                unsafe { pack_simd::columns8_512(scratch, w, pb, starts, out, stride) };
+                return;
+            }
+            Simd::Avx2 => {
+                // SAFETY: avx2 detected at runtime; bounds and off < w as
+                // for the AVX-512 kernel (asserted above).
+                unsafe { pack_simd::columns8_256(scratch, w, pb, starts, out, stride) };
+                return;
+            }
+            Simd::None => {}
         }
     }
     pack_columns8_chunks(scratch, w, pb, starts, out, stride);
@@ -2897,6 +3026,74 @@ mod tests {
                 assert_eq!(a, b, "w={w} pb={pb} stride={stride}");
             }
         }
+    }
+
+    #[test]
+    fn pack_avx2_kernels_match_scalar() {
+        with_avx2("pack_avx2_kernels_match_scalar", || {
+            #[cfg(target_arch = "x86_64")]
+            {
+                let mut s = 13;
+                for (w, pb) in [(28u32, 15u32), (31, 16), (32, 16), (9, 9), (20, 3), (1, 1)] {
+                    let mask = ((1u64 << w) - 1) as u32;
+                    // pack_groups: random groups over 200 values, as in
+                    // pack_groups_matches_scalar, plus offsets up to w − 1
+                    let r: Vec<u32> = (0..200).map(|_| (lcg(&mut s) as u32) & mask).collect();
+                    for ng in [0usize, 1, 3, 20] {
+                        let groups: Vec<PackGroup> = (0..ng)
+                            .map(|_| {
+                                let mut g = PackGroup {
+                                    idx: [0; 16],
+                                    off: [0; 8],
+                                    base: (lcg(&mut s) % 180) as u32,
+                                };
+                                for t in 0..8 {
+                                    g.idx[t] = (lcg(&mut s) % 15) as u32;
+                                    g.idx[t + 8] = g.idx[t] + 1;
+                                    g.off[t] = lcg(&mut s) % w as u64;
+                                }
+                                g.off[0] = w as u64 - 1;
+                                g
+                            })
+                            .collect();
+                        for stride in [1usize, 5] {
+                            let len = (8 * ng * stride).max(1);
+                            let (mut a, mut b) = (vec![0i16; len], vec![0i16; len]);
+                            // SAFETY: AVX2 detected; r holds base + 16 values,
+                            // indices < 16, offsets < w, out long enough.
+                            unsafe { pack_simd::groups256(&r, &groups, w, pb, &mut a, stride) };
+                            pack_groups_scalar(&r, &groups, w, pb, &mut b, stride);
+                            assert_eq!(a, b, "groups w={w} pb={pb} ng={ng} stride={stride}");
+                        }
+                    }
+                    // pack_columns8's chunk step on interleaved values
+                    if w == 32 {
+                        continue; // pack_columns8 takes w < 32
+                    }
+                    for n in [1usize, 5, 64, 300] {
+                        let r: Vec<u32> = (0..8 * (n + 1))
+                            .map(|_| (lcg(&mut s) as u32) & mask)
+                            .collect();
+                        let starts: Vec<(u32, u32)> = (0..(n * w as usize).div_ceil(pb as usize))
+                            .map(|k| {
+                                let bit = k * pb as usize;
+                                ((bit / w as usize) as u32, (bit % w as usize) as u32)
+                            })
+                            .filter(|&(i, _)| (i as usize) < n)
+                            .collect();
+                        for stride in [8usize, 13] {
+                            let len = starts.len() * stride;
+                            let (mut a, mut b) = (vec![0i16; len], vec![0i16; len]);
+                            // SAFETY: AVX2 detected; every window i + 1 ≤ n is
+                            // inside r, every store inside out, off < w.
+                            unsafe { pack_simd::columns8_256(&r, w, pb, &starts, &mut a, stride) };
+                            pack_columns8_chunks(&r, w, pb, &starts, &mut b, stride);
+                            assert_eq!(a, b, "columns8 w={w} pb={pb} n={n} stride={stride}");
+                        }
+                    }
+                }
+            }
+        });
     }
 
     #[test]
