@@ -1637,6 +1637,66 @@ mod avx2_ks {
     }
 }
 
+/// `acc[i] += a[i]·b[i]` with 64-bit lazy accumulators, no reduction (the
+/// block products of DBSetup's hint, App. B: each term < 2^56, at most
+/// 2^16/d1 of them summed before [`crate::rns::reduce_acc`]). Over the first
+/// `acc.len()` slots; runtime-dispatched: AVX2 (`vpmuludq` on zero-extended
+/// lanes) whenever a SIMD kernel is selected, with [`mul_acc_lazy_scalar`]
+/// as the twin.
+///
+/// # Panics
+/// If `a` or `b` is shorter than `acc`.
+pub fn mul_acc_lazy(a: &[u32], b: &[u32], acc: &mut [u64]) {
+    assert!(a.len() >= acc.len() && b.len() >= acc.len());
+    #[cfg(target_arch = "x86_64")]
+    {
+        if simd() != Simd::None && avx2() {
+            // SAFETY: avx2 detected at runtime; a and b hold ≥ acc.len()
+            // words (asserted above).
+            unsafe { avx2_rns::mul_acc_lazy(a, b, acc) };
+            return;
+        }
+    }
+    mul_acc_lazy_scalar(a, b, acc, 0);
+}
+
+/// Scalar twin of [`mul_acc_lazy`] from slot `from`.
+pub fn mul_acc_lazy_scalar(a: &[u32], b: &[u32], acc: &mut [u64], from: usize) {
+    for ((o, &x), &y) in acc.iter_mut().zip(a).zip(b).skip(from) {
+        *o += x as u64 * y as u64;
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx2_rns {
+    use std::arch::x86_64::*;
+
+    /// 8 slots per step as two 4 × u64 halves.
+    ///
+    /// # Safety
+    /// avx2 must be available; a and b hold ≥ acc.len() words.
+    #[target_feature(enable = "avx2")]
+    pub unsafe fn mul_acc_lazy(a: &[u32], b: &[u32], acc: &mut [u64]) {
+        let n8 = acc.len() / 8 * 8;
+        let (pa, pb, pc) = (a.as_ptr(), b.as_ptr(), acc.as_mut_ptr());
+        let mut i = 0;
+        while i < n8 {
+            // SAFETY: i + 8 <= n8 <= acc.len() <= a.len(), b.len().
+            unsafe {
+                for h in [0, 4] {
+                    let x = _mm256_cvtepu32_epi64(_mm_loadu_si128(pa.add(i + h) as *const __m128i));
+                    let y = _mm256_cvtepu32_epi64(_mm_loadu_si128(pb.add(i + h) as *const __m128i));
+                    let c = _mm256_loadu_si256(pc.add(i + h) as *const __m256i);
+                    let s = _mm256_add_epi64(c, _mm256_mul_epu32(x, y));
+                    _mm256_storeu_si256(pc.add(i + h) as *mut __m256i, s);
+                }
+            }
+            i += 8;
+        }
+        super::mul_acc_lazy_scalar(a, b, acc, n8);
+    }
+}
+
 /// Large read-mostly buffers (the database, the hint rows) are scanned once
 /// per answer; with 4 KiB pages a 1 GiB scan crosses 262,144 pages, each a
 /// TLB miss that the hardware prefetcher cannot run ahead of. Below this
@@ -3090,6 +3150,34 @@ mod tests {
                             pack_columns8_chunks(&r, w, pb, &starts, &mut b, stride);
                             assert_eq!(a, b, "columns8 w={w} pb={pb} n={n} stride={stride}");
                         }
+                    }
+                }
+            }
+        });
+    }
+
+    #[test]
+    fn mul_acc_lazy_avx2_matches_scalar() {
+        with_avx2("mul_acc_lazy_avx2_matches_scalar", || {
+            #[cfg(target_arch = "x86_64")]
+            {
+                let mut s = 17;
+                for n in [0usize, 1, 7, 8, 9, 31, 1024, 2048, 2053] {
+                    let r = |s: &mut u64, len: usize| -> Vec<u32> {
+                        (0..len).map(|_| (lcg(s) % (1 << 28)) as u32).collect()
+                    };
+                    // a and b may be longer than acc
+                    let (a, b) = (r(&mut s, n + 3), r(&mut s, n));
+                    let init: Vec<u64> = (0..n).map(|_| lcg(&mut s) >> 2).collect();
+                    let (mut x, mut y) = (init.clone(), init.clone());
+                    for _ in 0..3 {
+                        // SAFETY: AVX2 detected; a, b hold ≥ n words.
+                        unsafe { avx2_rns::mul_acc_lazy(&a, &b, &mut x) };
+                        mul_acc_lazy_scalar(&a, &b, &mut y, 0);
+                    }
+                    assert_eq!(x, y, "n={n}");
+                    for i in 0..n {
+                        assert_eq!(y[i], init[i] + 3 * a[i] as u64 * b[i] as u64);
                     }
                 }
             }
