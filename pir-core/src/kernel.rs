@@ -9,6 +9,15 @@
 //! tests compare it against. The default build runs on any x86-64 and on
 //! wasm32 (scalar).
 //!
+//! SimplePIR and DoublePIR pick one of the [`Kernel`] variants. The other
+//! kernels (NTT, key switching and node combination of packing, chunk
+//! packing, the lazy products of the hint) come in an AVX-512 version (16
+//! u32 lanes) and an AVX2 version (8 lanes), chosen from the selected
+//! [`Kernel`] (see `simd`): AVX-512 when an AVX-512 variant is selected,
+//! AVX2 for any other SIMD variant, the scalar twins under
+//! `PIR_KERNEL=scalar` (`PIR_KERNEL=avx2` runs the AVX2 versions on an
+//! AVX-512 machine).
+//!
 //! SimplePIR arithmetic: records are `i8` (representative in [−N/2, N/2)),
 //! c1 ∈ Z_{2^32}. Writing c = lo + 2^16·hi with lo, hi signed 16-bit, each
 //! product c·d is lo·d + 2^16·(hi·d) mod 2^32, and lo·d, hi·d fit in 23 bits,
@@ -1181,7 +1190,12 @@ impl Mont {
 /// `out[i] = out[i] + Σ_k w[k][i]·g[k][i] mod p` where `w` is in Montgomery
 /// form (w·R mod p), so a single REDC of the 64-bit sum yields the product.
 /// `w` and `g` hold `t` rows of stride `stride`; each row's first `n` words
-/// are used. Σ of t ≤ 3 products < 3·2^56 < p·2^32, as REDC requires.
+/// are used. Σ of t ≤ 4 products < 4·2^56 < p·2^32, as REDC requires.
+/// The per-node cost of the online packing (YPIR §4.2). Runtime-dispatched:
+/// AVX-512F/BW or AVX2, with [`keyswitch_acc_scalar`] as the twin.
+///
+/// # Panics
+/// If t > 4 or a row or `out` is shorter than described.
 pub fn keyswitch_acc(
     m: &Mont,
     w: &[u32],
@@ -1238,7 +1252,11 @@ pub fn keyswitch_acc_scalar(
 
 /// One CDKS node side in the NTT domain (Construction 2.8), one CRT half:
 /// `plus[i] = e[i] + x^k·o[i]`, `minus[i] = e[i] − x^k·o[i]` (mod p), with
-/// the monomial x^k given in Montgomery form.
+/// the monomial x^k given in Montgomery form. Runtime-dispatched:
+/// AVX-512F/BW or AVX2, with [`plus_minus_scalar`] as the twin.
+///
+/// # Panics
+/// If the slices differ in length.
 pub fn plus_minus(
     m: &Mont,
     e: &[u32],
@@ -1318,7 +1336,8 @@ impl std::ops::Index<usize> for SlotPerm {
 }
 
 /// `out[i] = plus[i] + minus[perm[i]] mod p` (the τ of Automorph applied in
-/// the NTT domain as a slot permutation).
+/// the NTT domain as a slot permutation). Runtime-dispatched: AVX-512F or
+/// AVX2 gathers, with [`add_permuted_scalar`] as the twin.
 pub fn add_permuted(p: u32, plus: &[u32], minus: &[u32], perm: &SlotPerm, out: &mut [u32]) {
     assert!(plus.len() == perm.0.len() && minus.len() == perm.0.len() && out.len() == perm.0.len());
     #[cfg(target_arch = "x86_64")]
@@ -1505,8 +1524,9 @@ mod avx512_ks {
 
 #[cfg(target_arch = "x86_64")]
 mod avx2_ks {
-    //! AVX2 twins of `avx512_ks`: 8 slots per step, 32×32→64 products on
-    //! the even and odd lanes with `vpmuludq`.
+    //! AVX2 twins of `avx512_ks` (the online packing of YPIR §4.2): 8 slots
+    //! per step, 32×32→64 products on the even and odd lanes with
+    //! `vpmuludq`.
     use super::Mont;
     use std::arch::x86_64::*;
 
