@@ -9,6 +9,15 @@
 //! tests compare it against. The default build runs on any x86-64 and on
 //! wasm32 (scalar).
 //!
+//! SimplePIR and DoublePIR pick one of the [`Kernel`] variants. The other
+//! kernels (NTT, key switching and node combination of packing, chunk
+//! packing, the lazy products of the hint) come in an AVX-512 version (16
+//! u32 lanes) and an AVX2 version (8 lanes), chosen from the selected
+//! [`Kernel`] (see `simd`): AVX-512 when an AVX-512 variant is selected,
+//! AVX2 for any other SIMD variant, the scalar twins under
+//! `PIR_KERNEL=scalar` (`PIR_KERNEL=avx2` runs the AVX2 versions on an
+//! AVX-512 machine).
+//!
 //! SimplePIR arithmetic: records are `i8` (representative in [−N/2, N/2)),
 //! c1 ∈ Z_{2^32}. Writing c = lo + 2^16·hi with lo, hi signed 16-bit, each
 //! product c·d is lo·d + 2^16·(hi·d) mod 2^32, and lo·d, hi·d fit in 23 bits,
@@ -60,6 +69,37 @@ fn avx512() -> bool {
 #[cfg(target_arch = "x86_64")]
 fn avx512_vnni() -> bool {
     avx512() && std::arch::is_x86_feature_detected!("avx512vnni")
+}
+
+#[cfg(target_arch = "x86_64")]
+fn avx2() -> bool {
+    std::arch::is_x86_feature_detected!("avx2")
+}
+
+/// Vector width of the kernels outside SimplePIR (NTT, key switching, node
+/// combination, chunk packing).
+#[cfg(target_arch = "x86_64")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Simd {
+    /// 16 u32 lanes (AVX-512F/BW).
+    Avx512,
+    /// 8 u32 lanes (AVX2).
+    Avx2,
+    /// The scalar twins.
+    None,
+}
+
+/// AVX-512 when the selected [`Kernel`] is an AVX-512 one, AVX2 when it is
+/// any other SIMD kernel (so `PIR_KERNEL=avx2` exercises the AVX2 paths on
+/// an AVX-512 machine), scalar under `PIR_KERNEL=scalar` or without AVX2.
+#[cfg(target_arch = "x86_64")]
+fn simd() -> Simd {
+    match Kernel::selected() {
+        Kernel::Scalar => Simd::None,
+        Kernel::Avx512Bw | Kernel::Avx512Vnni if avx512() => Simd::Avx512,
+        _ if avx2() => Simd::Avx2,
+        _ => Simd::None,
+    }
 }
 
 /// Scalar reference: `out[j] = Σ_i c1[i]·D[i][j] mod 2^32` over columns
@@ -1249,7 +1289,12 @@ impl Mont {
 /// `out[i] = out[i] + Σ_k w[k][i]·g[k][i] mod p` where `w` is in Montgomery
 /// form (w·R mod p), so a single REDC of the 64-bit sum yields the product.
 /// `w` and `g` hold `t` rows of stride `stride`; each row's first `n` words
-/// are used. Σ of t ≤ 3 products < 3·2^56 < p·2^32, as REDC requires.
+/// are used. Σ of t ≤ 4 products < 4·2^56 < p·2^32, as REDC requires.
+/// The per-node cost of the online packing (YPIR §4.2). Runtime-dispatched:
+/// AVX-512F/BW or AVX2, with [`keyswitch_acc_scalar`] as the twin.
+///
+/// # Panics
+/// If t > 4 or a row or `out` is shorter than described.
 pub fn keyswitch_acc(
     m: &Mont,
     w: &[u32],
@@ -1259,14 +1304,25 @@ pub fn keyswitch_acc(
     n: usize,
     out: &mut [u32],
 ) {
-    debug_assert!(t <= 4 && w.len() >= (t - 1) * stride + n && g.len() >= (t - 1) * stride + n);
+    // (checked in release builds too: the SIMD kernels rely on it)
+    let rows = t.saturating_sub(1) * stride + n;
+    assert!(t <= 4 && w.len() >= rows && g.len() >= rows && out.len() >= n);
     #[cfg(target_arch = "x86_64")]
     {
-        if matches!(Kernel::selected(), Kernel::Avx512Bw | Kernel::Avx512Vnni) && avx512() {
-            // SAFETY: avx512f and avx512bw were detected at runtime; lengths
-            // were checked above.
-            unsafe { avx512_ks::keyswitch_acc(m, w, g, t, stride, n, out) };
-            return;
+        match simd() {
+            Simd::Avx512 => {
+                // SAFETY: avx512f and avx512bw were detected at runtime;
+                // lengths were checked above.
+                unsafe { avx512_ks::keyswitch_acc(m, w, g, t, stride, n, out) };
+                return;
+            }
+            Simd::Avx2 => {
+                // SAFETY: avx2 was detected at runtime; lengths were checked
+                // above.
+                unsafe { avx2_ks::keyswitch_acc(m, w, g, t, stride, n, out) };
+                return;
+            }
+            Simd::None => {}
         }
     }
     keyswitch_acc_scalar(m, w, g, t, stride, 0, n, out);
@@ -1295,7 +1351,11 @@ pub fn keyswitch_acc_scalar(
 
 /// One CDKS node side in the NTT domain (Construction 2.8), one CRT half:
 /// `plus[i] = e[i] + x^k·o[i]`, `minus[i] = e[i] − x^k·o[i]` (mod p), with
-/// the monomial x^k given in Montgomery form.
+/// the monomial x^k given in Montgomery form. Runtime-dispatched:
+/// AVX-512F/BW or AVX2, with [`plus_minus_scalar`] as the twin.
+///
+/// # Panics
+/// If the slices differ in length.
 pub fn plus_minus(
     m: &Mont,
     e: &[u32],
@@ -1305,12 +1365,23 @@ pub fn plus_minus(
     minus: &mut [u32],
 ) {
     let n = e.len();
+    assert!(o.len() == n && mono_mont.len() == n && plus.len() == n && minus.len() == n);
     #[cfg(target_arch = "x86_64")]
     {
-        if matches!(Kernel::selected(), Kernel::Avx512Bw | Kernel::Avx512Vnni) && avx512() {
-            // SAFETY: avx512f/avx512bw detected at runtime; all slices have n words.
-            unsafe { avx512_ks::plus_minus(m, e, o, mono_mont, plus, minus) };
-            return;
+        match simd() {
+            Simd::Avx512 => {
+                // SAFETY: avx512f/avx512bw detected at runtime; all slices
+                // have n words (asserted above).
+                unsafe { avx512_ks::plus_minus(m, e, o, mono_mont, plus, minus) };
+                return;
+            }
+            Simd::Avx2 => {
+                // SAFETY: avx2 detected at runtime; all slices have n words
+                // (asserted above).
+                unsafe { avx2_ks::plus_minus(m, e, o, mono_mont, plus, minus) };
+                return;
+            }
+            Simd::None => {}
         }
     }
     plus_minus_scalar(m, e, o, mono_mont, plus, minus, 0, n);
@@ -1364,16 +1435,26 @@ impl std::ops::Index<usize> for SlotPerm {
 }
 
 /// `out[i] = plus[i] + minus[perm[i]] mod p` (the τ of Automorph applied in
-/// the NTT domain as a slot permutation).
+/// the NTT domain as a slot permutation). Runtime-dispatched: AVX-512F or
+/// AVX2 gathers, with [`add_permuted_scalar`] as the twin.
 pub fn add_permuted(p: u32, plus: &[u32], minus: &[u32], perm: &SlotPerm, out: &mut [u32]) {
     assert!(plus.len() == perm.0.len() && minus.len() == perm.0.len() && out.len() == perm.0.len());
     #[cfg(target_arch = "x86_64")]
     {
-        if matches!(Kernel::selected(), Kernel::Avx512Bw | Kernel::Avx512Vnni) && avx512() {
-            // SAFETY: avx512f/avx512bw detected; SlotPerm guarantees every
-            // gather index is < perm.len() = minus.len().
-            unsafe { avx512_ks::add_permuted(p, plus, minus, &perm.0, out) };
-            return;
+        match simd() {
+            Simd::Avx512 => {
+                // SAFETY: avx512f/avx512bw detected; SlotPerm guarantees every
+                // gather index is < perm.len() = minus.len().
+                unsafe { avx512_ks::add_permuted(p, plus, minus, &perm.0, out) };
+                return;
+            }
+            Simd::Avx2 => {
+                // SAFETY: avx2 detected; SlotPerm guarantees every gather
+                // index is < perm.len() = minus.len().
+                unsafe { avx2_ks::add_permuted(p, plus, minus, &perm.0, out) };
+                return;
+            }
+            Simd::None => {}
         }
     }
     add_permuted_scalar(p, plus, minus, &perm.0, out, 0);
@@ -1398,7 +1479,9 @@ mod avx512_ks {
     use super::Mont;
     use std::arch::x86_64::*;
 
-    fn ks_prefetch() -> usize {
+    /// Prefetch distance (words) of the digit stream (`PIR_KSPF`
+    /// overrides it); shared with the AVX2 kernel.
+    pub(super) fn ks_prefetch() -> usize {
         static D: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
         *D.get_or_init(|| {
             std::env::var("PIR_KSPF")
@@ -1535,6 +1618,201 @@ mod avx512_ks {
             i += 16;
         }
         super::add_permuted_scalar(p, plus, minus, perm, out, n16);
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx2_ks {
+    //! AVX2 twins of `avx512_ks` (the online packing of YPIR §4.2): 8 slots
+    //! per step, 32×32→64 products on the even and odd lanes with
+    //! `vpmuludq`.
+    use super::Mont;
+    use std::arch::x86_64::*;
+
+    /// x − m if x ≥ m (unsigned 32-bit lanes).
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn csub(x: __m256i, m: __m256i) -> __m256i {
+        _mm256_min_epu32(x, _mm256_sub_epi32(x, m))
+    }
+
+    /// REDC of two vectors of four 64-bit lanes (values < p·2^32): `even`
+    /// holds the sums of slots 0, 2, 4, 6 and `odd` those of 1, 3, 5, 7;
+    /// returns the eight results in [0, p) as 32-bit lanes in slot order.
+    /// x + m·p has the result in its high half, which is already the odd
+    /// slot's position.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn redc2(even: __m256i, odd: __m256i, p: __m256i, pinv: __m256i) -> __m256i {
+        let te = _mm256_add_epi64(even, _mm256_mul_epu32(_mm256_mul_epu32(even, pinv), p));
+        let to = _mm256_add_epi64(odd, _mm256_mul_epu32(_mm256_mul_epu32(odd, pinv), p));
+        csub(_mm256_blend_epi32::<0xAA>(_mm256_srli_epi64(te, 32), to), p)
+    }
+
+    /// # Safety
+    /// avx2 must be available; the slices must hold (t−1)·stride + n words
+    /// and `out` n words.
+    #[target_feature(enable = "avx2")]
+    pub unsafe fn keyswitch_acc(
+        m: &Mont,
+        w: &[u32],
+        g: &[u32],
+        t: usize,
+        stride: usize,
+        n: usize,
+        out: &mut [u32],
+    ) {
+        let n8 = n / 8 * 8;
+        let p = _mm256_set1_epi32(m.p as i32);
+        let pinv = _mm256_set1_epi32(m.pinv_neg as i32);
+        let pf = super::avx512_ks::ks_prefetch();
+        let mut i = 0;
+        while i < n8 {
+            // SAFETY: i + 8 <= n8 <= n; every row k < t of w and g has n
+            // words starting at k·stride, and out has n words.
+            unsafe {
+                let mut even = _mm256_setzero_si256();
+                let mut odd = _mm256_setzero_si256();
+                for k in 0..t {
+                    // the digits stream from memory: prefetch ahead (a hint)
+                    _mm_prefetch::<_MM_HINT_T0>(
+                        g.as_ptr().wrapping_add(k * stride + i + pf) as *const i8
+                    );
+                    let a = _mm256_loadu_si256(w.as_ptr().add(k * stride + i) as *const __m256i);
+                    let b = _mm256_loadu_si256(g.as_ptr().add(k * stride + i) as *const __m256i);
+                    even = _mm256_add_epi64(even, _mm256_mul_epu32(a, b));
+                    odd = _mm256_add_epi64(
+                        odd,
+                        _mm256_mul_epu32(_mm256_srli_epi64(a, 32), _mm256_srli_epi64(b, 32)),
+                    );
+                }
+                let r = redc2(even, odd, p, pinv);
+                let o = _mm256_loadu_si256(out.as_ptr().add(i) as *const __m256i);
+                let s = csub(_mm256_add_epi32(o, r), p);
+                _mm256_storeu_si256(out.as_mut_ptr().add(i) as *mut __m256i, s);
+            }
+            i += 8;
+        }
+        super::keyswitch_acc_scalar(m, w, g, t, stride, n8, n, out);
+    }
+
+    /// # Safety
+    /// avx2 must be available; all slices have e.len() words.
+    #[target_feature(enable = "avx2")]
+    pub unsafe fn plus_minus(
+        m: &Mont,
+        e: &[u32],
+        o: &[u32],
+        mono: &[u32],
+        plus: &mut [u32],
+        minus: &mut [u32],
+    ) {
+        let n = e.len();
+        let n8 = n / 8 * 8;
+        let p = _mm256_set1_epi32(m.p as i32);
+        let pinv = _mm256_set1_epi32(m.pinv_neg as i32);
+        let mut i = 0;
+        while i < n8 {
+            // SAFETY: i + 8 <= n8 <= n = length of every slice.
+            unsafe {
+                let ov = _mm256_loadu_si256(o.as_ptr().add(i) as *const __m256i);
+                let mv = _mm256_loadu_si256(mono.as_ptr().add(i) as *const __m256i);
+                let even = _mm256_mul_epu32(ov, mv);
+                let odd = _mm256_mul_epu32(_mm256_srli_epi64(ov, 32), _mm256_srli_epi64(mv, 32));
+                let xo = redc2(even, odd, p, pinv);
+                let ev = _mm256_loadu_si256(e.as_ptr().add(i) as *const __m256i);
+                let s = csub(_mm256_add_epi32(ev, xo), p);
+                let d = csub(_mm256_sub_epi32(_mm256_add_epi32(ev, p), xo), p);
+                _mm256_storeu_si256(plus.as_mut_ptr().add(i) as *mut __m256i, s);
+                _mm256_storeu_si256(minus.as_mut_ptr().add(i) as *mut __m256i, d);
+            }
+            i += 8;
+        }
+        super::plus_minus_scalar(m, e, o, mono, plus, minus, n8, n);
+    }
+
+    /// # Safety
+    /// avx2 must be available; every perm[i] < minus.len(); plus, perm and
+    /// out have the same length.
+    #[target_feature(enable = "avx2")]
+    pub unsafe fn add_permuted(p: u32, plus: &[u32], minus: &[u32], perm: &[u32], out: &mut [u32]) {
+        let n = plus.len();
+        let n8 = n / 8 * 8;
+        let p32 = _mm256_set1_epi32(p as i32);
+        let mut i = 0;
+        while i < n8 {
+            // SAFETY: i + 8 <= n8 <= n; gathered indices are < minus.len()
+            // (checked by the caller).
+            unsafe {
+                let idx = _mm256_loadu_si256(perm.as_ptr().add(i) as *const __m256i);
+                let g = _mm256_i32gather_epi32::<4>(minus.as_ptr() as *const i32, idx);
+                let a = _mm256_loadu_si256(plus.as_ptr().add(i) as *const __m256i);
+                let s = csub(_mm256_add_epi32(a, g), p32);
+                _mm256_storeu_si256(out.as_mut_ptr().add(i) as *mut __m256i, s);
+            }
+            i += 8;
+        }
+        super::add_permuted_scalar(p, plus, minus, perm, out, n8);
+    }
+}
+
+/// `acc[i] += a[i]·b[i]` with 64-bit lazy accumulators, no reduction (the
+/// block products of DBSetup's hint, App. B: each term < 2^56, at most
+/// 2^16/d1 of them summed before [`crate::rns::reduce_acc`]). Over the first
+/// `acc.len()` slots; runtime-dispatched: AVX2 (`vpmuludq` on zero-extended
+/// lanes) whenever a SIMD kernel is selected, with [`mul_acc_lazy_scalar`]
+/// as the twin.
+///
+/// # Panics
+/// If `a` or `b` is shorter than `acc`.
+pub fn mul_acc_lazy(a: &[u32], b: &[u32], acc: &mut [u64]) {
+    assert!(a.len() >= acc.len() && b.len() >= acc.len());
+    #[cfg(target_arch = "x86_64")]
+    {
+        if simd() != Simd::None && avx2() {
+            // SAFETY: avx2 detected at runtime; a and b hold ≥ acc.len()
+            // words (asserted above).
+            unsafe { avx2_rns::mul_acc_lazy(a, b, acc) };
+            return;
+        }
+    }
+    mul_acc_lazy_scalar(a, b, acc, 0);
+}
+
+/// Scalar twin of [`mul_acc_lazy`] from slot `from`.
+pub fn mul_acc_lazy_scalar(a: &[u32], b: &[u32], acc: &mut [u64], from: usize) {
+    for ((o, &x), &y) in acc.iter_mut().zip(a).zip(b).skip(from) {
+        *o += x as u64 * y as u64;
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx2_rns {
+    use std::arch::x86_64::*;
+
+    /// 8 slots per step as two 4 × u64 halves.
+    ///
+    /// # Safety
+    /// avx2 must be available; a and b hold ≥ acc.len() words.
+    #[target_feature(enable = "avx2")]
+    pub unsafe fn mul_acc_lazy(a: &[u32], b: &[u32], acc: &mut [u64]) {
+        let n8 = acc.len() / 8 * 8;
+        let (pa, pb, pc) = (a.as_ptr(), b.as_ptr(), acc.as_mut_ptr());
+        let mut i = 0;
+        while i < n8 {
+            // SAFETY: i + 8 <= n8 <= acc.len() <= a.len(), b.len().
+            unsafe {
+                for h in [0, 4] {
+                    let x = _mm256_cvtepu32_epi64(_mm_loadu_si128(pa.add(i + h) as *const __m128i));
+                    let y = _mm256_cvtepu32_epi64(_mm_loadu_si128(pb.add(i + h) as *const __m128i));
+                    let c = _mm256_loadu_si256(pc.add(i + h) as *const __m256i);
+                    let s = _mm256_add_epi64(c, _mm256_mul_epu32(x, y));
+                    _mm256_storeu_si256(pc.add(i + h) as *mut __m256i, s);
+                }
+            }
+            i += 8;
+        }
+        super::mul_acc_lazy_scalar(a, b, acc, n8);
     }
 }
 
@@ -1769,12 +2047,13 @@ pub struct PackGroup {
 /// `r[i] | r[i+1]·2^w`, sign-extended to [−2^(pb−1), 2^(pb−1)) — to
 /// `out[(8g + t)·stride]`. Runtime-dispatched: AVX-512F (one permute gathers
 /// the 16 window values of a group, 64-bit variable shifts extract the eight
-/// chunks), with [`pack_groups_scalar`] as the twin.
+/// chunks) or AVX2 (two permutes and a blend per half of the window, 32-bit
+/// variable shifts), with [`pack_groups_scalar`] as the twin.
 ///
 /// # Panics
 /// If `r` holds fewer than `base + 16` values for some group, an index is
-/// ≥ 15, or `out` is too short (caller bugs: the plan is built from the
-/// parameters).
+/// ≥ 16, an offset is ≥ w, or `out` is too short (caller bugs: the plan is
+/// built from the parameters).
 pub fn pack_groups(
     r: &[u32],
     groups: &[PackGroup],
@@ -1784,17 +2063,26 @@ pub fn pack_groups(
     stride: usize,
 ) {
     assert!((1..=32).contains(&w) && (1..=16).contains(&pb) && stride >= 1);
-    assert!(groups
-        .iter()
-        .all(|g| g.idx.iter().all(|&i| i < 16) && r.len() >= g.base as usize + 16));
+    assert!(groups.iter().all(|g| g.idx.iter().all(|&i| i < 16)
+        && g.off.iter().all(|&o| o < u64::from(w))
+        && r.len() >= g.base as usize + 16));
     assert!(groups.is_empty() || out.len() > (8 * groups.len() - 1) * stride);
     #[cfg(target_arch = "x86_64")]
     {
-        if matches!(Kernel::selected(), Kernel::Avx512Bw | Kernel::Avx512Vnni) && avx512() {
-            // SAFETY: avx512f detected at runtime; the bounds the loads and
-            // stores rely on are asserted above.
-            unsafe { pack_simd::groups512(r, groups, w, pb, out, stride) };
-            return;
+        match simd() {
+            Simd::Avx512 => {
+                // SAFETY: avx512f detected at runtime; the bounds the loads
+                // and stores rely on are asserted above.
+                unsafe { pack_simd::groups512(r, groups, w, pb, out, stride) };
+                return;
+            }
+            Simd::Avx2 => {
+                // SAFETY: avx2 detected at runtime; the bounds the loads and
+                // stores rely on, and off < w, are asserted above.
+                unsafe { pack_simd::groups256(r, groups, w, pb, out, stride) };
+                return;
+            }
+            Simd::None => {}
         }
     }
     pack_groups_scalar(r, groups, w, pb, out, stride);
@@ -1906,6 +2194,116 @@ mod pack_simd {
             }
         }
     }
+
+    /// Eight chunks on 32-bit lanes: the `pb` bits at `off` of the windows
+    /// `lo | hi·2^w`, sign-extended, as eight i16. Only the low 32 bits of
+    /// `window >> off` matter (pb ≤ 16), and they are
+    /// `(lo >> off) | (hi << (w − off))`: with off < w ≤ 32 the second
+    /// count is in [1, 32], and AVX2 variable shifts give 0 for a count of
+    /// 32, as the 64-bit window does.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn chunks8(lo: __m256i, hi: __m256i, off: __m256i, w: __m256i, sh: __m128i) -> __m128i {
+        let x = _mm256_or_si256(
+            _mm256_srlv_epi32(lo, off),
+            _mm256_sllv_epi32(hi, _mm256_sub_epi32(w, off)),
+        );
+        // sign-extend from pb bits (sh = 32 − pb ∈ [16, 31]); the values
+        // fit in i16, so the saturating pack is exact
+        let c = _mm256_sra_epi32(_mm256_sll_epi32(x, sh), sh);
+        _mm_packs_epi32(_mm256_castsi256_si128(c), _mm256_extracti128_si256::<1>(c))
+    }
+
+    /// AVX2 chunk step of [`super::pack_columns8`]: lanes are columns, so
+    /// every chunk is two 8-word loads, a few 32-bit shifts and one 16-byte
+    /// store.
+    ///
+    /// # Safety
+    /// avx2 must be available, and the bounds asserted by
+    /// [`super::pack_columns8`] must hold (including off < w < 32).
+    #[target_feature(enable = "avx2")]
+    pub unsafe fn columns8_256(
+        r: &[u32],
+        w: u32,
+        pb: u32,
+        starts: &[(u32, u32)],
+        out: &mut [i16],
+        stride: usize,
+    ) {
+        let wv = _mm256_set1_epi32(w as i32);
+        let sh = _mm_cvtsi32_si128(32 - pb as i32);
+        for (k, &(i, off)) in starts.iter().enumerate() {
+            let i = i as usize;
+            // SAFETY: 8(i + 1) + 8 ≤ r.len() and k·stride + 8 ≤ out.len()
+            // (asserted by the caller).
+            unsafe {
+                let lo = _mm256_loadu_si256(r.as_ptr().add(8 * i) as *const __m256i);
+                let hi = _mm256_loadu_si256(r.as_ptr().add(8 * (i + 1)) as *const __m256i);
+                let c = chunks8(lo, hi, _mm256_set1_epi32(off as i32), wv, sh);
+                _mm_storeu_si128(out.as_mut_ptr().add(k * stride) as *mut __m128i, c);
+            }
+        }
+    }
+
+    /// AVX2 twin of [`super::pack_groups`]: the 16 window values of a group
+    /// are two registers, and each chunk's lower and upper value is picked
+    /// from them with two `vpermd` and a blend on the index's bit 3.
+    ///
+    /// # Safety
+    /// avx2 must be available, and the bounds asserted by
+    /// [`super::pack_groups`] must hold (including off < w ≤ 32).
+    #[target_feature(enable = "avx2")]
+    pub unsafe fn groups256(
+        r: &[u32],
+        groups: &[PackGroup],
+        w: u32,
+        pb: u32,
+        out: &mut [i16],
+        stride: usize,
+    ) {
+        let wv = _mm256_set1_epi32(w as i32);
+        let sh = _mm_cvtsi32_si128(32 - pb as i32);
+        let seven = _mm256_set1_epi32(7);
+        for (g, grp) in groups.iter().enumerate() {
+            // SAFETY: r[base..base + 16] is in bounds and idx/off are plain
+            // arrays of 16 u32 / 8 u64 (asserted by the caller).
+            let (lo, hi, off) = unsafe {
+                let v0 = _mm256_loadu_si256(r.as_ptr().add(grp.base as usize) as *const __m256i);
+                let v1 =
+                    _mm256_loadu_si256(r.as_ptr().add(grp.base as usize + 8) as *const __m256i);
+                let pick = |i: __m256i| {
+                    _mm256_blendv_epi8(
+                        _mm256_permutevar8x32_epi32(v0, i),
+                        _mm256_permutevar8x32_epi32(v1, i),
+                        _mm256_cmpgt_epi32(i, seven),
+                    )
+                };
+                let il = _mm256_loadu_si256(grp.idx.as_ptr() as *const __m256i);
+                let ih = _mm256_loadu_si256(grp.idx.as_ptr().add(8) as *const __m256i);
+                // offsets (< 32) from 64-bit to 32-bit lanes: the low
+                // halves, then qwords reordered 0, 2, 1, 3
+                let o0 = _mm256_loadu_si256(grp.off.as_ptr() as *const __m256i);
+                let o1 = _mm256_loadu_si256(grp.off.as_ptr().add(4) as *const __m256i);
+                let o = _mm256_castps_si256(_mm256_shuffle_ps::<0x88>(
+                    _mm256_castsi256_ps(o0),
+                    _mm256_castsi256_ps(o1),
+                ));
+                (pick(il), pick(ih), _mm256_permute4x64_epi64::<0xD8>(o))
+            };
+            let words = chunks8(lo, hi, off, wv, sh);
+            if stride == 1 {
+                // SAFETY: out has ≥ 8g + 8 entries (asserted by the caller).
+                unsafe { _mm_storeu_si128(out.as_mut_ptr().add(8 * g) as *mut __m128i, words) };
+            } else {
+                let mut tmp = [0i16; 8];
+                // SAFETY: tmp is 16 bytes.
+                unsafe { _mm_storeu_si128(tmp.as_mut_ptr() as *mut __m128i, words) };
+                for (t, &x) in tmp.iter().enumerate() {
+                    out[(8 * g + t) * stride] = x;
+                }
+            }
+        }
+    }
 }
 
 /// Rounds eight columns of A1·D from 2^32 to 2^w and packs each into
@@ -1915,8 +2313,8 @@ mod pack_simd {
 /// Eight columns at a time so that each chunk index is one 16-byte store
 /// into the row-major hint rows instead of eight 2-byte stores eight rows
 /// apart. `scratch` holds the rounded values interleaved (value i of column
-/// c at 8i + c). Runtime-dispatched: AVX-512F, with [`pack_columns8_scalar`]
-/// as the twin.
+/// c at 8i + c). Runtime-dispatched: AVX-512F or AVX2, with
+/// [`pack_columns8_scalar`] as the twin.
 ///
 /// # Panics
 /// If the columns differ in length, a window reads past the last value + 1,
@@ -1950,12 +2348,21 @@ pub fn pack_columns8(
     }
     #[cfg(target_arch = "x86_64")]
     {
-        if matches!(Kernel::selected(), Kernel::Avx512Bw | Kernel::Avx512Vnni) && avx512() {
-            // SAFETY: avx512f detected at runtime; every window row i + 1 ≤ n
-            // is inside `scratch` (8(n + 1) values) and every 8-word store
-            // inside `out` (asserted above).
-            unsafe { pack_simd::columns8_512(scratch, w, pb, starts, out, stride) };
-            return;
+        match simd() {
+            Simd::Avx512 => {
+                // SAFETY: avx512f detected at runtime; every window row
+                // i + 1 ≤ n is inside `scratch` (8(n + 1) values) and every
+                // 8-word store inside `out` (asserted above).
+                unsafe { pack_simd::columns8_512(scratch, w, pb, starts, out, stride) };
+                return;
+            }
+            Simd::Avx2 => {
+                // SAFETY: avx2 detected at runtime; bounds and off < w as
+                // for the AVX-512 kernel (asserted above).
+                unsafe { pack_simd::columns8_256(scratch, w, pb, starts, out, stride) };
+                return;
+            }
+            Simd::None => {}
         }
     }
     pack_columns8_chunks(scratch, w, pb, starts, out, stride);
@@ -1997,39 +2404,51 @@ fn pack_columns8_chunks(
     }
 }
 
-/// Forward NTT with AVX-512 when available; returns false (untouched input)
-/// when the caller should use the scalar twin.
+/// Forward NTT with AVX-512 or AVX2 when the selected kernel allows it
+/// (see [`simd`]); returns false (untouched input) when the caller should
+/// use the scalar twin. Both SIMD transforms need n ≥ 32 (the lane twiddle
+/// tables of [`crate::ntt::NttTable`] exist from there on).
 pub(crate) fn ntt_forward(t: &crate::ntt::NttTable, a: &mut [u32]) -> bool {
     #[cfg(target_arch = "x86_64")]
     {
-        if t.n >= 32
-            && a.len() == t.n
-            && Kernel::selected() != Kernel::Scalar
-            && Kernel::selected() != Kernel::Avx2
-            && avx512()
-        {
-            // SAFETY: avx512f/avx512bw detected at runtime; a.len() = n ≥ 32.
-            unsafe { ntt_avx512::forward(t, a) };
-            return true;
+        if t.n >= 32 && a.len() == t.n {
+            match simd() {
+                Simd::Avx512 => {
+                    // SAFETY: avx512f/avx512bw detected at runtime; a.len() = n ≥ 32.
+                    unsafe { ntt_avx512::forward(t, a) };
+                    return true;
+                }
+                Simd::Avx2 => {
+                    // SAFETY: avx2 detected at runtime; a.len() = n ≥ 32.
+                    unsafe { ntt_avx2::forward(t, a) };
+                    return true;
+                }
+                Simd::None => {}
+            }
         }
     }
     let _ = (t, a);
     false
 }
 
-/// Inverse NTT with AVX-512 when available (see [`ntt_forward`]).
+/// Inverse NTT with AVX-512 or AVX2 when available (see [`ntt_forward`]).
 pub(crate) fn ntt_inverse(t: &crate::ntt::NttTable, a: &mut [u32]) -> bool {
     #[cfg(target_arch = "x86_64")]
     {
-        if t.n >= 32
-            && a.len() == t.n
-            && Kernel::selected() != Kernel::Scalar
-            && Kernel::selected() != Kernel::Avx2
-            && avx512()
-        {
-            // SAFETY: avx512f/avx512bw detected at runtime; a.len() = n ≥ 32.
-            unsafe { ntt_avx512::inverse(t, a) };
-            return true;
+        if t.n >= 32 && a.len() == t.n {
+            match simd() {
+                Simd::Avx512 => {
+                    // SAFETY: avx512f/avx512bw detected at runtime; a.len() = n ≥ 32.
+                    unsafe { ntt_avx512::inverse(t, a) };
+                    return true;
+                }
+                Simd::Avx2 => {
+                    // SAFETY: avx2 detected at runtime; a.len() = n ≥ 32.
+                    unsafe { ntt_avx2::inverse(t, a) };
+                    return true;
+                }
+                Simd::None => {}
+            }
         }
     }
     let _ = (t, a);
@@ -2243,6 +2662,256 @@ mod ntt_avx512 {
     }
 }
 
+#[cfg(target_arch = "x86_64")]
+mod ntt_avx2 {
+    //! Harvey's lazy NTT butterflies on 8 u32 lanes, the AVX2 twin of
+    //! `ntt_avx512`. Stages with half-size t ≥ 8 broadcast one twiddle per
+    //! block; the three smallest stages (t = 4, 2, 1) run on 16-element
+    //! chunks held in two registers X, Y, regrouped between stages by
+    //! in-lane shuffles so that lane l of X and Y always hold the two inputs
+    //! of the chunk's l-th butterfly (X lane l = element (l/t)·2t + l mod t).
+    //! In that order the lane twiddles are 8 consecutive entries of the
+    //! 16-lane tables in [`NttTable`]'s `small` field (their 32-element
+    //! chunks are two of ours). Every element goes through the same
+    //! butterflies as in the scalar transform, so the output is identical.
+    use crate::ntt::NttTable;
+    use std::arch::x86_64::*;
+
+    /// x·w mod p in [0, 2p) (Shoup), lane-wise, any x < 2^32; `ws_even`
+    /// holds the Shoup quotients in the even lanes' low halves and `ws_odd`
+    /// those of the odd lanes (equal for a broadcast twiddle).
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn mul_shoup_lazy(
+        x: __m256i,
+        w: __m256i,
+        ws_even: __m256i,
+        ws_odd: __m256i,
+        p: __m256i,
+    ) -> __m256i {
+        let even = _mm256_srli_epi64(_mm256_mul_epu32(x, ws_even), 32);
+        let odd = _mm256_mul_epu32(_mm256_srli_epi64(x, 32), ws_odd);
+        let q = _mm256_blend_epi32::<0xAA>(even, odd);
+        _mm256_sub_epi32(_mm256_mullo_epi32(x, w), _mm256_mullo_epi32(q, p))
+    }
+
+    /// x − m if x ≥ m (unsigned lanes).
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn csub(x: __m256i, m: __m256i) -> __m256i {
+        _mm256_min_epu32(x, _mm256_sub_epi32(x, m))
+    }
+
+    /// Lane twiddles of one small stage for 16-element chunk c:
+    /// (w, w' even, w' odd).
+    ///
+    /// # Safety
+    /// AVX2 must be available; `tw` and `tws` hold ≥ 8c + 8 entries.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    unsafe fn lane_tw(tw: &[u32], tws: &[u32], c: usize) -> (__m256i, __m256i, __m256i) {
+        debug_assert!(tw.len() >= 8 * c + 8 && tws.len() >= 8 * c + 8);
+        // SAFETY: 8c + 8 ≤ len of both tables (caller's contract).
+        unsafe {
+            let w = _mm256_loadu_si256(tw.as_ptr().add(8 * c) as *const __m256i);
+            let ws = _mm256_loadu_si256(tws.as_ptr().add(8 * c) as *const __m256i);
+            (w, ws, _mm256_srli_epi64(ws, 32))
+        }
+    }
+
+    /// Forward (Cooley–Tukey) butterfly: (x, y) ← (x' + v, x' + 2p − v)
+    /// with x' = x mod 2p lazily, v = y·w mod p in [0, 2p).
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn bfly_fwd(
+        x: __m256i,
+        y: __m256i,
+        (w, wse, wso): (__m256i, __m256i, __m256i),
+        p: __m256i,
+        p2: __m256i,
+    ) -> (__m256i, __m256i) {
+        let u = csub(x, p2);
+        let v = mul_shoup_lazy(y, w, wse, wso, p);
+        (
+            _mm256_add_epi32(u, v),
+            _mm256_sub_epi32(_mm256_add_epi32(u, p2), v),
+        )
+    }
+
+    /// Inverse (Gentleman–Sande) butterfly: (x, y) ← ((x + y) mod 2p,
+    /// (x + 2p − y)·w mod p in [0, 2p)).
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn bfly_inv(
+        x: __m256i,
+        y: __m256i,
+        (w, wse, wso): (__m256i, __m256i, __m256i),
+        p: __m256i,
+        p2: __m256i,
+    ) -> (__m256i, __m256i) {
+        (
+            csub(_mm256_add_epi32(x, y), p2),
+            mul_shoup_lazy(_mm256_sub_epi32(_mm256_add_epi32(x, p2), y), w, wse, wso, p),
+        )
+    }
+
+    /// (X, Y) for t = 1 from the t = 2 order (X = 0,1,4,5, Y = 2,3,6,7 per
+    /// 128-bit lane) and back: even/odd 32-bit lanes swapped across X and Y.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn swap_odd_even(x: __m256i, y: __m256i) -> (__m256i, __m256i) {
+        (
+            _mm256_blend_epi32::<0xAA>(x, _mm256_slli_epi64(y, 32)),
+            _mm256_blend_epi32::<0xAA>(_mm256_srli_epi64(x, 32), y),
+        )
+    }
+
+    /// # Safety
+    /// AVX2 must be available; `a.len() == t.n`, n ≥ 32 a power of two.
+    #[target_feature(enable = "avx2")]
+    pub unsafe fn forward(t: &NttTable, a: &mut [u32]) {
+        let n = t.n;
+        assert!(a.len() == n && n >= 32);
+        let p = _mm256_set1_epi32(t.m.p as i32);
+        let p2 = _mm256_set1_epi32(2 * t.m.p as i32);
+        let ptr = a.as_mut_ptr();
+        // large stages: half = n/2 .. 8
+        let mut half = n / 2;
+        let mut m = 1;
+        while half >= 8 {
+            for i in 0..m {
+                let w = _mm256_set1_epi32(t.psi_rev[m + i] as i32);
+                let ws = _mm256_set1_epi32(t.psi_rev_shoup[m + i] as i32);
+                let j1 = 2 * i * half;
+                let mut j = j1;
+                while j < j1 + half {
+                    // SAFETY: j + 8 <= j1 + half and j + half + 8 <= j1 + 2·half <= n.
+                    unsafe {
+                        let xv = _mm256_loadu_si256(ptr.add(j) as *const __m256i);
+                        let yv = _mm256_loadu_si256(ptr.add(j + half) as *const __m256i);
+                        let (x2, y2) = bfly_fwd(xv, yv, (w, ws, ws), p, p2);
+                        _mm256_storeu_si256(ptr.add(j) as *mut __m256i, x2);
+                        _mm256_storeu_si256(ptr.add(j + half) as *mut __m256i, y2);
+                    }
+                    j += 8;
+                }
+            }
+            half /= 2;
+            m *= 2;
+        }
+        // small stages t = 4, 2, 1 (tables 1, 2, 3) on 16-element chunks
+        let s = &t.small;
+        for c in 0..n / 16 {
+            // SAFETY: chunk c spans a[16c .. 16c + 16] ⊂ a; the small-stage
+            // tables hold n/2 = 8 · (n/16) entries.
+            unsafe {
+                let av = _mm256_loadu_si256(ptr.add(16 * c) as *const __m256i);
+                let bv = _mm256_loadu_si256(ptr.add(16 * c + 8) as *const __m256i);
+                // t = 4: X = 0..4 | 8..12, Y = 4..8 | 12..16
+                let x = _mm256_permute2x128_si256::<0x20>(av, bv);
+                let y = _mm256_permute2x128_si256::<0x31>(av, bv);
+                let (x, y) = bfly_fwd(x, y, lane_tw(&s.fwd[1], &s.fwd_shoup[1], c), p, p2);
+                // t = 2: X = 0,1,4,5 | 8,9,12,13, Y = 2,3,6,7 | 10,11,14,15
+                let (x, y) = (_mm256_unpacklo_epi64(x, y), _mm256_unpackhi_epi64(x, y));
+                let (x, y) = bfly_fwd(x, y, lane_tw(&s.fwd[2], &s.fwd_shoup[2], c), p, p2);
+                // t = 1: X = even elements, Y = odd elements
+                let (x, y) = swap_odd_even(x, y);
+                let (x, y) = bfly_fwd(x, y, lane_tw(&s.fwd[3], &s.fwd_shoup[3], c), p, p2);
+                // final reduction [0, 4p) → [0, p), back to natural order
+                let x = csub(csub(x, p2), p);
+                let y = csub(csub(y, p2), p);
+                let lo = _mm256_unpacklo_epi32(x, y); // 0..4 | 8..12
+                let hi = _mm256_unpackhi_epi32(x, y); // 4..8 | 12..16
+                _mm256_storeu_si256(
+                    ptr.add(16 * c) as *mut __m256i,
+                    _mm256_permute2x128_si256::<0x20>(lo, hi),
+                );
+                _mm256_storeu_si256(
+                    ptr.add(16 * c + 8) as *mut __m256i,
+                    _mm256_permute2x128_si256::<0x31>(lo, hi),
+                );
+            }
+        }
+    }
+
+    /// # Safety
+    /// AVX2 must be available; `a.len() == t.n`, n ≥ 32 a power of two.
+    #[target_feature(enable = "avx2")]
+    pub unsafe fn inverse(t: &NttTable, a: &mut [u32]) {
+        let n = t.n;
+        assert!(a.len() == n && n >= 32);
+        let p = _mm256_set1_epi32(t.m.p as i32);
+        let p2 = _mm256_set1_epi32(2 * t.m.p as i32);
+        let ptr = a.as_mut_ptr();
+        // small stages first: t = 1, 2, 4 (tables 3, 2, 1)
+        let s = &t.small;
+        for c in 0..n / 16 {
+            // SAFETY: as in `forward`.
+            unsafe {
+                let av = _mm256_loadu_si256(ptr.add(16 * c) as *const __m256i);
+                let bv = _mm256_loadu_si256(ptr.add(16 * c + 8) as *const __m256i);
+                let lo = _mm256_castsi256_ps(_mm256_permute2x128_si256::<0x20>(av, bv));
+                let hi = _mm256_castsi256_ps(_mm256_permute2x128_si256::<0x31>(av, bv));
+                // t = 1: X = even elements, Y = odd elements
+                let x = _mm256_castps_si256(_mm256_shuffle_ps::<0x88>(lo, hi));
+                let y = _mm256_castps_si256(_mm256_shuffle_ps::<0xDD>(lo, hi));
+                let (x, y) = bfly_inv(x, y, lane_tw(&s.inv[3], &s.inv_shoup[3], c), p, p2);
+                // t = 2: X = 0,1,4,5 | 8,9,12,13, Y = 2,3,6,7 | 10,11,14,15
+                let (x, y) = swap_odd_even(x, y);
+                let (x, y) = bfly_inv(x, y, lane_tw(&s.inv[2], &s.inv_shoup[2], c), p, p2);
+                // t = 4: X = 0..4 | 8..12, Y = 4..8 | 12..16
+                let (x, y) = (_mm256_unpacklo_epi64(x, y), _mm256_unpackhi_epi64(x, y));
+                let (x, y) = bfly_inv(x, y, lane_tw(&s.inv[1], &s.inv_shoup[1], c), p, p2);
+                _mm256_storeu_si256(
+                    ptr.add(16 * c) as *mut __m256i,
+                    _mm256_permute2x128_si256::<0x20>(x, y),
+                );
+                _mm256_storeu_si256(
+                    ptr.add(16 * c + 8) as *mut __m256i,
+                    _mm256_permute2x128_si256::<0x31>(x, y),
+                );
+            }
+        }
+        // large stages: half = 8 .. n/2
+        let mut half = 8;
+        let mut m = n / 16;
+        while m >= 1 {
+            for i in 0..m {
+                let w = _mm256_set1_epi32(t.ipsi_rev[m + i] as i32);
+                let ws = _mm256_set1_epi32(t.ipsi_rev_shoup[m + i] as i32);
+                let j1 = 2 * i * half;
+                let mut j = j1;
+                while j < j1 + half {
+                    // SAFETY: j + 8 <= j1 + half, j + half + 8 <= n.
+                    unsafe {
+                        let xv = _mm256_loadu_si256(ptr.add(j) as *const __m256i);
+                        let yv = _mm256_loadu_si256(ptr.add(j + half) as *const __m256i);
+                        let (x2, y2) = bfly_inv(xv, yv, (w, ws, ws), p, p2);
+                        _mm256_storeu_si256(ptr.add(j) as *mut __m256i, x2);
+                        _mm256_storeu_si256(ptr.add(j + half) as *mut __m256i, y2);
+                    }
+                    j += 8;
+                }
+            }
+            half *= 2;
+            m /= 2;
+        }
+        // scale by n^{-1}, full reduction
+        let ni = _mm256_set1_epi32(t.n_inv as i32);
+        let nis = _mm256_set1_epi32(t.n_inv_shoup as i32);
+        let mut j = 0;
+        while j < n {
+            // SAFETY: j + 8 <= n.
+            unsafe {
+                let v = _mm256_loadu_si256(ptr.add(j) as *const __m256i);
+                let r = csub(mul_shoup_lazy(v, ni, nis, nis, p), p);
+                _mm256_storeu_si256(ptr.add(j) as *mut __m256i, r);
+            }
+            j += 8;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -2252,6 +2921,63 @@ mod tests {
             .wrapping_mul(6364136223846793005)
             .wrapping_add(1442695040888963407);
         *s >> 16
+    }
+
+    /// Runs `f` if this CPU has AVX2; otherwise notes the skip.
+    fn with_avx2(name: &str, f: impl FnOnce()) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            if avx2() {
+                f();
+                return;
+            }
+        }
+        let _ = f;
+        eprintln!("{name}: skipped, no AVX2 on this machine");
+    }
+
+    #[test]
+    fn ntt_avx2_matches_scalar() {
+        with_avx2("ntt_avx2_matches_scalar", || {
+            #[cfg(target_arch = "x86_64")]
+            {
+                use crate::arith::{Modulus, P0, P1};
+                use crate::ntt::NttTable;
+                let mut s = 21;
+                for n in [32usize, 64, 128, 256, 1024, 2048, 4096] {
+                    for p in [P0, P1] {
+                        let tab = NttTable::new(Modulus::new(p), n);
+                        let r = |s: &mut u64, bound: u32| -> Vec<u32> {
+                            (0..n).map(|_| (lcg(s) % bound as u64) as u32).collect()
+                        };
+                        for _ in 0..3 {
+                            // forward inputs anywhere in [0, 4p) exercise the lazy ranges
+                            let a = r(&mut s, 4 * p);
+                            let (mut f, mut g) = (a.clone(), a.clone());
+                            // SAFETY: AVX2 was detected; a.len() = n ≥ 32.
+                            unsafe { ntt_avx2::forward(&tab, &mut f) };
+                            tab.forward_scalar(&mut g);
+                            assert_eq!(f, g, "forward n={n} p={p}");
+                            // inverse of the transform, and of arbitrary slots in [0, p)
+                            for b in [f, r(&mut s, p)] {
+                                let (mut fi, mut gi) = (b.clone(), b.clone());
+                                // SAFETY: as above.
+                                unsafe { ntt_avx2::inverse(&tab, &mut fi) };
+                                tab.inverse_scalar(&mut gi);
+                                assert_eq!(fi, gi, "inverse n={n} p={p}");
+                            }
+                            let mut rt = a.clone();
+                            // SAFETY: as above.
+                            unsafe {
+                                ntt_avx2::forward(&tab, &mut rt);
+                                ntt_avx2::inverse(&tab, &mut rt);
+                            }
+                            assert_eq!(rt, a.iter().map(|&x| x % p).collect::<Vec<_>>());
+                        }
+                    }
+                }
+            }
+        });
     }
 
     #[test]
@@ -2399,6 +3125,53 @@ mod tests {
     }
 
     #[test]
+    fn keyswitch_avx2_kernels_match_scalar() {
+        with_avx2("keyswitch_avx2_kernels_match_scalar", || {
+            #[cfg(target_arch = "x86_64")]
+            {
+                let mut s = 31;
+                for p in [crate::arith::P0, crate::arith::P1] {
+                    let m = Mont::new(p);
+                    for n in [1usize, 7, 8, 9, 15, 16, 33, 1000, 2048] {
+                        let r = |s: &mut u64, len: usize| -> Vec<u32> {
+                            (0..len).map(|_| (lcg(s) % p as u64) as u32).collect()
+                        };
+                        // keyswitch_acc: t rows of stride n + 5 (w in Montgomery form)
+                        for t in 1..=3 {
+                            let stride = n + 5;
+                            let (w, g) = (r(&mut s, t * stride), r(&mut s, t * stride));
+                            let init = r(&mut s, n);
+                            let (mut a, mut b) = (init.clone(), init.clone());
+                            // SAFETY: AVX2 detected; rows and out have the lengths required.
+                            unsafe { avx2_ks::keyswitch_acc(&m, &w, &g, t, stride, n, &mut a) };
+                            keyswitch_acc_scalar(&m, &w, &g, t, stride, 0, n, &mut b);
+                            assert_eq!(a, b, "keyswitch p={p} n={n} t={t}");
+                        }
+                        // plus_minus
+                        let (e, o, mono) = (r(&mut s, n), r(&mut s, n), r(&mut s, n));
+                        let (mut p1, mut m1, mut p2, mut m2) =
+                            (vec![0; n], vec![0; n], vec![0; n], vec![0; n]);
+                        // SAFETY: AVX2 detected; all slices have n words.
+                        unsafe { avx2_ks::plus_minus(&m, &e, &o, &mono, &mut p1, &mut m1) };
+                        plus_minus_scalar(&m, &e, &o, &mono, &mut p2, &mut m2, 0, n);
+                        assert_eq!((&p1, &m1), (&p2, &m2), "plus_minus p={p} n={n}");
+                        // add_permuted with a random permutation
+                        let mut perm: Vec<u32> = (0..n as u32).collect();
+                        for i in (1..n).rev() {
+                            perm.swap(i, (lcg(&mut s) % (i as u64 + 1)) as usize);
+                        }
+                        let (mut a, mut b) = (vec![0; n], vec![0; n]);
+                        // SAFETY: AVX2 detected; perm is a permutation of 0..n.
+                        unsafe { avx2_ks::add_permuted(p, &p1, &m1, &perm, &mut a) };
+                        add_permuted_scalar(p, &p1, &m1, &perm, &mut b, 0);
+                        assert_eq!(a, b, "add_permuted p={p} n={n}");
+                    }
+                }
+            }
+        });
+    }
+
+    #[test]
     fn pack_columns8_matches_scalar() {
         let mut s = 12;
         for (w, pb) in [(28u32, 15u32), (31, 16), (9, 9), (20, 3)] {
@@ -2459,6 +3232,102 @@ mod tests {
                 assert_eq!(a, b, "w={w} pb={pb} stride={stride}");
             }
         }
+    }
+
+    #[test]
+    fn pack_avx2_kernels_match_scalar() {
+        with_avx2("pack_avx2_kernels_match_scalar", || {
+            #[cfg(target_arch = "x86_64")]
+            {
+                let mut s = 13;
+                for (w, pb) in [(28u32, 15u32), (31, 16), (32, 16), (9, 9), (20, 3), (1, 1)] {
+                    let mask = ((1u64 << w) - 1) as u32;
+                    // pack_groups: random groups over 200 values, as in
+                    // pack_groups_matches_scalar, plus offsets up to w − 1
+                    let r: Vec<u32> = (0..200).map(|_| (lcg(&mut s) as u32) & mask).collect();
+                    for ng in [0usize, 1, 3, 20] {
+                        let groups: Vec<PackGroup> = (0..ng)
+                            .map(|_| {
+                                let mut g = PackGroup {
+                                    idx: [0; 16],
+                                    off: [0; 8],
+                                    base: (lcg(&mut s) % 180) as u32,
+                                };
+                                for t in 0..8 {
+                                    g.idx[t] = (lcg(&mut s) % 15) as u32;
+                                    g.idx[t + 8] = g.idx[t] + 1;
+                                    g.off[t] = lcg(&mut s) % w as u64;
+                                }
+                                g.off[0] = w as u64 - 1;
+                                g
+                            })
+                            .collect();
+                        for stride in [1usize, 5] {
+                            let len = (8 * ng * stride).max(1);
+                            let (mut a, mut b) = (vec![0i16; len], vec![0i16; len]);
+                            // SAFETY: AVX2 detected; r holds base + 16 values,
+                            // indices < 16, offsets < w, out long enough.
+                            unsafe { pack_simd::groups256(&r, &groups, w, pb, &mut a, stride) };
+                            pack_groups_scalar(&r, &groups, w, pb, &mut b, stride);
+                            assert_eq!(a, b, "groups w={w} pb={pb} ng={ng} stride={stride}");
+                        }
+                    }
+                    // pack_columns8's chunk step on interleaved values
+                    if w == 32 {
+                        continue; // pack_columns8 takes w < 32
+                    }
+                    for n in [1usize, 5, 64, 300] {
+                        let r: Vec<u32> = (0..8 * (n + 1))
+                            .map(|_| (lcg(&mut s) as u32) & mask)
+                            .collect();
+                        let starts: Vec<(u32, u32)> = (0..(n * w as usize).div_ceil(pb as usize))
+                            .map(|k| {
+                                let bit = k * pb as usize;
+                                ((bit / w as usize) as u32, (bit % w as usize) as u32)
+                            })
+                            .filter(|&(i, _)| (i as usize) < n)
+                            .collect();
+                        for stride in [8usize, 13] {
+                            let len = starts.len() * stride;
+                            let (mut a, mut b) = (vec![0i16; len], vec![0i16; len]);
+                            // SAFETY: AVX2 detected; every window i + 1 ≤ n is
+                            // inside r, every store inside out, off < w.
+                            unsafe { pack_simd::columns8_256(&r, w, pb, &starts, &mut a, stride) };
+                            pack_columns8_chunks(&r, w, pb, &starts, &mut b, stride);
+                            assert_eq!(a, b, "columns8 w={w} pb={pb} n={n} stride={stride}");
+                        }
+                    }
+                }
+            }
+        });
+    }
+
+    #[test]
+    fn mul_acc_lazy_avx2_matches_scalar() {
+        with_avx2("mul_acc_lazy_avx2_matches_scalar", || {
+            #[cfg(target_arch = "x86_64")]
+            {
+                let mut s = 17;
+                for n in [0usize, 1, 7, 8, 9, 31, 1024, 2048, 2053] {
+                    let r = |s: &mut u64, len: usize| -> Vec<u32> {
+                        (0..len).map(|_| (lcg(s) % (1 << 28)) as u32).collect()
+                    };
+                    // a and b may be longer than acc
+                    let (a, b) = (r(&mut s, n + 3), r(&mut s, n));
+                    let init: Vec<u64> = (0..n).map(|_| lcg(&mut s) >> 2).collect();
+                    let (mut x, mut y) = (init.clone(), init.clone());
+                    for _ in 0..3 {
+                        // SAFETY: AVX2 detected; a, b hold ≥ n words.
+                        unsafe { avx2_rns::mul_acc_lazy(&a, &b, &mut x) };
+                        mul_acc_lazy_scalar(&a, &b, &mut y, 0);
+                    }
+                    assert_eq!(x, y, "n={n}");
+                    for i in 0..n {
+                        assert_eq!(y[i], init[i] + 3 * a[i] as u64 * b[i] as u64);
+                    }
+                }
+            }
+        });
     }
 
     #[test]

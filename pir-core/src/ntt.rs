@@ -27,8 +27,10 @@ pub struct NttTable {
     pub(crate) n_inv: u32,
     pub(crate) n_inv_shoup: u32,
     /// Lane twiddles of the four smallest stages (half-size t = 8, 4, 2, 1)
-    /// for the SIMD transform: for each 32-element chunk, 16 lanes (unused
-    /// where there is no SIMD transform, e.g. wasm32).
+    /// for the SIMD transforms: for each 32-element chunk, 16 lanes (the
+    /// AVX-512 transform); the AVX2 transform reads the stages t = 4, 2, 1
+    /// as 8 lanes per 16-element chunk. Unused where there is no SIMD
+    /// transform, e.g. wasm32.
     #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
     pub(crate) small: SmallStages,
 }

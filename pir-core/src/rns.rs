@@ -47,10 +47,10 @@ pub fn mul(a: &[u32], b: &[u32], out: &mut [u32]) {
 }
 
 /// acc += a ⊙ b with 64-bit lazy accumulators (caller reduces; each term < 2^56).
+/// SIMD kernel: [`crate::kernel::mul_acc_lazy`].
 pub fn mul_acc_lazy(a: &[u32], b: &[u32], acc: &mut [u64]) {
-    for ((o, &x), &y) in acc.iter_mut().zip(a).zip(b) {
-        *o += x as u64 * y as u64;
-    }
+    let n = acc.len().min(a.len()).min(b.len());
+    crate::kernel::mul_acc_lazy(a, b, &mut acc[..n]);
 }
 
 /// Reduces lazy accumulators into an RNS polynomial.
