@@ -870,9 +870,11 @@ impl Server {
             {
                 column(j0 + k, out, h);
             }
-            for k in 0..j1 - j0 {
-                for r in 0..kh {
-                    hint[r * ell2 + j0 + k] = cols[k * kh + r];
+            // row by row: each hint row gets 64 contiguous entries
+            for r in 0..kh {
+                let dst = &mut hint[r * ell2 + j0..r * ell2 + j1];
+                for (k, d) in dst.iter_mut().enumerate() {
+                    *d = cols[k * kh + r];
                 }
             }
             j0 = j1;
