@@ -3,7 +3,7 @@
 //!
 //! Records are stored packed, one byte each. When ℓ1 is a multiple of 32 and
 //! ℓ2 ≥ 8 the first ⌊ℓ2/8⌋·8 columns are **tiled**: columns are taken in
-//! groups of 8, rows in panels of P rows (P = [`panel_rows`], at most 1024,
+//! groups of 8, rows in panels of P rows (P = [`panel_rows`], at most 512,
 //! a multiple of 32 dividing ℓ1), and each (panel, group) tile of 8·P bytes
 //! holds its records as 32-row × 8-column blocks. Tiles are stored panel by
 //! panel, group by group inside a panel: record (i, 8g+c) with i = pP + r
@@ -39,9 +39,11 @@ pub const GROUP_COLS: usize = 8;
 /// Rows per tile block.
 pub const BLOCK_ROWS: usize = 32;
 
-/// Most rows per panel (see the module docs): 1024 rows of the lo/hi query
-/// halves are 4 KiB, so a panel's slice of a batch of queries stays in L1.
-pub const MAX_PANEL_ROWS: usize = 1024;
+/// Most rows per panel (see the module docs): a 512-row tile is 4 KiB and
+/// its slice of the lo/hi query halves 2 KiB, so both stay in L1 beside the
+/// lines the kernel prefetches ahead of the stream (measured against 256
+/// and 1024 rows in `docs/benchmarks.md`).
+pub const MAX_PANEL_ROWS: usize = 512;
 
 /// Whether a shape is stored tiled.
 pub fn is_tiled(shape: DbShape) -> bool {
@@ -497,8 +499,8 @@ mod tests {
         for (ell1, want) in [
             (32, 32),
             (96, 96),
-            (1024, 1024),
-            (2048, 1024),
+            (512, 512),
+            (2048, 512),
             (1056, 352),
             (33, 33),
         ] {
@@ -509,11 +511,11 @@ mod tests {
             ell1: 2048,
             ell2: 16,
         };
-        assert_eq!(offset(shape, true, 0, 8), 8 * 1024);
-        assert_eq!(offset(shape, true, 1024, 0), 16 * 1024);
+        assert_eq!(offset(shape, true, 0, 8), 8 * 512);
+        assert_eq!(offset(shape, true, 512, 0), 16 * 512);
         assert_eq!(
-            offset(shape, true, 1024 + 33, 9),
-            16 * 1024 + 8 * 1024 + 256 + 32 + 1
+            offset(shape, true, 512 + 33, 9),
+            16 * 512 + 8 * 512 + 256 + 32 + 1
         );
     }
 
