@@ -115,14 +115,13 @@ pub fn simplepir_scalar(db: &[u8], ell1: usize, c1: &[u32], out: &mut [u32]) {
     }
 }
 
-/// Bytes of database per cache tile when answering a batch: one tile is
-/// read from memory once and then reused by every query of the batch.
+/// Bytes of the column-major tail processed per work item (the tail is
+/// read column by column, so a batch shares each such span through L2).
 const BATCH_TILE_BYTES: usize = 256 * 1024;
 
 /// `out[q][j] = Σ_i c1_q[i]·D[i][j] mod 2^32` for every query q, with one pass
-/// over the database (§4.3 cross-client batching: the database is processed
-/// in cache-sized tiles and every query consumes a tile before the next one
-/// is loaded).
+/// over the database (§4.3 cross-client batching: every query consumes a
+/// tile before the next one is loaded).
 ///
 /// The tiled columns are walked panel by panel in storage order (see
 /// [`crate::db`]): for a panel of P rows only P entries of each query are
@@ -146,99 +145,107 @@ pub fn simplepir(db: &crate::db::Database, queries: &[SplitQuery], out: &mut [Ve
     answer_with(Kernel::selected(), &view, queries, out);
 }
 
-/// Work items of one SimplePIR pass: ranges of 8-column groups of the tiled
-/// region (walked over every panel), or ranges of column-major columns.
-#[derive(Clone, Copy, Debug)]
-enum Span {
-    Groups(usize, usize),
-    Columns(usize, usize),
+/// Column spans of the column-major tail (columns past the tiled region),
+/// about [`BATCH_TILE_BYTES`] each.
+fn tail_spans(view: &View<'_>) -> Vec<(usize, usize)> {
+    let cols = (BATCH_TILE_BYTES / view.ell1.max(1)).max(1);
+    (view.tiled_cols..view.ell2)
+        .step_by(cols)
+        .map(|j0| (j0, (j0 + cols).min(view.ell2)))
+        .collect()
 }
 
-impl Span {
-    /// First output column and number of output columns.
-    #[cfg_attr(not(feature = "parallel"), allow(dead_code))]
-    fn columns(self) -> (usize, usize) {
-        match self {
-            Span::Groups(g0, g1) => (g0 * 8, (g1 - g0) * 8),
-            Span::Columns(j0, j1) => (j0, j1 - j0),
+/// Adds panels p0..p1 of the tiled region to `out[q][..tiled_cols]`, in
+/// storage order. A batch interleaves the queries per tile: each 4 KiB
+/// tile is read once from memory and then from L1 by every query (§4.3).
+fn panels_with(
+    k: Kernel,
+    view: &View<'_>,
+    p0: usize,
+    p1: usize,
+    queries: &[SplitQuery],
+    out: &mut [Vec<u32>],
+) {
+    let groups = view.tiled_cols / 8;
+    for p in p0..p1 {
+        if let [q] = queries {
+            tile_with(k, view, p, 0, groups, q, &mut out[0][..groups * 8]);
+        } else {
+            for g in 0..groups {
+                for (q, o) in queries.iter().zip(out.iter_mut()) {
+                    tile_with(k, view, p, g, g + 1, q, &mut o[g * 8..g * 8 + 8]);
+                }
+            }
         }
     }
 }
 
-/// The spans of a pass, each about [`BATCH_TILE_BYTES`] per panel.
-fn spans(view: &View<'_>) -> Vec<Span> {
-    let groups = view.tiled_cols / 8;
-    let per_tile = (BATCH_TILE_BYTES / (8 * view.panel.max(1))).max(1);
-    let mut v: Vec<Span> = (0..groups)
-        .step_by(per_tile)
-        .map(|g0| Span::Groups(g0, (g0 + per_tile).min(groups)))
-        .collect();
-    let cols = (BATCH_TILE_BYTES / view.ell1.max(1)).max(1);
-    v.extend(
-        (view.tiled_cols..view.ell2)
-            .step_by(cols)
-            .map(|j0| Span::Columns(j0, (j0 + cols).min(view.ell2))),
-    );
-    v
-}
-
-/// One pass with kernel `k` on the calling thread: panels outermost, then
-/// group tiles, then queries, so the database is read in storage order.
+/// One pass with kernel `k` on the calling thread: the tiled region in
+/// storage order, then the column-major tail.
 fn answer_with(k: Kernel, view: &View<'_>, queries: &[SplitQuery], out: &mut [Vec<u32>]) {
     for o in out.iter_mut() {
         o[..view.tiled_cols].fill(0);
     }
-    let spans = spans(view);
-    for p in 0..view.panels() {
-        for &span in &spans {
-            if let Span::Groups(g0, g1) = span {
-                for (q, o) in queries.iter().zip(out.iter_mut()) {
-                    tile_with(k, view, p, g0, g1, q, &mut o[g0 * 8..g1 * 8]);
-                }
-            }
-        }
-    }
-    for &span in &spans {
-        if let Span::Columns(j0, j1) = span {
-            for (q, o) in queries.iter().zip(out.iter_mut()) {
-                column_major_with(k, view.data, view.ell1, j0, j1, q, &mut o[j0..j1]);
-            }
+    panels_with(k, view, 0, view.panels(), queries, out);
+    for (j0, j1) in tail_spans(view) {
+        for (q, o) in queries.iter().zip(out.iter_mut()) {
+            column_major_with(k, view.data, view.ell1, j0, j1, q, &mut o[j0..j1]);
         }
     }
 }
 
-/// One pass split over the rayon pool: each worker owns whole spans (its
-/// output columns), so no sums are shared.
+/// One pass split over the rayon pool. Workers take ranges of panels, each
+/// a contiguous stretch of the database read as one stream, and keep
+/// partial sums for every tiled column; the partial sums are added at the
+/// end (ℓ2 words per query and worker). Tail columns are split by column.
 #[cfg(feature = "parallel")]
 fn simplepir_parallel(k: Kernel, view: &View<'_>, queries: &[SplitQuery], out: &mut [Vec<u32>]) {
     use rayon::prelude::*;
-    let spans = spans(view);
-    let parts: Vec<Vec<u32>> = spans
+    let panels = view.panels();
+    let tiled = view.tiled_cols;
+    let nq = queries.len();
+    // a few ranges per thread, so a slow core does not hold up the pass
+    let per = panels.div_ceil(4 * rayon::current_num_threads()).max(1);
+    let ranges: Vec<(usize, usize)> = (0..panels)
+        .step_by(per)
+        .map(|p0| (p0, (p0 + per).min(panels)))
+        .collect();
+    let sums = ranges
         .par_iter()
-        .map(|&span| {
-            let (_, w) = span.columns();
-            let mut buf = vec![0u32; queries.len() * w];
-            match span {
-                Span::Groups(g0, g1) => {
-                    for p in 0..view.panels() {
-                        for (q, b) in queries.iter().zip(buf.chunks_mut(w)) {
-                            tile_with(k, view, p, g0, g1, q, b);
-                        }
+        .map(|&(p0, p1)| {
+            let mut part = vec![vec![0u32; tiled]; nq];
+            panels_with(k, view, p0, p1, queries, &mut part);
+            part
+        })
+        .reduce(
+            || vec![vec![0u32; tiled]; nq],
+            |mut a, b| {
+                for (x, y) in a.iter_mut().zip(&b) {
+                    for (u, v) in x.iter_mut().zip(y) {
+                        *u = u.wrapping_add(*v);
                     }
                 }
-                Span::Columns(j0, j1) => {
-                    for (q, b) in queries.iter().zip(buf.chunks_mut(w)) {
-                        column_major_with(k, view.data, view.ell1, j0, j1, q, b);
-                    }
-                }
+                a
+            },
+        );
+    for (o, s) in out.iter_mut().zip(&sums) {
+        o[..tiled].copy_from_slice(s);
+    }
+    let spans = tail_spans(view);
+    let tails: Vec<Vec<u32>> = spans
+        .par_iter()
+        .map(|&(j0, j1)| {
+            let w = j1 - j0;
+            let mut buf = vec![0u32; nq * w];
+            for (q, b) in queries.iter().zip(buf.chunks_mut(w)) {
+                column_major_with(k, view.data, view.ell1, j0, j1, q, b);
             }
             buf
         })
         .collect();
-    for (&span, buf) in spans.iter().zip(&parts) {
-        let (j0, w) = span.columns();
-        for (o, b) in out.iter_mut().zip(buf.chunks(w)) {
-            o[j0..j0 + w].copy_from_slice(b);
+    for (&(j0, j1), buf) in spans.iter().zip(&tails) {
+        for (o, b) in out.iter_mut().zip(buf.chunks(j1 - j0)) {
+            o[j0..j1].copy_from_slice(b);
         }
     }
 }
@@ -356,11 +363,40 @@ fn tile_with(
     let rows = p * panel..(p + 1) * panel;
     let (lo, hi) = (&q.lo[rows.clone()], &q.hi[rows]);
     let base = p * panel * view.tiled_cols;
-    for (g, o) in (g0..g1).zip(out.chunks_exact_mut(8)) {
+    for (k_out, g) in (g0..g1).enumerate() {
+        // The partial sums of a panel sweep through ℓ2 words (256 KiB at
+        // ℓ2 = 2^16), which the database stream evicts from L2 between
+        // panels: fetch them a few tiles ahead instead of stalling on each.
+        if k_out.is_multiple_of(2) {
+            prefetch_words(out, k_out * 8 + OUT_PREFETCH_WORDS);
+        }
         let tile = &view.data[base + g * 8 * panel..base + (g + 1) * 8 * panel];
-        let o: &mut [u32; 8] = o.try_into().expect("8 outputs");
+        let o: &mut [u32; 8] = (&mut out[k_out * 8..k_out * 8 + 8])
+            .try_into()
+            .expect("8 outputs");
         block_with(k, tile, lo, hi, o);
     }
+}
+
+/// How far ahead of the current tile its partial sums are prefetched.
+const OUT_PREFETCH_WORDS: usize = 8 * 16;
+
+/// Prefetch hint for `words[index]` (nothing if out of range).
+#[inline]
+fn prefetch_words(words: &[u32], index: usize) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if index < words.len() {
+            // SAFETY: prefetch is a hint that cannot fault; the address is
+            // inside `words` anyway.
+            unsafe {
+                std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+                    words.as_ptr().add(index) as *const i8,
+                )
+            };
+        }
+    }
+    let _ = (words, index);
 }
 
 /// `out[c] += Σ_r (lo[r] + 2^16·hi[r])·D[r][c] mod 2^32` for one tile of 8
