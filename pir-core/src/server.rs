@@ -823,12 +823,20 @@ impl Server {
                 let b_end = (b + group).min(m1);
                 acc.iter_mut().for_each(|x| *x = 0);
                 for blk in b..b_end {
-                    // d̂ with NCoeffs(d̂) = rows blk·d1 .. of column j
-                    for i in 0..d1 {
-                        let row = blk * d1 + d1 - 1 - i;
-                        let v = if row < ell1 { col[row] as i8 as i64 } else { 0 };
-                        buf[i] = small_residue(&MODS[0], v);
-                        buf[d1 + i] = small_residue(&MODS[1], v);
+                    // d̂ with NCoeffs(d̂) = rows blk·d1 .. of column j:
+                    // coefficient i is row blk·d1 + d1 − 1 − i (zero past ℓ1)
+                    let src = &col[blk * d1..((blk + 1) * d1).min(ell1)];
+                    let (r0, r1) = buf.split_at_mut(d1);
+                    let pad = d1 - src.len();
+                    r0[..pad].fill(0);
+                    r1[..pad].fill(0);
+                    for ((o0, o1), &v) in r0[pad..]
+                        .iter_mut()
+                        .zip(&mut r1[pad..])
+                        .zip(src.iter().rev())
+                    {
+                        *o0 = small_residue(&MODS[0], v as i8 as i64);
+                        *o1 = small_residue(&MODS[1], v as i8 as i64);
                     }
                     rns::forward(&ctx.ntt1, &mut buf);
                     rns::mul_acc_lazy(&a1_ntt[blk * 2 * d1..(blk + 1) * 2 * d1], &buf, &mut acc);
@@ -897,11 +905,21 @@ impl Server {
             let mut buf = vec![0u32; 2 * d2];
             let mut acc = vec![0u64; 2 * d2];
             for b in 0..m2 {
-                for i in 0..d2 {
-                    let j = b * d2 + d2 - 1 - i;
-                    let v = if j < ell2 { row[j] as i64 } else { 0 };
-                    buf[i] = small_residue(&MODS[0], v);
-                    buf[d2 + i] = small_residue(&MODS[1], v);
+                // NCoeffs order: coefficient i is entry b·d2 + d2 − 1 − i
+                // (a reversed block; past ℓ2 the entries are zero). Written
+                // as reversed iteration so the loop vectorises.
+                let src = &row[b * d2..((b + 1) * d2).min(ell2)];
+                let (r0, r1) = buf.split_at_mut(d2);
+                let pad = d2 - src.len();
+                r0[..pad].fill(0);
+                r1[..pad].fill(0);
+                for ((o0, o1), &v) in r0[pad..]
+                    .iter_mut()
+                    .zip(&mut r1[pad..])
+                    .zip(src.iter().rev())
+                {
+                    *o0 = small_residue(&MODS[0], v as i64);
+                    *o1 = small_residue(&MODS[1], v as i64);
                 }
                 rns::forward(&ctx.ntt2, &mut buf);
                 rns::mul_acc_lazy(&a2[b * 2 * d2..(b + 1) * 2 * d2], &buf, &mut acc);
