@@ -23,7 +23,10 @@
 //! product c·d is lo·d + 2^16·(hi·d) mod 2^32, and lo·d, hi·d fit in 23 bits,
 //! so `pmaddwd` (16×16→32 with pairwise add) computes both halves with plain
 //! wrapping 32-bit accumulators: no reduction is ever needed because q1 = 2^32
-//! is the machine word (YPIR §4.1 "Modulus selection").
+//! is the machine word (YPIR §4.1 "Modulus selection"). The pass reads the
+//! database once, in storage order: panels of up to 512 rows, 4 KiB tiles of
+//! 8 columns inside a panel ([`crate::db`]), so the 2 KiB of query a panel
+//! needs stays in L1 while the tiles stream past with software prefetch.
 
 #![allow(unsafe_code)]
 
