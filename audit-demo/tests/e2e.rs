@@ -283,6 +283,62 @@ async fn check_flow_with_a_persistent_queue() -> TestResult {
     server.stop().await
 }
 
+/// An epoch retired while a client is auditing (it fetched the manifest,
+/// then the auditor published two newer epochs and keeps only one previous
+/// one): the query is refused with `unknown_epoch`, `run_ready` stops with
+/// nothing lost, and `audit_now` fetches the manifest again and finishes the
+/// audit against the new epoch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_epoch_retired_mid_audit_is_retried_on_the_new_one() -> TestResult {
+    use browser_client::audit::{audit_now, is_epoch_retired, run_ready, Outcome};
+    use browser_client::net::Auditor;
+    use browser_client::policy::PendingQueue;
+    use browser_client::probe::Prober;
+
+    let dir = tempfile::tempdir()?;
+    let log = start_log().await?;
+    let issued = issue_corpus(&log, 4, 0, 0).await?;
+    let url = sqlite_url(dir.path());
+    ingest(&log, dir.path(), &url).await?;
+    let server = RunningAuditor::start(auditor_config(dir.path(), &url, None)).await?;
+    let list = parse_log_list(log.log_list_json().as_bytes())?;
+    let auditor = Auditor::new(&server.url())?;
+    let (manifest, _) = auditor.manifest().await?;
+    let stale = Prober::new(std::sync::Arc::new(manifest));
+    server.service.build_and_publish(None).await?;
+    server.service.build_and_publish(None).await?;
+
+    let e = issued
+        .logged
+        .iter()
+        .find(|e| e.embedded)
+        .expect("an embedded SCT");
+    let chain = vec![e.cert_der.clone(), e.issuer_der.clone()];
+    let now = e.timestamp_ms + 10_000;
+    let mut q = PendingQueue::open(&dir.path().join("pending.json"))?;
+    for s in embedded_scts(&e.cert_der, &e.issuer_der, &list)? {
+        if let Some(p) = s.to_pending(&chain, now) {
+            q.push(p);
+        }
+    }
+    assert_eq!(q.items.len(), 1);
+    // the stale epoch is refused as such…
+    let probe = stale.prepare(&q.items[0].leaf_hash_bytes()?)?;
+    let err = auditor.query(&probe).await.expect_err("retired epoch");
+    assert!(is_epoch_retired(&err), "{err}");
+    // …run_ready stops without losing the audit…
+    let run = run_ready(&auditor, &stale, &mut q, now).await?;
+    assert!(run.epoch_retired && run.ran.is_empty(), "{run:?}");
+    assert!(matches!(&run.waiting[..], [Outcome::Pending { .. }]));
+    assert_eq!(q.items.len(), 1, "the audit stays queued");
+    // …and audit_now runs it against the current epoch.
+    let (out, stats) = audit_now(&auditor, &mut q, &[], &[], now).await?;
+    assert!(matches!(&out[..], [Outcome::Logged { .. }]), "{out:?}");
+    assert_eq!(stats.len(), 1);
+    assert!(q.items.is_empty());
+    server.stop().await
+}
+
 /// Regenerates the fixtures of browser-client's CLI test (run by hand:
 /// `cargo test -p audit-demo --test e2e -- --ignored write_sct_audit_fixtures`).
 /// The expected leaf hashes are the test log's own records, not the

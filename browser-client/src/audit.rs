@@ -79,16 +79,41 @@ pub struct Audited {
     pub client_seconds: f64,
 }
 
+/// What [`run_ready`] did.
+#[derive(Clone, Debug, Default)]
+pub struct ReadyRun {
+    /// The audits that ran.
+    pub ran: Vec<Audited>,
+    /// The audits still waiting, as [`Outcome::Pending`].
+    pub waiting: Vec<Outcome>,
+    /// The auditor stopped serving the prober's epoch mid-run (it answered
+    /// `unknown_epoch`): the audits from there on were not sent and stay
+    /// queued; fetch the manifest again and rerun.
+    pub epoch_retired: bool,
+}
+
+/// How many times an audit step refetches the manifest when the epoch it
+/// was probing is retired under it (epochs rotate daily; two rotations
+/// during one step mean something else is wrong).
+pub const EPOCH_RETRIES: usize = 2;
+
+/// Whether `e` is the auditor saying the queried epoch is no longer served.
+pub fn is_epoch_retired(e: &crate::error::Error) -> bool {
+    matches!(e, crate::error::Error::Server { code, .. } if code == "unknown_epoch")
+}
+
 /// Runs every audit of `queue` that is ready against `prober`'s epoch at
 /// `now_ms` (one fresh random filter each) and records the results in the
 /// queue. Returns the audits that ran and, as [`Outcome::Pending`], those
-/// still waiting.
+/// still waiting. If the auditor retires the epoch meanwhile, the run stops
+/// there with [`ReadyRun::epoch_retired`] set; nothing is lost, the
+/// remaining audits stay queued.
 pub async fn run_ready(
     auditor: &Auditor,
     prober: &Prober,
     queue: &mut PendingQueue,
     now_ms: u64,
-) -> Result<(Vec<Audited>, Vec<Outcome>)> {
+) -> Result<ReadyRun> {
     let mut ran = Vec::new();
     let mut waiting = Vec::new();
     let mut i = 0;
@@ -115,7 +140,27 @@ pub async fn run_ready(
         let t = std::time::Instant::now();
         let q = prober.prepare(&item.leaf_hash_bytes()?)?;
         let prepare_seconds = t.elapsed().as_secs_f64();
-        let (bit, stats) = auditor.query(&q).await?;
+        let (bit, stats) = match auditor.query(&q).await {
+            Ok(r) => r,
+            Err(e) if is_epoch_retired(&e) => {
+                for item in &queue.items[i..] {
+                    waiting.push(Outcome::Pending {
+                        log_id: item.log_id.clone(),
+                        leaf_hash: item.leaf_hash.clone(),
+                        waiting_for: format!(
+                            "the auditor's next epoch (epoch {} was retired)",
+                            q.epoch
+                        ),
+                    });
+                }
+                return Ok(ReadyRun {
+                    ran,
+                    waiting,
+                    epoch_retired: true,
+                });
+            }
+            Err(e) => return Err(e),
+        };
         let result = if bit {
             AuditResult::Logged {
                 epoch: q.epoch,
@@ -155,7 +200,11 @@ pub async fn run_ready(
             stats,
         });
     }
-    Ok((ran, waiting))
+    Ok(ReadyRun {
+        ran,
+        waiting,
+        epoch_retired: false,
+    })
 }
 
 /// Queues the auditable SCTs of `chain[0]` and runs every ready audit of
@@ -179,11 +228,18 @@ pub async fn audit_now(
             }),
         }
     }
-    let (manifest, _) = auditor.manifest().await?;
-    let prober = Prober::new(Arc::new(manifest));
-    let (ran, waiting) = run_ready(auditor, &prober, queue, now_ms).await?;
-    let stats = ran.iter().map(|a| a.stats).collect();
-    out.extend(ran.into_iter().map(|a| a.outcome));
-    out.extend(waiting);
+    let mut stats = Vec::new();
+    for attempt in 0..=EPOCH_RETRIES {
+        let (manifest, _) = auditor.manifest().await?;
+        let prober = Prober::new(Arc::new(manifest));
+        let run = run_ready(auditor, &prober, queue, now_ms).await?;
+        stats.extend(run.ran.iter().map(|a| a.stats));
+        out.extend(run.ran.into_iter().map(|a| a.outcome));
+        if !run.epoch_retired || attempt == EPOCH_RETRIES {
+            // after the last retry the unsent audits stay queued (Pending)
+            out.extend(run.waiting);
+            break;
+        }
+    }
     Ok((out, stats))
 }

@@ -303,15 +303,30 @@ impl Shared {
     }
 
     /// Runs every ready audit of `queue` against `prober` (the same code
-    /// as `sct-audit check`: [`crate::audit::run_ready`]) and scores it.
+    /// as `sct-audit check`: [`crate::audit::run_ready`]) and scores it. If
+    /// the auditor retires the epoch meanwhile, the manifest is fetched
+    /// again and the rest run against the new epoch.
     async fn run_ready(
         &self,
         queue: &mut PendingQueue,
-        prober: &Prober,
+        prober: &Arc<Prober>,
         sim_now: u64,
         first_audits: &mut Vec<(String, bool)>,
     ) -> Result<()> {
-        let (ran, _) = crate::audit::run_ready(&self.auditor, prober, queue, sim_now).await?;
+        let mut prober = prober.clone();
+        for attempt in 0..=crate::audit::EPOCH_RETRIES {
+            let run = crate::audit::run_ready(&self.auditor, &prober, queue, sim_now).await?;
+            self.score(run.ran, first_audits);
+            if !run.epoch_retired || attempt == crate::audit::EPOCH_RETRIES {
+                break;
+            }
+            prober = self.fetch_prober().await?;
+        }
+        Ok(())
+    }
+
+    /// Adds audits that ran to the totals.
+    fn score(&self, ran: Vec<crate::audit::Audited>, first_audits: &mut Vec<(String, bool)>) {
         for a in ran {
             let truth = self.truth_by_leaf.get(&a.leaf_hash).copied();
             let logged = matches!(a.outcome, Outcome::Logged { .. });
@@ -349,7 +364,6 @@ impl Shared {
             drop(t);
             self.progress.inc(1);
         }
-        Ok(())
     }
 
     async fn client(self: Arc<Self>, id: usize) -> Result<PendingQueue> {
@@ -480,17 +494,34 @@ pub async fn simulate(
         t0_ms: now_ms(),
         done_clients: AtomicU64::new(0),
     });
-    // Fill ratio: private probes of uniformly random bits.
+    // Fill ratio: private probes of uniformly random bits. If the epoch is
+    // retired during the probes, the rest probe the new one (every epoch's
+    // filters hold the same kind of set, so each probe is still a sample of
+    // the fill ratio).
     let first = shared.fetch_prober().await?;
+    let mut prober = first.clone();
     let mut ones = 0u64;
+    let mut retired = 0;
     let mut rng = ChaCha20Rng::seed_from_u64(cfg.seed ^ 0xF111);
-    for _ in 0..cfg.fill_probes {
-        let m = first.manifest();
+    let mut probe = 0;
+    while probe < cfg.fill_probes {
+        let m = prober.manifest();
         let f = (rng.next_u64() % u64::from(m.filter.a)) as u32;
         let bit = rng.next_u64() % m.filter.bits;
-        let q = first.prepare_bit(f, bit)?;
-        let (b, _) = shared.auditor.query(&q).await?;
-        ones += u64::from(b);
+        let q = prober.prepare_bit(f, bit)?;
+        match shared.auditor.query(&q).await {
+            Ok((b, _)) => {
+                ones += u64::from(b);
+                probe += 1;
+            }
+            Err(e)
+                if crate::audit::is_epoch_retired(&e) && retired < crate::audit::EPOCH_RETRIES =>
+            {
+                retired += 1;
+                prober = shared.fetch_prober().await?;
+            }
+            Err(e) => return Err(e),
+        }
     }
     let fill = if cfg.fill_probes > 0 {
         ones as f64 / cfg.fill_probes as f64
