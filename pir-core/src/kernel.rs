@@ -371,7 +371,7 @@ fn tile_with(
         // ℓ2 = 2^16), which the database stream evicts from L2 between
         // panels: fetch them a few tiles ahead instead of stalling on each.
         if k_out.is_multiple_of(2) {
-            prefetch_words(out, k_out * 8 + OUT_PREFETCH_WORDS);
+            prefetch(out, k_out * 8 + OUT_PREFETCH_WORDS);
         }
         let tile = &view.data[base + g * 8 * panel..base + (g + 1) * 8 * panel];
         let o: &mut [u32; 8] = (&mut out[k_out * 8..k_out * 8 + 8])
@@ -383,24 +383,6 @@ fn tile_with(
 
 /// How far ahead of the current tile its partial sums are prefetched.
 const OUT_PREFETCH_WORDS: usize = 8 * 16;
-
-/// Prefetch hint for `words[index]` (nothing if out of range).
-#[inline]
-fn prefetch_words(words: &[u32], index: usize) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if index < words.len() {
-            // SAFETY: prefetch is a hint that cannot fault; the address is
-            // inside `words` anyway.
-            unsafe {
-                std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
-                    words.as_ptr().add(index) as *const i8,
-                )
-            };
-        }
-    }
-    let _ = (words, index);
-}
 
 /// `out[c] += Σ_r (lo[r] + 2^16·hi[r])·D[r][c] mod 2^32` for one tile of 8
 /// columns × `lo.len()` rows (a multiple of 32) in 32-row blocks.
@@ -1948,7 +1930,7 @@ pub fn zeroed_huge<T: Copy + Default>(len: usize) -> Vec<T> {
 /// Prefetch hint for `data[index]` (no effect if out of range or on other
 /// architectures; never faults).
 #[inline]
-pub fn prefetch(data: &[u8], index: usize) {
+pub fn prefetch<T>(data: &[T], index: usize) {
     #[cfg(target_arch = "x86_64")]
     {
         if index < data.len() {

@@ -823,21 +823,9 @@ impl Server {
                 let b_end = (b + group).min(m1);
                 acc.iter_mut().for_each(|x| *x = 0);
                 for blk in b..b_end {
-                    // d̂ with NCoeffs(d̂) = rows blk·d1 .. of column j:
-                    // coefficient i is row blk·d1 + d1 − 1 − i (zero past ℓ1)
+                    // d̂ with NCoeffs(d̂) = rows blk·d1 .. of column j
                     let src = &col[blk * d1..((blk + 1) * d1).min(ell1)];
-                    let (r0, r1) = buf.split_at_mut(d1);
-                    let pad = d1 - src.len();
-                    r0[..pad].fill(0);
-                    r1[..pad].fill(0);
-                    for ((o0, o1), &v) in r0[pad..]
-                        .iter_mut()
-                        .zip(&mut r1[pad..])
-                        .zip(src.iter().rev())
-                    {
-                        *o0 = small_residue(&MODS[0], v as i8 as i64);
-                        *o1 = small_residue(&MODS[1], v as i8 as i64);
-                    }
+                    reversed_block_residues(src, |v| v as i8 as i64, &mut buf);
                     rns::forward(&ctx.ntt1, &mut buf);
                     rns::mul_acc_lazy(&a1_ntt[blk * 2 * d1..(blk + 1) * 2 * d1], &buf, &mut acc);
                 }
@@ -905,22 +893,8 @@ impl Server {
             let mut buf = vec![0u32; 2 * d2];
             let mut acc = vec![0u64; 2 * d2];
             for b in 0..m2 {
-                // NCoeffs order: coefficient i is entry b·d2 + d2 − 1 − i
-                // (a reversed block; past ℓ2 the entries are zero). Written
-                // as reversed iteration so the loop vectorises.
                 let src = &row[b * d2..((b + 1) * d2).min(ell2)];
-                let (r0, r1) = buf.split_at_mut(d2);
-                let pad = d2 - src.len();
-                r0[..pad].fill(0);
-                r1[..pad].fill(0);
-                for ((o0, o1), &v) in r0[pad..]
-                    .iter_mut()
-                    .zip(&mut r1[pad..])
-                    .zip(src.iter().rev())
-                {
-                    *o0 = small_residue(&MODS[0], v as i64);
-                    *o1 = small_residue(&MODS[1], v as i64);
-                }
+                reversed_block_residues(src, |v| v as i64, &mut buf);
                 rns::forward(&ctx.ntt2, &mut buf);
                 rns::mul_acc_lazy(&a2[b * 2 * d2..(b + 1) * 2 * d2], &buf, &mut acc);
             }
@@ -1092,6 +1066,29 @@ impl Server {
         }
         tm.packing = t2.elapsed().as_secs_f64();
         Ok((out, tm))
+    }
+}
+
+/// Writes the RNS residues (both halves of `buf`, d entries each) of the
+/// polynomial whose NCoeffs are the block `src`: coefficient i is
+/// `src[d − 1 − i]`, and entries past the end of the block (a ragged last
+/// block) are zero. Reversed iteration over the slice, so the loop
+/// vectorises.
+#[inline]
+fn reversed_block_residues<T: Copy>(src: &[T], value: impl Fn(T) -> i64, buf: &mut [u32]) {
+    let d = buf.len() / 2;
+    let (r0, r1) = buf.split_at_mut(d);
+    let pad = d - src.len();
+    r0[..pad].fill(0);
+    r1[..pad].fill(0);
+    for ((o0, o1), &v) in r0[pad..]
+        .iter_mut()
+        .zip(&mut r1[pad..])
+        .zip(src.iter().rev())
+    {
+        let v = value(v);
+        *o0 = small_residue(&MODS[0], v);
+        *o1 = small_residue(&MODS[1], v);
     }
 }
 
