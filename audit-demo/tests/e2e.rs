@@ -13,6 +13,39 @@ use futures_util::TryStreamExt;
 
 type TestResult = anyhow::Result<()>;
 
+/// A test log that issued a corpus, ingested into SQLite in a temporary
+/// directory, and an auditor-server serving epochs of it.
+struct Pipeline {
+    dir: tempfile::TempDir,
+    log: ct_ingest::testlog::TestLog,
+    issued: audit_demo::Issued,
+    url: String,
+    auditor: RunningAuditor,
+}
+
+/// [`Pipeline`] with `logged`/`omitted`/`forged` SCTs and epochs rebuilt
+/// every `interval_s` seconds (None: only when the test asks).
+async fn pipeline(
+    logged: usize,
+    omitted: usize,
+    forged: usize,
+    interval_s: Option<u64>,
+) -> anyhow::Result<Pipeline> {
+    let dir = tempfile::tempdir()?;
+    let log = start_log().await?;
+    let issued = issue_corpus(&log, logged, omitted, forged).await?;
+    let url = sqlite_url(dir.path());
+    ingest(&log, dir.path(), &url).await?;
+    let auditor = RunningAuditor::start(auditor_config(dir.path(), &url, interval_s)).await?;
+    Ok(Pipeline {
+        dir,
+        log,
+        issued,
+        url,
+        auditor,
+    })
+}
+
 /// For every certificate the test log issued, the client rebuilds exactly
 /// the leaf the log logged: precert_entry for embedded SCTs, x509_entry for
 /// TLS-delivered ones, with the static-ct-api `leaf_index` extension copied;
@@ -114,12 +147,13 @@ async fn forged_scts_are_rejected_by_signature() -> TestResult {
 /// √(p(1−p)/n) ≤ 0.06 for n ≥ 30; we accept |rate − p| ≤ 0.25 (> 4σ).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn private_audits_find_logged_and_catch_omitted_scts() -> TestResult {
-    let dir = tempfile::tempdir()?;
-    let log = start_log().await?;
-    let issued = issue_corpus(&log, 120, 60, 10).await?;
-    let url = sqlite_url(dir.path());
-    ingest(&log, dir.path(), &url).await?;
-    let auditor = RunningAuditor::start(auditor_config(dir.path(), &url, Some(4))).await?;
+    let Pipeline {
+        dir,
+        log,
+        issued,
+        url,
+        auditor,
+    } = pipeline(120, 60, 10, Some(4)).await?;
     let fill = auditor
         .service
         .state()
@@ -214,12 +248,13 @@ async fn check_flow_with_a_persistent_queue() -> TestResult {
     use browser_client::net::Auditor;
     use browser_client::policy::PendingQueue;
 
-    let dir = tempfile::tempdir()?;
-    let log = start_log().await?;
-    let issued = issue_corpus(&log, 6, 10, 0).await?;
-    let url = sqlite_url(dir.path());
-    ingest(&log, dir.path(), &url).await?;
-    let server = RunningAuditor::start(auditor_config(dir.path(), &url, None)).await?;
+    let Pipeline {
+        dir,
+        log,
+        issued,
+        auditor: server,
+        ..
+    } = pipeline(6, 10, 0, None).await?;
     let list = parse_log_list(log.log_list_json().as_bytes())?;
     let auditor = Auditor::new(&server.url())?;
     let qpath = dir.path().join("pending.json");
@@ -295,12 +330,13 @@ async fn an_epoch_retired_mid_audit_is_retried_on_the_new_one() -> TestResult {
     use browser_client::policy::PendingQueue;
     use browser_client::probe::Prober;
 
-    let dir = tempfile::tempdir()?;
-    let log = start_log().await?;
-    let issued = issue_corpus(&log, 4, 0, 0).await?;
-    let url = sqlite_url(dir.path());
-    ingest(&log, dir.path(), &url).await?;
-    let server = RunningAuditor::start(auditor_config(dir.path(), &url, None)).await?;
+    let Pipeline {
+        dir,
+        log,
+        issued,
+        auditor: server,
+        ..
+    } = pipeline(4, 0, 0, None).await?;
     let list = parse_log_list(log.log_list_json().as_bytes())?;
     let auditor = Auditor::new(&server.url())?;
     let (manifest, _) = auditor.manifest().await?;
