@@ -30,14 +30,24 @@
 
 #![allow(unsafe_code)]
 
-/// A SimplePIR query vector c1 split into signed 16-bit halves, zero-padded to
-/// a multiple of 64 entries: `c1[i] ≡ lo[i] + 2^16·hi[i] (mod 2^32)`.
+/// A SimplePIR query vector c1 in the two forms the tile kernels read,
+/// zero-padded to a multiple of 64 entries:
+///
+/// * signed 16-bit halves, `c1[i] ≡ lo[i] + 2^16·hi[i] (mod 2^32)`
+///   (`pmaddwd`/`vpdpwssd` kernels);
+/// * the four bytes of each c1[i], `c1[i] = Σ_k 2^{8k}·u_k[i]`, laid out per
+///   32-row block as `[u_0 of the block | u_1 | u_2 | u_3]` (32 bytes each),
+///   so the `vpdpbusd` kernel broadcasts one limb of a block with one load.
 #[derive(Clone, Debug)]
 pub struct SplitQuery {
     lo: Vec<i16>,
     hi: Vec<i16>,
+    bytes: Vec<u8>,
     len: usize,
 }
+
+/// Bytes of [`SplitQuery::bytes`] per 32-row block (4 limbs × 32 rows).
+const LIMB_BLOCK: usize = 4 * 32;
 
 impl SplitQuery {
     /// Splits c1.
@@ -45,17 +55,41 @@ impl SplitQuery {
         let padded = c1.len().div_ceil(64) * 64;
         let mut lo = vec![0i16; padded];
         let mut hi = vec![0i16; padded];
+        let mut bytes = vec![0u8; 4 * padded];
         for (i, &c) in c1.iter().enumerate() {
             let l = c as u16 as i16;
             lo[i] = l;
             hi[i] = (c.wrapping_sub(l as i32 as u32) >> 16) as u16 as i16;
+            let at = i / 32 * LIMB_BLOCK + i % 32;
+            for (k, b) in c.to_le_bytes().into_iter().enumerate() {
+                bytes[at + 32 * k] = b;
+            }
         }
         SplitQuery {
             lo,
             hi,
+            bytes,
             len: c1.len(),
         }
     }
+
+    /// The query entries of rows `r0..r1` (r0 a multiple of 32).
+    fn rows(&self, r0: usize, r1: usize) -> QueryRows<'_> {
+        debug_assert!(r0.is_multiple_of(32));
+        QueryRows {
+            lo: &self.lo[r0..r1],
+            hi: &self.hi[r0..r1],
+            bytes: &self.bytes[r0 / 32 * LIMB_BLOCK..r1.div_ceil(32) * LIMB_BLOCK],
+        }
+    }
+}
+
+/// The slice of a [`SplitQuery`] that one panel's tiles multiply.
+#[derive(Clone, Copy)]
+struct QueryRows<'a> {
+    lo: &'a [i16],
+    hi: &'a [i16],
+    bytes: &'a [u8],
 }
 
 /// Which implementation [`simplepir`] uses on this machine.
@@ -363,8 +397,7 @@ fn tile_with(
     out: &mut [u32],
 ) {
     let panel = view.panel;
-    let rows = p * panel..(p + 1) * panel;
-    let (lo, hi) = (&q.lo[rows.clone()], &q.hi[rows]);
+    let rows = q.rows(p * panel, (p + 1) * panel);
     let base = p * panel * view.tiled_cols;
     for (k_out, g) in (g0..g1).enumerate() {
         // The partial sums of a panel sweep through ℓ2 words (256 KiB at
@@ -377,18 +410,22 @@ fn tile_with(
         let o: &mut [u32; 8] = (&mut out[k_out * 8..k_out * 8 + 8])
             .try_into()
             .expect("8 outputs");
-        block_with(k, tile, lo, hi, o);
+        block_with(k, tile, rows, o);
     }
 }
 
 /// How far ahead of the current tile its partial sums are prefetched.
 const OUT_PREFETCH_WORDS: usize = 8 * 16;
 
-/// `out[c] += Σ_r (lo[r] + 2^16·hi[r])·D[r][c] mod 2^32` for one tile of 8
-/// columns × `lo.len()` rows (a multiple of 32) in 32-row blocks.
-fn block_with(k: Kernel, tile: &[u8], lo: &[i16], hi: &[i16], out: &mut [u32; 8]) {
+/// `out[c] += Σ_r c1[r]·D[r][c] mod 2^32` for one tile of 8 columns ×
+/// `q.lo.len()` rows (a multiple of 32) in 32-row blocks.
+fn block_with(k: Kernel, tile: &[u8], q: QueryRows<'_>, out: &mut [u32; 8]) {
+    let rows = q.lo.len();
     assert!(
-        lo.len() == hi.len() && lo.len().is_multiple_of(32) && tile.len() == 8 * lo.len(),
+        q.hi.len() == rows
+            && rows.is_multiple_of(32)
+            && q.bytes.len() == rows / 32 * LIMB_BLOCK
+            && tile.len() == 8 * rows,
         "tile shape"
     );
     #[cfg(target_arch = "x86_64")]
@@ -396,27 +433,27 @@ fn block_with(k: Kernel, tile: &[u8], lo: &[i16], hi: &[i16], out: &mut [u32; 8]
         match k {
             Kernel::Avx512Vnni if avx512_vnni() => {
                 // SAFETY: avx512f, avx512bw and avx512vnni were detected at
-                // runtime; the tile shape was asserted above.
-                unsafe { avx512::block_vnni(tile, lo, hi, out) };
+                // runtime; the tile and limb shapes were asserted above.
+                unsafe { avx512::block_vnni(tile, q.bytes, out) };
                 return;
             }
             Kernel::Avx512Bw if avx512() => {
                 // SAFETY: avx512f and avx512bw were detected at runtime; the
                 // tile shape was asserted above.
-                unsafe { avx512::block_bw(tile, lo, hi, out) };
+                unsafe { avx512::block_bw(tile, q.lo, q.hi, out) };
                 return;
             }
             Kernel::Avx2 if std::arch::is_x86_feature_detected!("avx2") => {
                 // SAFETY: avx2 was detected at runtime; the tile shape was
                 // asserted above.
-                unsafe { avx2::block(tile, lo, hi, out) };
+                unsafe { avx2::block(tile, q.lo, q.hi, out) };
                 return;
             }
             _ => {}
         }
     }
     let _ = k;
-    block_scalar(tile, lo, hi, out);
+    block_scalar(tile, q.lo, q.hi, out);
 }
 
 /// Scalar twin of the tile kernels.
@@ -488,18 +525,147 @@ fn columns_split_scalar(
     }
 }
 
-/// Software prefetch distance in bytes for the SimplePIR stream (`PIR_PF`
-/// overrides it for tuning): how far ahead of the tile being read the
-/// kernels request cache lines. Tuned with `pir-bench` (`docs/benchmarks.md`).
-#[cfg(target_arch = "x86_64")]
-fn prefetch_dist() -> usize {
-    static D: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *D.get_or_init(|| {
-        std::env::var("PIR_PF")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(24576)
-    })
+/// Software-prefetch distances (bytes ahead of the tile being read) that
+/// [`tune_prefetch`] tries; 0 issues no prefetch instruction and leaves the
+/// stream to the hardware prefetchers.
+///
+/// Which is best depends on the core, not on the code: on the AVX2-only
+/// EPYC of session 4 `prefetchnta` 24 KiB ahead beat the alternatives; on
+/// the Zen 4 EPYC of session 5 any software prefetch cost 10–35 % of the
+/// pass (0.60–0.74 of bandwidth with it, 0.91–0.94 without; see
+/// `docs/benchmarks.md`). So the distance is measured on the machine, like
+/// an FFT plan, rather than fixed at compile time.
+pub const PREFETCH_CANDIDATES: [usize; 4] = [0, 4096, 8192, 24576];
+
+/// The distance used until [`tune_prefetch`] has measured one (and for
+/// databases too small to measure on): hardware prefetch only.
+const PREFETCH_DEFAULT: usize = 0;
+
+/// Bytes of database [`tune_prefetch`] streams per timed pass; also the
+/// smallest tiled region it measures on (a smaller database is mostly
+/// served from the last-level cache, where prefetching hardly matters).
+const TUNE_BYTES: usize = 256 << 20;
+
+/// Not yet initialised (from `PIR_PF` or the default).
+const PF_UNSET: usize = usize::MAX;
+
+static PF_DIST: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(PF_UNSET);
+
+/// `PIR_PF` (bytes), if set: fixes the distance and disables tuning.
+fn prefetch_forced() -> Option<usize> {
+    static F: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
+    *F.get_or_init(|| std::env::var("PIR_PF").ok().and_then(|v| v.parse().ok()))
+}
+
+/// Software prefetch distance in bytes of the SimplePIR stream: how far
+/// ahead of the tile being read the kernels request cache lines (0: none).
+/// `PIR_PF` if set, else what [`tune_prefetch`] chose, else 0.
+pub fn prefetch_distance() -> usize {
+    use std::sync::atomic::Ordering::Relaxed;
+    match PF_DIST.load(Relaxed) {
+        PF_UNSET => {
+            let d = prefetch_forced().unwrap_or(PREFETCH_DEFAULT);
+            PF_DIST.store(d, Relaxed);
+            d
+        }
+        d => d,
+    }
+}
+
+/// What [`tune_prefetch`] measured.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PrefetchTuning {
+    /// The distance chosen (bytes; 0 = no software prefetch).
+    pub chosen: usize,
+    /// Set by `PIR_PF`: nothing was measured.
+    pub forced: bool,
+    /// Best single-thread SimplePIR throughput (GB/s) of each candidate
+    /// over the same span of the database.
+    pub candidates: Vec<(usize, f64)>,
+    /// Bytes streamed per timed pass.
+    pub span_bytes: usize,
+}
+
+static TUNING: std::sync::Mutex<Option<PrefetchTuning>> = std::sync::Mutex::new(None);
+
+/// Times the first `panels` panels of `view` with kernel `k` at every
+/// [`PREFETCH_CANDIDATES`] distance, three interleaved rounds, and returns
+/// the fastest (the earlier candidate on a tie). Leaves the process-wide
+/// distance at the last candidate; the caller sets it.
+fn measure_prefetch(k: Kernel, view: &View<'_>, panels: usize) -> PrefetchTuning {
+    use std::sync::atomic::Ordering::Relaxed;
+    let panels = panels.min(view.panels());
+    let span_bytes = panels * view.panel * view.tiled_cols;
+    // The values do not change the work: time the pass with c1 = 0.
+    let q = [SplitQuery::new(&vec![0u32; view.ell1])];
+    let mut out = vec![vec![0u32; view.ell2]];
+    let mut best = [f64::INFINITY; PREFETCH_CANDIDATES.len()];
+    for _round in 0..3 {
+        for (b, &d) in best.iter_mut().zip(&PREFETCH_CANDIDATES) {
+            PF_DIST.store(d, Relaxed);
+            let t = std::time::Instant::now();
+            panels_with(k, view, 0, panels, &q, &mut out);
+            *b = b.min(t.elapsed().as_secs_f64());
+            std::hint::black_box(&out);
+        }
+    }
+    let mut chosen = 0;
+    for i in 1..best.len() {
+        if best[i] < best[chosen] {
+            chosen = i;
+        }
+    }
+    PrefetchTuning {
+        chosen: PREFETCH_CANDIDATES[chosen],
+        forced: false,
+        candidates: PREFETCH_CANDIDATES
+            .iter()
+            .zip(&best)
+            .map(|(&d, &s)| (d, span_bytes as f64 / s.max(1e-9) / 1e9))
+            .collect(),
+        span_bytes,
+    }
+}
+
+/// The measurement [`tune_prefetch`] made in this process, if any.
+pub fn prefetch_tuning() -> Option<PrefetchTuning> {
+    TUNING.lock().map(|t| t.clone()).unwrap_or(None)
+}
+
+/// Measures the SimplePIR pass of the selected kernel over the first
+/// [`TUNE_BYTES`] of `db` with every [`PREFETCH_CANDIDATES`] distance (three
+/// interleaved rounds, best time of each), and keeps the fastest for the
+/// rest of the process. Runs once per process (later calls return the
+/// first result); returns `None` without measuring when the tiled region of
+/// `db` is smaller than [`TUNE_BYTES`] or the kernel is scalar (no
+/// prefetch), so a later, larger database can still tune. About 12 passes
+/// of 256 MiB: ~0.1 s at 30 GB/s, paid at the first DBSetup.
+pub fn tune_prefetch(db: &crate::db::Database) -> Option<PrefetchTuning> {
+    use std::sync::atomic::Ordering::Relaxed;
+    let mut slot = TUNING.lock().ok()?;
+    if let Some(t) = slot.as_ref() {
+        return Some(t.clone());
+    }
+    if let Some(d) = prefetch_forced() {
+        let t = PrefetchTuning {
+            chosen: d,
+            forced: true,
+            candidates: Vec::new(),
+            span_bytes: 0,
+        };
+        *slot = Some(t.clone());
+        return Some(t);
+    }
+    let k = Kernel::selected();
+    let view = View::of(db);
+    let panel_bytes = view.panel * view.tiled_cols;
+    if k == Kernel::Scalar || panel_bytes == 0 || view.panels() * panel_bytes < TUNE_BYTES {
+        return None;
+    }
+    let t = measure_prefetch(k, &view, TUNE_BYTES.div_ceil(panel_bytes));
+    PF_DIST.store(t.chosen, Relaxed);
+    *slot = Some(t.clone());
+    Some(t)
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -538,7 +704,8 @@ mod avx2 {
         let rows = lo.len();
         assert!(hi.len() == rows && rows.is_multiple_of(32) && tile.len() == 8 * rows);
         let base = tile.as_ptr();
-        let pf = base.wrapping_add(super::prefetch_dist());
+        let pfd = super::prefetch_distance();
+        let pf = base.wrapping_add(pfd);
         let steps = rows / 16;
         for pass in 0..2 {
             let mut acc_lo = [_mm256_setzero_si256(); 4];
@@ -555,7 +722,9 @@ mod avx2 {
                     let h = _mm256_loadu_si256(hi.as_ptr().add(i) as *const __m256i);
                     let blk = base.add(i / 32 * 256 + i % 32 + pass * 128);
                     let line = pass * steps + i / 16;
-                    _mm_prefetch::<_MM_HINT_NTA>(pf.wrapping_add(line * 64) as *const i8);
+                    if pfd != 0 {
+                        _mm_prefetch::<_MM_HINT_NTA>(pf.wrapping_add(line * 64) as *const i8);
+                    }
                     for c in 0..4 {
                         let d = _mm256_cvtepi8_epi16(_mm_loadu_si128(
                             blk.add(c * 32) as *const __m128i
@@ -739,6 +908,7 @@ mod avx512 {
                 let rows = lo.len();
                 assert!(hi.len() == rows && rows.is_multiple_of(32) && tile.len() == 8 * rows);
                 let base = tile.as_ptr();
+                let pfd = super::prefetch_distance();
                 let mut acc_lo = [_mm512_setzero_si512(); 8];
                 let mut acc_hi = [_mm512_setzero_si512(); 8];
                 let mut i = 0;
@@ -752,11 +922,13 @@ mod avx512 {
                         let blk = base.add(i * 8);
                         // Software prefetch ahead of the sequential stream
                         // (4 cache lines per step); a hint, it never faults.
-                        let pf = blk.wrapping_add(super::prefetch_dist());
-                        _mm_prefetch::<_MM_HINT_T0>(pf as *const i8);
-                        _mm_prefetch::<_MM_HINT_T0>(pf.wrapping_add(64) as *const i8);
-                        _mm_prefetch::<_MM_HINT_T0>(pf.wrapping_add(128) as *const i8);
-                        _mm_prefetch::<_MM_HINT_T0>(pf.wrapping_add(192) as *const i8);
+                        if pfd != 0 {
+                            let pf = blk.wrapping_add(pfd);
+                            _mm_prefetch::<_MM_HINT_T0>(pf as *const i8);
+                            _mm_prefetch::<_MM_HINT_T0>(pf.wrapping_add(64) as *const i8);
+                            _mm_prefetch::<_MM_HINT_T0>(pf.wrapping_add(128) as *const i8);
+                            _mm_prefetch::<_MM_HINT_T0>(pf.wrapping_add(192) as *const i8);
+                        }
                         for c in 0..8 {
                             let d = _mm512_cvtepi8_epi16(_mm256_loadu_si256(
                                 blk.add(c * 32) as *const __m256i
@@ -776,9 +948,78 @@ mod avx512 {
         };
     }
 
-    block_body!(block_vnni, "avx512f,avx512bw,avx512vnni", |a, d, q| {
-        _mm512_dpwssd_epi32(a, d, q)
-    });
+    /// AVX-512 VNNI tile kernel on bytes: `vpdpbusd` multiplies 4 unsigned
+    /// query bytes by 4 signed records and adds the 4 products to a 32-bit
+    /// lane, so one instruction covers 64 records of one query limb and no
+    /// sign extension of the records is needed (the `vpdpwssd` kernel
+    /// widens every record to 16 bits first, and the widening costs as
+    /// much as a multiply here). With c1[r] = Σ_k 2^{8k}·u_k[r],
+    /// Σ_r c1[r]·d[r] = Σ_k 2^{8k}·Σ_r u_k[r]·d[r] mod 2^32; `vpdpbusd`
+    /// wraps mod 2^32 (it is the non-saturating form), so the four limb
+    /// accumulators never need a reduction (YPIR §4.1: q1 = 2^32 is the
+    /// machine word). A 64-byte load holds columns 2m and 2m + 1 of a
+    /// 32-row block (lanes 0–7 and 8–15); the block's 32 limb bytes are
+    /// broadcast to both halves. 16 accumulators + 4 limbs + 1 record
+    /// vector stay in the 32 zmm registers.
+    ///
+    /// # Safety
+    /// The caller must have checked avx512f, avx512bw and avx512vnni at
+    /// runtime; `tile.len()` is a multiple of 256 and `limbs` holds 128
+    /// bytes per 256 bytes of tile.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+    pub unsafe fn block_vnni(tile: &[u8], limbs: &[u8], out: &mut [u32; 8]) {
+        let blocks = tile.len() / 256;
+        assert!(tile.len().is_multiple_of(256) && limbs.len() == blocks * super::LIMB_BLOCK);
+        let base = tile.as_ptr();
+        let pfd = super::prefetch_distance();
+        let zero = _mm512_setzero_si512();
+        let mut acc = [[zero; 4]; 4];
+        for b in 0..blocks {
+            // SAFETY: b < blocks, so bytes [256b, 256b + 256) of the tile
+            // and [128b, 128b + 128) of the limbs are in bounds (asserted
+            // above). The prefetches are hints that never fault.
+            unsafe {
+                let blk = base.add(b * 256);
+                if pfd != 0 {
+                    let pf = blk.wrapping_add(pfd);
+                    _mm_prefetch::<_MM_HINT_T0>(pf as *const i8);
+                    _mm_prefetch::<_MM_HINT_T0>(pf.wrapping_add(64) as *const i8);
+                    _mm_prefetch::<_MM_HINT_T0>(pf.wrapping_add(128) as *const i8);
+                    _mm_prefetch::<_MM_HINT_T0>(pf.wrapping_add(192) as *const i8);
+                }
+                let lp = limbs.as_ptr().add(b * super::LIMB_BLOCK);
+                let u: [__m512i; 4] = std::array::from_fn(|k| {
+                    _mm512_broadcast_i64x4(_mm256_loadu_si256(lp.add(32 * k) as *const __m256i))
+                });
+                for (m, a) in acc.iter_mut().enumerate() {
+                    let d = _mm512_loadu_si512(blk.add(64 * m) as *const __m512i);
+                    for k in 0..4 {
+                        a[k] = _mm512_dpbusd_epi32(a[k], u[k], d);
+                    }
+                }
+            }
+        }
+        for (m, a) in acc.iter().enumerate() {
+            let v = _mm512_add_epi32(
+                _mm512_add_epi32(a[0], _mm512_slli_epi32::<8>(a[1])),
+                _mm512_add_epi32(_mm512_slli_epi32::<16>(a[2]), _mm512_slli_epi32::<24>(a[3])),
+            );
+            let lo = _mm512_castsi512_si256(v);
+            let hi = _mm512_extracti64x4_epi64::<1>(v);
+            out[2 * m] = out[2 * m].wrapping_add(hsum256(lo));
+            out[2 * m + 1] = out[2 * m + 1].wrapping_add(hsum256(hi));
+        }
+    }
+
+    /// Wrapping sum of eight u32 lanes.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn hsum256(v: __m256i) -> u32 {
+        let s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v));
+        let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b01_00_11_10>(s));
+        let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b10_11_00_01>(s));
+        _mm_cvtsi128_si32(s) as u32
+    }
     block_body!(block_bw, "avx512f,avx512bw", |a, d, q| _mm512_add_epi32(
         a,
         _mm512_madd_epi16(d, q)
@@ -3054,16 +3295,20 @@ mod tests {
         let mut s = 11;
         for rows in [32usize, 64, 352, 1024] {
             let tile: Vec<u8> = (0..8 * rows).map(|_| lcg(&mut s) as u8).collect();
-            let lo: Vec<i16> = (0..rows).map(|_| lcg(&mut s) as i16).collect();
-            let hi: Vec<i16> = (0..rows).map(|_| lcg(&mut s) as i16).collect();
+            let mut c1: Vec<u32> = (0..rows).map(|_| lcg(&mut s) as u32).collect();
+            // extreme entries: every byte limb at 0 and 255, both halves ±2^15
+            c1[0] = u32::MAX;
+            c1[1] = 0x8000_8000;
+            c1[2] = 0x7fff_7fff;
+            let q = SplitQuery::new(&c1);
+            let view = q.rows(0, rows);
             let start: [u32; 8] = std::array::from_fn(|_| lcg(&mut s) as u32);
             let mut want = start;
-            block_scalar(&tile, &lo, &hi, &mut want);
-            // naive: Σ c·d with c = lo + 2^16·hi, added to the start values
+            block_scalar(&tile, view.lo, view.hi, &mut want);
+            // naive: Σ c·d added to the start values
             for (c, &w) in want.iter().enumerate() {
                 let mut acc = start[c];
-                for r in 0..rows {
-                    let q = (lo[r] as i32 as u32).wrapping_add((hi[r] as i32 as u32) << 16);
+                for (r, &q) in c1.iter().enumerate() {
                     let d = tile[r / 32 * 256 + c * 32 + r % 32] as i8 as i32 as u32;
                     acc = acc.wrapping_add(q.wrapping_mul(d));
                 }
@@ -3071,10 +3316,82 @@ mod tests {
             }
             for k in Kernel::available() {
                 let mut got = start;
-                block_with(k, &tile, &lo, &hi, &mut got);
+                block_with(k, &tile, view, &mut got);
                 assert_eq!(got, want, "rows {rows} via {k:?}");
             }
         }
+        // records at the extremes (−128, 127) against the extreme entries
+        let rows = 64;
+        let tile: Vec<u8> = (0..8 * rows)
+            .map(|i| if i % 3 == 0 { 0x80 } else { 0x7f })
+            .collect();
+        let c1: Vec<u32> = (0..rows as u32)
+            .map(|i| if i % 2 == 0 { u32::MAX } else { 0xff00_ff00 })
+            .collect();
+        let q = SplitQuery::new(&c1);
+        let mut want = [0u32; 8];
+        block_scalar(&tile, q.rows(0, rows).lo, q.rows(0, rows).hi, &mut want);
+        for k in Kernel::available() {
+            let mut got = [0u32; 8];
+            block_with(k, &tile, q.rows(0, rows), &mut got);
+            assert_eq!(got, want, "extremes via {k:?}");
+        }
+    }
+
+    #[test]
+    fn kernels_agree_at_every_prefetch_distance() {
+        use crate::db::Database;
+        use crate::params::DbShape;
+        use std::sync::atomic::Ordering::Relaxed;
+        let mut s = 5;
+        let (ell1, ell2) = (2048usize, 40usize);
+        let cm: Vec<u8> = (0..ell1 * ell2).map(|_| lcg(&mut s) as u8).collect();
+        let db = Database::from_column_major(DbShape { ell1, ell2 }, 8, cm.clone()).unwrap();
+        let c1: Vec<u32> = (0..ell1).map(|_| lcg(&mut s) as u32).collect();
+        let mut want = vec![0u32; ell2];
+        simplepir_scalar(&cm, ell1, &c1, &mut want);
+        let split = [SplitQuery::new(&c1)];
+        let view = View::of(&db);
+        for &d in &PREFETCH_CANDIDATES {
+            // Other tests may run meanwhile: the distance only changes
+            // speed, never results, so sharing the global is harmless.
+            PF_DIST.store(d, Relaxed);
+            for k in Kernel::available() {
+                let mut got = vec![vec![0u32; ell2]];
+                answer_with(k, &view, &split, &mut got);
+                assert_eq!(got[0], want, "distance {d} via {k:?}");
+            }
+        }
+        PF_DIST.store(PREFETCH_DEFAULT, Relaxed);
+    }
+
+    #[test]
+    fn prefetch_measurement_reports_every_candidate() {
+        use crate::db::Database;
+        use crate::params::DbShape;
+        let shape = DbShape {
+            ell1: 4096,
+            ell2: 64,
+        };
+        let db = Database::zeros(shape, 8);
+        let view = View::of(&db);
+        assert!(view.panels() > 1);
+        let t = measure_prefetch(Kernel::selected(), &view, 2);
+        assert_eq!(t.span_bytes, 2 * view.panel * view.tiled_cols);
+        assert_eq!(
+            t.candidates.iter().map(|c| c.0).collect::<Vec<_>>(),
+            PREFETCH_CANDIDATES
+        );
+        assert!(t.candidates.iter().all(|c| c.1 > 0.0));
+        let fastest = t.candidates.iter().map(|c| c.1).fold(0.0, f64::max);
+        let chosen = t.candidates.iter().find(|c| c.0 == t.chosen).unwrap();
+        assert_eq!(chosen.1, fastest);
+        // too small to measure on: no tuning, nothing cached
+        assert_eq!(
+            tune_prefetch(&db).filter(|t| !t.forced && t.span_bytes < TUNE_BYTES),
+            None
+        );
+        PF_DIST.store(PREFETCH_DEFAULT, std::sync::atomic::Ordering::Relaxed);
     }
 
     #[test]

@@ -82,6 +82,10 @@ pub struct SetupTimings {
     pub h2: f64,
     /// Packing precomputation (§4.2).
     pub packing: f64,
+    /// Measuring the SimplePIR prefetch distance
+    /// ([`kernel::tune_prefetch`]): once per process, at the first large
+    /// database; 0 otherwise.
+    pub tune: f64,
 }
 
 /// One changed record for [`Server::update`].
@@ -572,6 +576,13 @@ impl Server {
                 ..Default::default()
             },
         };
+        // First large database of the process: measure the SimplePIR
+        // prefetch distance on it (kernel::tune_prefetch; ~0.1 s, once).
+        let t_tune = Instant::now();
+        let tuned_before = kernel::prefetch_tuning().is_some();
+        if !tuned_before && kernel::tune_prefetch(&server.db).is_some() {
+            server.setup_timings.tune = t_tune.elapsed().as_secs_f64();
+        }
         let (h2, packing) = server.rebuild_packing();
         server.setup_timings.h2 = h2;
         server.setup_timings.packing = packing;

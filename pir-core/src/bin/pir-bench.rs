@@ -248,6 +248,15 @@ fn run(args: &Args) -> Result<()> {
         "prep_hint_seconds": server.setup_timings().hint,
         "prep_h2_seconds": server.setup_timings().h2,
         "prep_packing_seconds": server.setup_timings().packing,
+        // the one-off prefetch measurement of the first DBSetup (included in
+        // prep_seconds) and what it chose
+        "prep_tune_seconds": server.setup_timings().tune,
+        "simplepir_prefetch_bytes": pir_core::kernel::prefetch_distance(),
+        "simplepir_prefetch_tuning": pir_core::kernel::prefetch_tuning().map(|t| serde_json::json!({
+            "forced": t.forced,
+            "span_bytes": t.span_bytes,
+            "candidates_gb_s": t.candidates.iter().map(|(d, g)| serde_json::json!([d, g])).collect::<Vec<_>>(),
+        })),
         "update": update,
         "query_bytes": query_bytes,
         "response_bytes": response_bytes,
