@@ -40,9 +40,9 @@ pub const GROUP_COLS: usize = 8;
 pub const BLOCK_ROWS: usize = 32;
 
 /// Most rows per panel (see the module docs): a 512-row tile is 4 KiB and
-/// its slice of the lo/hi query halves 2 KiB, so both stay in L1 beside the
-/// lines the kernel prefetches ahead of the stream (measured against 256
-/// and 1024 rows in `docs/benchmarks.md`).
+/// its slice of the lo/hi query halves 2 KiB (of the query bytes 2 KiB), so
+/// both stay in L1 beside the lines fetched ahead of the stream (measured
+/// against 256 and 1024 rows in `docs/benchmarks.md`).
 pub const MAX_PANEL_ROWS: usize = 512;
 
 /// Whether a shape is stored tiled.

@@ -296,7 +296,8 @@ pub enum Kernel {
     Avx2,
     /// AVX-512BW `vpmaddwd`, 8 columns × 32 rows per step.
     Avx512Bw,
-    /// AVX-512 VNNI `vpdpwssd`, 8 columns × 32 rows per step.
+    /// AVX-512 VNNI: tiles with `vpdpbusd` on the query's bytes (8 columns
+    /// × 32 rows per step), the column-major tail with `vpdpwssd`.
     Avx512Vnni,
 }
 
