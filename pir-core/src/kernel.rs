@@ -1035,229 +1035,213 @@ mod avx512 {
     ));
 }
 
-/// One query's c2 as the DoublePIR kernel consumes it.
+/// One query's c2 as the DoublePIR kernels consume it, zero-padded to the
+/// matrix's padded column count.
 enum DpQuery {
     /// Residues mod P0 and mod P1 widened to 64-bit lanes (`vpmuldq`, scalar).
     Wide(Vec<u64>, Vec<u64>),
-    /// 10/10/8-bit limbs of the residues mod P0, then mod P1 (`vpdpwssd`).
-    Limbs([Vec<i16>; 6]),
+    /// 10/10/8-bit limbs of the residues mod P0, then mod P1 (`vpdpwssd`),
+    /// interleaved per 32-column chunk: limb t of chunk c's columns at
+    /// c·192 + 32·t, so one step reads 384 contiguous bytes (six separate
+    /// limb arrays sit at the same offset modulo 4 KiB and fight over the
+    /// same L1 sets).
+    Limbs(Vec<i16>),
 }
 
-/// DoublePIR pass: for each row r of the row-major `rows` (n_rows × ℓ2,
-/// signed digits |x| ≤ p/2), `out[r] = (Σ_j c2[j]·x[r][j] mod P0, … mod P1)`
-/// where `c2` holds the ℓ2 residues mod P0 followed by the ℓ2 residues mod P1.
-/// Products are < 2^42 and at most 2^18 are summed, so signed 64-bit
-/// accumulators never overflow and are reduced once per row (YPIR §4,
-/// footnote 8: reduce only when a sum could overflow). Rows are processed
-/// four at a time and every query of a batch consumes a group of rows before
-/// the next is loaded, so the hint is read from memory once per batch.
-pub fn doublepir(rows: &[i16], ell2: usize, c2s: &[&[u32]], out: &mut [Vec<[u32; 2]>]) {
-    doublepir_with(Kernel::selected(), rows, ell2, c2s, out)
+/// Limbs per column of [`DpQuery::Limbs`].
+const DP_LIMBS: usize = 6;
+
+impl DpQuery {
+    fn new(c2: &[u32], cols: usize, vnni: bool) -> DpQuery {
+        use crate::digits::{DigitMatrix, CHUNK_COLS};
+        let cols_pad = DigitMatrix::padded_cols(cols);
+        let (c0, c1) = c2.split_at(cols);
+        if vnni {
+            let mut l = vec![0i16; cols_pad * DP_LIMBS];
+            for (h, half) in [c0, c1].into_iter().enumerate() {
+                for (j, &x) in half.iter().enumerate() {
+                    let at = j / CHUNK_COLS * CHUNK_COLS * DP_LIMBS + j % CHUNK_COLS;
+                    for (k, (shift, bits)) in [(0, 10), (10, 10), (20, 8)].into_iter().enumerate() {
+                        l[at + (3 * h + k) * CHUNK_COLS] =
+                            ((x >> shift) & ((1 << bits) - 1)) as i16;
+                    }
+                }
+            }
+            DpQuery::Limbs(l)
+        } else {
+            let wide = |half: &[u32]| {
+                let mut v = vec![0u64; cols_pad];
+                for (o, &x) in v.iter_mut().zip(half) {
+                    *o = x as u64;
+                }
+                v
+            };
+            DpQuery::Wide(wide(c0), wide(c1))
+        }
+    }
+}
+
+/// DoublePIR pass (YPIR Construction 3.1, Answer step 2): for each row r of
+/// `m` (signed digits |x| ≤ p/2), `out[q][r] = (Σ_j c2[j]·x[r][j] mod P0,
+/// … mod P1)` for every query q, where `c2s[q]` holds the ℓ2 residues mod
+/// P0 followed by the ℓ2 residues mod P1 (each < 2^28). Products are
+/// < 2^42 and at most 2^18 are summed, so signed 64-bit sums never
+/// overflow and are reduced once per row (YPIR §4, footnote 8: reduce only
+/// when a sum could overflow).
+///
+/// The matrix is read once, front to back, in its storage order
+/// ([`crate::digits`]): column block by column block, quad of rows by quad;
+/// every query of a batch consumes a quad (4 KiB, from L1) before the next
+/// is loaded, so a batch shares the scan (§4.3). Workers take ranges of
+/// quads.
+pub fn doublepir(m: &crate::digits::DigitMatrix, c2s: &[&[u32]], out: &mut [Vec<[u32; 2]>]) {
+    doublepir_with(Kernel::selected(), m, c2s, out)
 }
 
 /// [`doublepir`] with an explicit kernel variant (tests).
 pub fn doublepir_with(
     k: Kernel,
-    rows: &[i16],
-    ell2: usize,
+    m: &crate::digits::DigitMatrix,
     c2s: &[&[u32]],
     out: &mut [Vec<[u32; 2]>],
 ) {
-    doublepir_blocked(k, rows, ell2, c2s, out, None)
-}
-
-/// [`doublepir_with`] with an explicit column-block width (tests; `None`:
-/// sized so a block of widened c2 for the whole batch is ≤ 64 KiB).
-pub fn doublepir_blocked(
-    k: Kernel,
-    rows: &[i16],
-    ell2: usize,
-    c2s: &[&[u32]],
-    out: &mut [Vec<[u32; 2]>],
-    cols_per_block: Option<usize>,
-) {
-    let cols_per_block = cols_per_block.map(|c| c.max(1));
-    if ell2 == 0 {
+    use crate::digits::{DigitMatrix, QUAD_ROWS};
+    let (rows, cols) = (m.rows(), m.cols());
+    assert_eq!(c2s.len(), out.len(), "one output per query");
+    for (c2, o) in c2s.iter().zip(out.iter()) {
+        assert!(
+            c2.len() == 2 * cols && o.len() >= rows,
+            "c2 and output lengths"
+        );
+    }
+    if rows == 0 || c2s.is_empty() {
         return;
     }
-    let n_rows = rows.len() / ell2;
-    // Each query's c2 is prepared once: split into 10/10/8-bit limbs per
-    // prime (i16) with AVX-512 VNNI, so `vpdpwssd` multiplies 32 digits by
-    // a limb and accumulates in one instruction (see `avx512_vnni_dp`);
-    // otherwise widened to 64-bit lanes (the multiply reads the low 32 bits).
     #[cfg(target_arch = "x86_64")]
     let vnni = k == Kernel::Avx512Vnni && avx512_vnni();
     #[cfg(not(target_arch = "x86_64"))]
     let vnni = false;
-    let preps: Vec<DpQuery> = c2s
-        .iter()
-        .map(|c2| {
-            let (c0, c1) = c2.split_at(ell2);
-            if vnni {
-                let limb = |half: &[u32], shift: u32, bits: u32| -> Vec<i16> {
-                    half.iter()
-                        .map(|&x| ((x >> shift) & ((1 << bits) - 1)) as i16)
-                        .collect()
-                };
-                DpQuery::Limbs([
-                    limb(c0, 0, 10),
-                    limb(c0, 10, 10),
-                    limb(c0, 20, 8),
-                    limb(c1, 0, 10),
-                    limb(c1, 10, 10),
-                    limb(c1, 20, 8),
-                ])
-            } else {
-                DpQuery::Wide(
-                    c0.iter().map(|&x| x as u64).collect(),
-                    c1.iter().map(|&x| x as u64).collect(),
-                )
-            }
-        })
-        .collect();
-    // One task = a block of rows for every query of the batch. Within a
-    // task the columns are processed in blocks whose widened c2 (16 bytes
-    // per column and query) stays in L2 while every row of the task reads
-    // its segment, so c2 comes from memory once per task instead of once
-    // per 4 rows (at ℓ2 = 2^16 the widened c2 is 1 MiB per query).
-    const ROWS_PER_TASK: usize = 32;
-    // (Block budgets from 64 KiB to 2 MiB measured the same at B = 35.)
-    let cols =
-        cols_per_block.unwrap_or_else(|| ((1usize << 16) / (16 * preps.len().max(1))).max(512));
-    let task = |r0: usize, r1: usize| -> Vec<Vec<[u32; 2]>> {
-        let mut sums = vec![vec![[0i64; 2]; r1 - r0]; preps.len()];
-        let mut c0 = 0;
-        while c0 < ell2 {
-            let c1 = (c0 + cols).min(ell2);
-            let mut r = r0;
-            while r < r1 {
-                let nr = (r1 - r).min(4);
-                let base = &rows[r * ell2..(r + nr - 1) * ell2 + c1];
+    let preps: Vec<DpQuery> = c2s.iter().map(|c2| DpQuery::new(c2, cols, vnni)).collect();
+    let quads = DigitMatrix::padded_rows(rows) / QUAD_ROWS;
+    let task = |q0: usize, q1: usize| -> Vec<Vec<[i64; 2]>> {
+        let mut sums = vec![vec![[0i64; 2]; (q1 - q0) * QUAD_ROWS]; preps.len()];
+        for (c0, w, blk) in m.blocks() {
+            for q in q0..q1 {
+                let quad = &blk[q * QUAD_ROWS * w..(q + 1) * QUAD_ROWS * w];
                 for (p, s) in preps.iter().zip(sums.iter_mut()) {
-                    let mut acc = [[0i64; 2]; 4];
-                    match p {
-                        DpQuery::Wide(w0, w1) => {
-                            dot_rows(k, base, ell2, nr, c0, &w0[c0..c1], &w1[c0..c1], &mut acc)
-                        }
-                        DpQuery::Limbs(l) => {
-                            let blk: [&[i16]; 6] = std::array::from_fn(|t| &l[t][c0..c1]);
-                            assert!(base.len() >= (nr - 1) * ell2 + c1);
-                            #[cfg(target_arch = "x86_64")]
-                            // SAFETY: avx512f/bw/vnni were detected (limbs are
-                            // only prepared then); every limb block has
-                            // c1 − c0 entries and the rows' segments are in
-                            // `base`.
-                            unsafe {
-                                avx512_vnni_dp::dot_rows(base, ell2, nr, c0, blk, &mut acc)
-                            };
-                            #[cfg(not(target_arch = "x86_64"))]
-                            let _ = blk; // never prepared off x86-64
-                        }
-                    }
-                    for (i, a) in acc.iter().take(nr).enumerate() {
-                        // |partial sums| < 2^18 · 2^42: no overflow in i64.
-                        s[r - r0 + i][0] += a[0];
-                        s[r - r0 + i][1] += a[1];
+                    let mut acc = [[0i64; 2]; QUAD_ROWS];
+                    quad_with(k, quad, p, c0, w, &mut acc);
+                    for (t, a) in s[(q - q0) * QUAD_ROWS..].iter_mut().zip(&acc) {
+                        // |sums| < 2^18 · 2^42: no overflow in i64.
+                        t[0] += a[0];
+                        t[1] += a[1];
                     }
                 }
-                r += nr;
             }
-            c0 = c1;
         }
-        sums.iter()
-            .map(|rows| {
-                rows.iter()
-                    .map(|a| {
-                        [
-                            crate::arith::reduce_signed(&crate::arith::MOD0, a[0]),
-                            crate::arith::reduce_signed(&crate::arith::MOD1, a[1]),
-                        ]
-                    })
-                    .collect()
-            })
-            .collect()
+        sums
     };
-    let blocks: Vec<(usize, usize)> = (0..n_rows)
-        .step_by(ROWS_PER_TASK)
-        .map(|r0| (r0, (r0 + ROWS_PER_TASK).min(n_rows)))
+    #[cfg(feature = "parallel")]
+    let threads = rayon::current_num_threads();
+    #[cfg(not(feature = "parallel"))]
+    let threads = 1;
+    // a few ranges per thread, so a slow core does not hold up the pass
+    let per = if threads > 1 {
+        quads.div_ceil(4 * threads).max(1)
+    } else {
+        quads
+    };
+    let ranges: Vec<(usize, usize)> = (0..quads)
+        .step_by(per)
+        .map(|q0| (q0, (q0 + per).min(quads)))
         .collect();
     #[cfg(feature = "parallel")]
-    let parts: Vec<Vec<Vec<[u32; 2]>>> = {
+    let parts: Vec<Vec<Vec<[i64; 2]>>> = {
         use rayon::prelude::*;
-        if rayon::current_num_threads() > 1 {
-            blocks.par_iter().map(|&(a, b)| task(a, b)).collect()
+        if threads > 1 {
+            ranges.par_iter().map(|&(a, b)| task(a, b)).collect()
         } else {
-            blocks.iter().map(|&(a, b)| task(a, b)).collect()
+            ranges.iter().map(|&(a, b)| task(a, b)).collect()
         }
     };
     #[cfg(not(feature = "parallel"))]
-    let parts: Vec<Vec<Vec<[u32; 2]>>> = blocks.iter().map(|&(a, b)| task(a, b)).collect();
-    for (&(r0, r1), part) in blocks.iter().zip(&parts) {
-        for (o, p) in out.iter_mut().zip(part) {
-            o[r0..r1].copy_from_slice(p);
+    let parts: Vec<Vec<Vec<[i64; 2]>>> = ranges.iter().map(|&(a, b)| task(a, b)).collect();
+    for (&(q0, _), part) in ranges.iter().zip(&parts) {
+        for (o, sums) in out.iter_mut().zip(part) {
+            for (i, a) in sums.iter().enumerate() {
+                let r = q0 * QUAD_ROWS + i;
+                if r < rows {
+                    o[r] = [
+                        crate::arith::reduce_signed(&crate::arith::MOD0, a[0]),
+                        crate::arith::reduce_signed(&crate::arith::MOD1, a[1]),
+                    ];
+                }
+            }
         }
     }
 }
 
-/// Dot products of `nr` ≤ 4 rows with a block of widened c2: row i's
-/// digits are `base[i·stride + col0 ..][..w0.len()]`; `acc` receives the
-/// sums (assigned, not accumulated). The caller guarantees
-/// `base.len() ≥ (nr − 1)·stride + col0 + w0.len()` and `w0.len() = w1.len()`.
-#[allow(clippy::too_many_arguments)]
-fn dot_rows(
-    k: Kernel,
-    base: &[i16],
-    stride: usize,
-    nr: usize,
-    col0: usize,
-    w0: &[u64],
-    w1: &[u64],
-    acc: &mut [[i64; 2]; 4],
-) {
-    let n = w0.len().min(w1.len());
-    assert!(nr <= 4 && (nr == 0 || base.len() >= (nr - 1) * stride + col0 + n));
-    #[cfg(target_arch = "x86_64")]
-    {
-        match k {
-            Kernel::Avx512Bw | Kernel::Avx512Vnni if avx512() => {
-                // SAFETY: avx512f and avx512bw were detected at runtime; the
-                // bounds were asserted above.
-                unsafe { avx512_dp::dot_rows(base, stride, nr, col0, &w0[..n], &w1[..n], acc) };
-                return;
-            }
-            Kernel::Avx2 | Kernel::Avx512Bw | Kernel::Avx512Vnni
-                if std::arch::is_x86_feature_detected!("avx2") =>
+/// Adds the dot products of one quad (4 rows × `w` columns starting at
+/// column `c0`, in chunk order) with query `p` to `acc`.
+fn quad_with(k: Kernel, quad: &[i16], p: &DpQuery, c0: usize, w: usize, acc: &mut [[i64; 2]; 4]) {
+    use crate::digits::{CHUNK_COLS, QUAD_ROWS};
+    assert!(
+        w.is_multiple_of(CHUNK_COLS) && quad.len() == QUAD_ROWS * w,
+        "quad shape"
+    );
+    match p {
+        DpQuery::Wide(w0, w1) => {
+            let (w0, w1) = (&w0[c0..c0 + w], &w1[c0..c0 + w]);
+            #[cfg(target_arch = "x86_64")]
             {
-                // SAFETY: avx2 was detected at runtime; bounds asserted above.
-                unsafe { avx2_dp::dot_rows(base, stride, nr, col0, &w0[..n], &w1[..n], acc) };
-                return;
+                match k {
+                    Kernel::Avx512Bw | Kernel::Avx512Vnni if avx512() => {
+                        // SAFETY: avx512f and avx512bw were detected at
+                        // runtime; the quad holds 4·w digits and w0, w1 hold
+                        // w residues each, w a multiple of 32 (asserted).
+                        unsafe { avx512_dp::quad_wide(quad, w0, w1, acc) };
+                        return;
+                    }
+                    Kernel::Avx2 | Kernel::Avx512Bw | Kernel::Avx512Vnni
+                        if std::arch::is_x86_feature_detected!("avx2") =>
+                    {
+                        // SAFETY: avx2 was detected at runtime; shapes as above.
+                        unsafe { avx2_dp::quad_wide(quad, w0, w1, acc) };
+                        return;
+                    }
+                    _ => {}
+                }
             }
-            _ => {}
+            let _ = k;
+            quad_scalar(quad, w0, w1, acc);
+        }
+        DpQuery::Limbs(l) => {
+            let l = &l[c0 * DP_LIMBS..(c0 + w) * DP_LIMBS];
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: limbs are only prepared when avx512f/bw/vnni were
+            // detected; the quad holds 4·w digits and the limb slice 6·w
+            // entries, w a multiple of 32 and at most BLOCK_COLS (asserted
+            // inside).
+            unsafe {
+                avx512_vnni_dp::quad_limbs(quad, l, acc)
+            };
+            #[cfg(not(target_arch = "x86_64"))]
+            let _ = (l, k); // never prepared off x86-64
         }
     }
-    let _ = k;
-    *acc = [[0; 2]; 4];
-    dot_rows_scalar(base, stride, nr, col0, 0, &w0[..n], &w1[..n], acc);
 }
 
-/// Scalar twin: adds columns `from..w0.len()` of the block to `acc`.
-#[allow(clippy::too_many_arguments)]
-fn dot_rows_scalar(
-    base: &[i16],
-    stride: usize,
-    nr: usize,
-    col0: usize,
-    from: usize,
-    w0: &[u64],
-    w1: &[u64],
-    acc: &mut [[i64; 2]; 4],
-) {
-    let n = w0.len();
-    for (i, a) in acc.iter_mut().enumerate().take(nr) {
-        let row = &base[i * stride + col0..i * stride + col0 + n];
-        for j in from..n {
-            a[0] += row[j] as i64 * w0[j] as i64;
-            a[1] += row[j] as i64 * w1[j] as i64;
+/// Scalar twin of the quad kernels.
+fn quad_scalar(quad: &[i16], w0: &[u64], w1: &[u64], acc: &mut [[i64; 2]; 4]) {
+    use crate::digits::{CHUNK_COLS, QUAD_ROWS};
+    for (c, chunk) in quad.chunks_exact(QUAD_ROWS * CHUNK_COLS).enumerate() {
+        for (i, a) in acc.iter_mut().enumerate() {
+            let x = &chunk[i * CHUNK_COLS..(i + 1) * CHUNK_COLS];
+            for (l, &d) in x.iter().enumerate() {
+                let col = c * CHUNK_COLS + l;
+                a[0] += d as i64 * w0[col] as i64;
+                a[1] += d as i64 * w1[col] as i64;
+            }
         }
     }
 }
@@ -1266,63 +1250,39 @@ fn dot_rows_scalar(
 mod avx512_dp {
     use std::arch::x86_64::*;
 
-    fn dp_prefetch() -> usize {
-        static D: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-        *D.get_or_init(|| {
-            std::env::var("PIR_DPF")
-                .ok()
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(1024)
-        })
-    }
-
-    /// `vpmuldq` on 8 lanes: sign-extended digits × 28-bit residues.
+    /// `vpmuldq` on 8 lanes: sign-extended digits × 28-bit residues, 4 rows
+    /// sharing each residue load.
     ///
     /// # Safety
-    /// The caller must have checked avx512f and avx512bw.
+    /// avx512f and avx512bw must be available; `quad` holds 4·w digits in
+    /// chunk order and `w0`, `w1` hold w residues, w a multiple of 32.
     #[target_feature(enable = "avx512f,avx512bw")]
-    pub unsafe fn dot_rows(
-        base: &[i16],
-        stride: usize,
-        nr: usize,
-        col0: usize,
-        w0: &[u64],
-        w1: &[u64],
-        acc: &mut [[i64; 2]; 4],
-    ) {
-        let n = w0.len();
-        let n8 = n / 8 * 8;
+    pub unsafe fn quad_wide(quad: &[i16], w0: &[u64], w1: &[u64], acc: &mut [[i64; 2]; 4]) {
+        let w = w0.len();
+        assert!(w1.len() == w && quad.len() == 4 * w && w.is_multiple_of(32));
         let mut a = [[_mm512_setzero_si512(); 2]; 4];
-        let mut j = 0;
-        while j < n8 {
-            // SAFETY: j + 8 <= n8 <= n = len(w0) = len(w1), and row i < nr
-            // spans base[i·stride + col0 .. i·stride + col0 + n] (checked by
-            // the caller).
-            unsafe {
-                let u0 = _mm512_loadu_si512(w0.as_ptr().add(j) as *const __m512i);
-                let u1 = _mm512_loadu_si512(w1.as_ptr().add(j) as *const __m512i);
-                for i in 0..nr {
-                    let at = i * stride + col0 + j;
-                    if j.is_multiple_of(32) {
-                        // prefetch each row stream ahead (a hint, never faults)
-                        _mm_prefetch::<_MM_HINT_T0>(
-                            base.as_ptr().wrapping_add(at + dp_prefetch()) as *const i8
-                        );
+        for c in 0..w / 32 {
+            for s in 0..4 {
+                let col = c * 32 + s * 8;
+                // SAFETY: col + 8 <= w, and row i's digits of these columns
+                // are at c·128 + 32·i + 8·s .. + 8 < 4·w (asserted above).
+                unsafe {
+                    let u0 = _mm512_loadu_si512(w0.as_ptr().add(col) as *const __m512i);
+                    let u1 = _mm512_loadu_si512(w1.as_ptr().add(col) as *const __m512i);
+                    for (i, ai) in a.iter_mut().enumerate() {
+                        let x = _mm512_cvtepi16_epi64(_mm_loadu_si128(
+                            quad.as_ptr().add(c * 128 + i * 32 + s * 8) as *const __m128i,
+                        ));
+                        ai[0] = _mm512_add_epi64(ai[0], _mm512_mul_epi32(x, u0));
+                        ai[1] = _mm512_add_epi64(ai[1], _mm512_mul_epi32(x, u1));
                     }
-                    let x = _mm512_cvtepi16_epi64(_mm_loadu_si128(
-                        base.as_ptr().add(at) as *const __m128i
-                    ));
-                    a[i][0] = _mm512_add_epi64(a[i][0], _mm512_mul_epi32(x, u0));
-                    a[i][1] = _mm512_add_epi64(a[i][1], _mm512_mul_epi32(x, u1));
                 }
             }
-            j += 8;
         }
-        for i in 0..nr {
-            acc[i][0] = _mm512_reduce_add_epi64(a[i][0]);
-            acc[i][1] = _mm512_reduce_add_epi64(a[i][1]);
+        for (o, ai) in acc.iter_mut().zip(&a) {
+            o[0] += _mm512_reduce_add_epi64(ai[0]);
+            o[1] += _mm512_reduce_add_epi64(ai[1]);
         }
-        super::dot_rows_scalar(base, stride, nr, col0, n8, w0, w1, acc);
     }
 }
 
@@ -1330,131 +1290,153 @@ mod avx512_dp {
 mod avx512_vnni_dp {
     use std::arch::x86_64::*;
 
-    /// Flush the 32-bit accumulators every this many 32-column steps: one
-    /// `vpdpwssd` adds two products |x·l| ≤ 2^14·(2^10 − 1) per lane
+    /// Most 32-column steps before the 32-bit accumulators could overflow:
+    /// one `vpdpwssd` adds two products |x·l| ≤ 2^14·(2^10 − 1) per lane
     /// (x: signed digit |x| ≤ 2^14; limbs < 2^10), i.e. < 2^25, so 60 steps
-    /// stay below 2^31 (60 · 2 · 2^14 · 1023 ≈ 2^30.9).
+    /// stay below 2^31 (60 · 2 · 2^14 · 1023 ≈ 2^30.9). A block has at most
+    /// BLOCK_COLS / 32 = 16 steps, so a quad never needs an intermediate
+    /// flush.
     const FLUSH: usize = 60;
+    const _: () = assert!(crate::digits::BLOCK_COLS / 32 <= FLUSH);
 
-    /// DoublePIR dot products with `vpdpwssd`: `limbs` = (P0: bits 0–9,
-    /// 10–19, 20–27; P1: same) of the block's c2 residues (< 2^28), so
-    /// Σ x·c2 = Σ x·l0 + 2^10·Σ x·l1 + 2^20·Σ x·l2 per prime. Sums (< 2^59)
-    /// are assigned to `acc`.
-    ///
-    /// # Safety
-    /// avx512f, avx512bw and avx512vnni must be available; every limb slice
-    /// has the same length n and row i < nr spans
-    /// `base[i·stride + col0 ..][..n]`.
-    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
-    pub unsafe fn dot_rows(
-        base: &[i16],
-        stride: usize,
-        nr: usize,
-        col0: usize,
-        limbs: [&[i16]; 6],
-        acc: &mut [[i64; 2]; 4],
-    ) {
-        // A compile-time row count keeps the accumulators in registers
-        // (a runtime-indexed array of vectors lives on the stack). Four
-        // rows are done as two pairs: 12 accumulators + 6 limbs + 1 digit
-        // vector fit the 32 zmm registers without spilling.
-        // SAFETY: forwarded caller's contract; row pairs are sub-ranges.
-        unsafe {
-            match nr {
-                0 => {}
-                1 => rows_n::<1>(base, stride, col0, limbs, acc, 0),
-                2 => rows_n::<2>(base, stride, col0, limbs, acc, 0),
-                3 => {
-                    rows_n::<2>(base, stride, col0, limbs, acc, 0);
-                    rows_n::<1>(base, stride, col0, limbs, acc, 2);
-                }
-                _ => {
-                    rows_n::<2>(base, stride, col0, limbs, acc, 0);
-                    rows_n::<2>(base, stride, col0, limbs, acc, 2);
-                }
-            }
-        }
+    /// Sum of the 16 i32 lanes of `v` as 8 i64 lanes.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    fn widen(v: __m512i) -> __m512i {
+        let lo = _mm512_cvtepi32_epi64(_mm512_castsi512_si256(v));
+        let hi = _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64::<1>(v));
+        _mm512_add_epi64(lo, hi)
     }
 
-    /// Rows `first .. first + NR` (see [`dot_rows`]).
+    /// DoublePIR on one quad with `vpdpwssd`: `limbs` = (P0: bits 0–9,
+    /// 10–19, 20–27; P1: same) of the block's c2 residues (< 2^28),
+    /// interleaved per chunk, so Σ x·c2 = Σ x·l0 + 2^10·Σ x·l1 + 2^20·Σ x·l2
+    /// per prime. Each step loads the six limb vectors once for the four
+    /// rows: 24 accumulators + 6 limbs + 1 digit vector = 31 zmm registers.
     ///
     /// # Safety
-    /// As [`dot_rows`], with `first + NR ≤ 4` rows in `base`.
+    /// avx512f, avx512bw and avx512vnni must be available; `quad` holds
+    /// 4·w digits in chunk order and `limbs` 6·w entries, w a multiple of
+    /// 32 and at most 32·FLUSH.
     #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
-    unsafe fn rows_n<const NR: usize>(
-        base: &[i16],
-        stride: usize,
-        col0: usize,
-        limbs: [&[i16]; 6],
-        acc: &mut [[i64; 2]; 4],
-        first: usize,
-    ) {
-        let nr = NR;
-        let base = &base[first * stride..];
-        let n = limbs[0].len();
-        let n32 = n / 32 * 32;
-        let zero = _mm512_setzero_si512();
-        let mut a32 = [[zero; 6]; NR];
-        let mut a64 = [[zero; 6]; NR];
-        let flush = |a32: &mut [[__m512i; 6]; NR], a64: &mut [[__m512i; 6]; NR]| {
-            for i in 0..NR {
-                for t in 0..6 {
-                    let lo = _mm512_cvtepi32_epi64(_mm512_castsi512_si256(a32[i][t]));
-                    let hi = _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64::<1>(a32[i][t]));
-                    a64[i][t] = _mm512_add_epi64(a64[i][t], _mm512_add_epi64(lo, hi));
-                    a32[i][t] = _mm512_setzero_si512();
-                }
-            }
-        };
-        let mut j = 0;
-        let mut steps = 0;
-        while j < n32 {
-            // SAFETY: j + 32 <= n32 <= n = len(limbs[t]); row i < nr spans
-            // base[i·stride + col0 ..][..n] (caller's contract).
-            unsafe {
-                let l: [__m512i; 6] = std::array::from_fn(|t| {
-                    _mm512_loadu_si512(limbs[t].as_ptr().add(j) as *const __m512i)
-                });
-                for i in 0..NR {
-                    let at = i * stride + col0 + j;
-                    // Prefetch each row stream 2 KiB ahead into L2 only
-                    // (a hint, never faults): into L1 (`T0`) the hint lines
-                    // evict the limb block every row pair reuses; on the
-                    // Zen 4 EPYC the pass took 11.5–12 ms at B = 33 with
-                    // `T0` and 7.8–8.1 ms with `T1` (docs/benchmarks.md).
-                    _mm_prefetch::<_MM_HINT_T1>(base.as_ptr().wrapping_add(at + 1024) as *const i8);
-                    let x = _mm512_loadu_si512(base.as_ptr().add(at) as *const __m512i);
-                    for t in 0..6 {
-                        a32[i][t] = _mm512_dpwssd_epi32(a32[i][t], x, l[t]);
-                    }
-                }
-            }
-            j += 32;
-            steps += 1;
-            if steps == FLUSH {
-                flush(&mut a32, &mut a64);
-                steps = 0;
-            }
+    pub unsafe fn quad_limbs(quad: &[i16], limbs: &[i16], acc: &mut [[i64; 2]; 4]) {
+        let chunks = quad.len() / 128;
+        assert!(
+            quad.len() == chunks * 128 && limbs.len() == chunks * 192 && chunks <= FLUSH,
+            "quad shape"
+        );
+        if chunks == 0 {
+            return;
         }
-        flush(&mut a32, &mut a64);
-        for i in 0..NR {
-            for h in 0..2 {
-                let s0 = _mm512_reduce_add_epi64(a64[i][3 * h]);
-                let s1 = _mm512_reduce_add_epi64(a64[i][3 * h + 1]);
-                let s2 = _mm512_reduce_add_epi64(a64[i][3 * h + 2]);
-                acc[first + i][h] = s0 + (s1 << 10) + (s2 << 20);
-            }
+        // The loop is written in assembly: with 24 accumulators (four rows
+        // × six limbs) + 6 limbs + 1 digit vector = 31 of the 32 zmm
+        // registers, LLVM's allocator spills accumulators to the stack on
+        // every step (even with named variables, and even for two rows),
+        // and the pass ran at half speed.
+        let z = _mm512_setzero_si512();
+        let (mut a00, mut a01, mut a02, mut a03, mut a04, mut a05) = (z, z, z, z, z, z);
+        let (mut a10, mut a11, mut a12, mut a13, mut a14, mut a15) = (z, z, z, z, z, z);
+        let (mut a20, mut a21, mut a22, mut a23, mut a24, mut a25) = (z, z, z, z, z, z);
+        let (mut a30, mut a31, mut a32, mut a33, mut a34, mut a35) = (z, z, z, z, z, z);
+        // SAFETY: the loop runs `chunks` ≥ 1 times; iteration c reads the
+        // 384 bytes at limbs + 384c (limb t of chunk c at 64t) and the 256
+        // bytes at quad + 256c (row i at 64i), all inside the slices
+        // (asserted above). It writes only its register operands, touches
+        // no stack and leaves the flags clobbered (declared by default).
+        unsafe {
+            std::arch::asm!(
+                "2:",
+                "vmovdqu64 zmm0, [{lp}]",
+                "vmovdqu64 zmm1, [{lp} + 64]",
+                "vmovdqu64 zmm2, [{lp} + 128]",
+                "vmovdqu64 zmm3, [{lp} + 192]",
+                "vmovdqu64 zmm4, [{lp} + 256]",
+                "vmovdqu64 zmm5, [{lp} + 320]",
+                "vmovdqu64 zmm6, [{xp}]",
+                "vpdpwssd zmm7, zmm6, zmm0",
+                "vpdpwssd zmm8, zmm6, zmm1",
+                "vpdpwssd zmm9, zmm6, zmm2",
+                "vpdpwssd zmm10, zmm6, zmm3",
+                "vpdpwssd zmm11, zmm6, zmm4",
+                "vpdpwssd zmm12, zmm6, zmm5",
+                "vmovdqu64 zmm6, [{xp} + 64]",
+                "vpdpwssd zmm13, zmm6, zmm0",
+                "vpdpwssd zmm14, zmm6, zmm1",
+                "vpdpwssd zmm15, zmm6, zmm2",
+                "vpdpwssd zmm16, zmm6, zmm3",
+                "vpdpwssd zmm17, zmm6, zmm4",
+                "vpdpwssd zmm18, zmm6, zmm5",
+                "vmovdqu64 zmm6, [{xp} + 128]",
+                "vpdpwssd zmm19, zmm6, zmm0",
+                "vpdpwssd zmm20, zmm6, zmm1",
+                "vpdpwssd zmm21, zmm6, zmm2",
+                "vpdpwssd zmm22, zmm6, zmm3",
+                "vpdpwssd zmm23, zmm6, zmm4",
+                "vpdpwssd zmm24, zmm6, zmm5",
+                "vmovdqu64 zmm6, [{xp} + 192]",
+                "vpdpwssd zmm25, zmm6, zmm0",
+                "vpdpwssd zmm26, zmm6, zmm1",
+                "vpdpwssd zmm27, zmm6, zmm2",
+                "vpdpwssd zmm28, zmm6, zmm3",
+                "vpdpwssd zmm29, zmm6, zmm4",
+                "vpdpwssd zmm30, zmm6, zmm5",
+                "add {lp}, 384",
+                "add {xp}, 256",
+                "dec {n}",
+                "jnz 2b",
+                lp = inout(reg) limbs.as_ptr() => _,
+                xp = inout(reg) quad.as_ptr() => _,
+                n = inout(reg) chunks => _,
+                out("zmm0") _,
+                out("zmm1") _,
+                out("zmm2") _,
+                out("zmm3") _,
+                out("zmm4") _,
+                out("zmm5") _,
+                out("zmm6") _,
+                inout("zmm7") a00,
+                inout("zmm8") a01,
+                inout("zmm9") a02,
+                inout("zmm10") a03,
+                inout("zmm11") a04,
+                inout("zmm12") a05,
+                inout("zmm13") a10,
+                inout("zmm14") a11,
+                inout("zmm15") a12,
+                inout("zmm16") a13,
+                inout("zmm17") a14,
+                inout("zmm18") a15,
+                inout("zmm19") a20,
+                inout("zmm20") a21,
+                inout("zmm21") a22,
+                inout("zmm22") a23,
+                inout("zmm23") a24,
+                inout("zmm24") a25,
+                inout("zmm25") a30,
+                inout("zmm26") a31,
+                inout("zmm27") a32,
+                inout("zmm28") a33,
+                inout("zmm29") a34,
+                inout("zmm30") a35,
+                options(nostack, readonly),
+            );
         }
-        // Tail columns, scalar, from the recombined limbs.
-        for (i, a) in acc[first..].iter_mut().enumerate().take(nr) {
-            for j in n32..n {
-                let x = base[i * stride + col0 + j] as i64;
-                for (h, ah) in a.iter_mut().enumerate() {
-                    let c = limbs[3 * h][j] as i64
-                        + ((limbs[3 * h + 1][j] as i64) << 10)
-                        + ((limbs[3 * h + 2][j] as i64) << 20);
-                    *ah += x * c;
-                }
+        let a = [
+            [a00, a01, a02, a03, a04, a05],
+            [a10, a11, a12, a13, a14, a15],
+            [a20, a21, a22, a23, a24, a25],
+            [a30, a31, a32, a33, a34, a35],
+        ];
+        for (o, ai) in acc.iter_mut().zip(&a) {
+            for (h, oh) in o.iter_mut().enumerate() {
+                let s = _mm512_add_epi64(
+                    widen(ai[3 * h]),
+                    _mm512_add_epi64(
+                        _mm512_slli_epi64::<10>(widen(ai[3 * h + 1])),
+                        _mm512_slli_epi64::<20>(widen(ai[3 * h + 2])),
+                    ),
+                );
+                *oh += _mm512_reduce_add_epi64(s);
             }
         }
     }
@@ -1464,50 +1446,41 @@ mod avx512_vnni_dp {
 mod avx2_dp {
     use std::arch::x86_64::*;
 
-    /// `vpmuldq` on 4 lanes.
+    /// `vpmuldq` on 4 lanes, 4 rows sharing each residue load.
     ///
     /// # Safety
-    /// The caller must have checked avx2.
+    /// avx2 must be available; shapes as [`super::avx512_dp::quad_wide`].
     #[target_feature(enable = "avx2")]
-    pub unsafe fn dot_rows(
-        base: &[i16],
-        stride: usize,
-        nr: usize,
-        col0: usize,
-        w0: &[u64],
-        w1: &[u64],
-        acc: &mut [[i64; 2]; 4],
-    ) {
-        let n = w0.len();
-        let n4 = n / 4 * 4;
+    pub unsafe fn quad_wide(quad: &[i16], w0: &[u64], w1: &[u64], acc: &mut [[i64; 2]; 4]) {
+        let w = w0.len();
+        assert!(w1.len() == w && quad.len() == 4 * w && w.is_multiple_of(32));
         let mut a = [[_mm256_setzero_si256(); 2]; 4];
-        let mut j = 0;
-        while j < n4 {
-            // SAFETY: j + 4 <= n4 <= n = len(w0) = len(w1); the 8-byte load
-            // of row i < nr stays inside base[i·stride + col0 ..][..n]
-            // (checked by the caller).
-            unsafe {
-                let u0 = _mm256_loadu_si256(w0.as_ptr().add(j) as *const __m256i);
-                let u1 = _mm256_loadu_si256(w1.as_ptr().add(j) as *const __m256i);
-                for i in 0..nr {
-                    let x = _mm256_cvtepi16_epi64(_mm_loadl_epi64(
-                        base.as_ptr().add(i * stride + col0 + j) as *const __m128i,
-                    ));
-                    a[i][0] = _mm256_add_epi64(a[i][0], _mm256_mul_epi32(x, u0));
-                    a[i][1] = _mm256_add_epi64(a[i][1], _mm256_mul_epi32(x, u1));
+        for c in 0..w / 32 {
+            for s in 0..8 {
+                let col = c * 32 + s * 4;
+                // SAFETY: col + 4 <= w, and row i's digits of these columns
+                // are at c·128 + 32·i + 4·s .. + 4 < 4·w (asserted above).
+                unsafe {
+                    let u0 = _mm256_loadu_si256(w0.as_ptr().add(col) as *const __m256i);
+                    let u1 = _mm256_loadu_si256(w1.as_ptr().add(col) as *const __m256i);
+                    for (i, ai) in a.iter_mut().enumerate() {
+                        let x = _mm256_cvtepi16_epi64(_mm_loadl_epi64(
+                            quad.as_ptr().add(c * 128 + i * 32 + s * 4) as *const __m128i,
+                        ));
+                        ai[0] = _mm256_add_epi64(ai[0], _mm256_mul_epi32(x, u0));
+                        ai[1] = _mm256_add_epi64(ai[1], _mm256_mul_epi32(x, u1));
+                    }
                 }
             }
-            j += 4;
         }
-        for i in 0..nr {
+        for (o, ai) in acc.iter_mut().zip(&a) {
             for h in 0..2 {
                 let mut lanes = [0i64; 4];
                 // SAFETY: storing 32 bytes into a 4 × i64 array.
-                unsafe { _mm256_storeu_si256(lanes.as_mut_ptr() as *mut __m256i, a[i][h]) };
-                acc[i][h] = lanes.iter().sum();
+                unsafe { _mm256_storeu_si256(lanes.as_mut_ptr() as *mut __m256i, ai[h]) };
+                o[h] += lanes.iter().sum::<i64>();
             }
         }
-        super::dot_rows_scalar(base, stride, nr, col0, n4, w0, w1, acc);
     }
 }
 
@@ -3704,12 +3677,19 @@ mod tests {
 
     #[test]
     fn doublepir_matches_wide_arithmetic() {
+        use crate::digits::DigitMatrix;
         let mut s = 9;
-        // (rows, ℓ2, extreme): 2000 columns cross the 32-bit flush interval
-        // of the limb kernels; `extreme` uses the largest digits and residues.
-        for (n_rows, ell2, extreme) in
-            [(3usize, 301usize, false), (5, 2000, false), (4, 2000, true)]
-        {
+        // (rows, ℓ2, extreme): rows not a multiple of 4, ℓ2 not a multiple
+        // of 32 and past one or several 512-column blocks (ragged last
+        // block); `extreme` uses the largest digits and residues.
+        for (n_rows, ell2, extreme) in [
+            (1usize, 1usize, false),
+            (3, 301, false),
+            (5, 2000, false),
+            (4, 2000, true),
+            (9, 1024, false),
+            (6, 545, true),
+        ] {
             let rows: Vec<i16> = (0..n_rows * ell2)
                 .map(|_| {
                     if extreme {
@@ -3719,6 +3699,7 @@ mod tests {
                     }
                 })
                 .collect();
+            let m = DigitMatrix::from_row_major(n_rows, ell2, &rows);
             let residue = |s: &mut u64, p: u32| {
                 if extreme {
                     p - 1
@@ -3726,37 +3707,36 @@ mod tests {
                     (lcg(s) % p as u64) as u32
                 }
             };
-            let mut c2: Vec<u32> = (0..ell2)
-                .map(|_| residue(&mut s, crate::arith::P0))
-                .collect();
-            c2.extend((0..ell2).map(|_| residue(&mut s, crate::arith::P1)));
-            let mut outs = Vec::new();
+            let mut c2s: Vec<Vec<u32>> = Vec::new();
+            for _ in 0..3 {
+                let mut c2: Vec<u32> = (0..ell2)
+                    .map(|_| residue(&mut s, crate::arith::P0))
+                    .collect();
+                c2.extend((0..ell2).map(|_| residue(&mut s, crate::arith::P1)));
+                c2s.push(c2);
+            }
+            let refs: Vec<&[u32]> = c2s.iter().map(|c| c.as_slice()).collect();
             for k in Kernel::available() {
-                // Whole rows, and column blocks of several widths (ragged last block).
-                for cols in [
-                    None,
-                    Some(1),
-                    Some(7),
-                    Some(64),
-                    Some(300),
-                    Some(301),
-                    Some(4096),
-                ] {
-                    let mut out = vec![vec![[0u32; 2]; n_rows]];
-                    doublepir_blocked(k, &rows, ell2, &[&c2], &mut out, cols);
-                    outs.push((k, out));
-                }
-            }
-            let (_, first) = outs[0].clone();
-            for (k, out) in &outs {
-                assert_eq!(out, &first, "{k:?} differs ({n_rows}x{ell2})");
-            }
-            for r in 0..n_rows {
-                for (h, p) in [crate::arith::P0, crate::arith::P1].iter().enumerate() {
-                    let want: i128 = (0..ell2)
-                        .map(|j| rows[r * ell2 + j] as i128 * c2[h * ell2 + j] as i128)
-                        .sum();
-                    assert_eq!(first[0][r][h] as i128, want.rem_euclid(*p as i128));
+                // one query, and a batch of three
+                for nq in [1, 3] {
+                    let mut out = vec![vec![[0u32; 2]; n_rows]; nq];
+                    doublepir_with(k, &m, &refs[..nq], &mut out);
+                    for (q, o) in out.iter().enumerate() {
+                        for r in 0..n_rows {
+                            for (h, p) in [crate::arith::P0, crate::arith::P1].iter().enumerate() {
+                                let want: i128 = (0..ell2)
+                                    .map(|j| {
+                                        rows[r * ell2 + j] as i128 * c2s[q][h * ell2 + j] as i128
+                                    })
+                                    .sum();
+                                assert_eq!(
+                                    o[r][h] as i128,
+                                    want.rem_euclid(*p as i128),
+                                    "{k:?} {n_rows}x{ell2} query {q} row {r}"
+                                );
+                            }
+                        }
+                    }
                 }
             }
         }

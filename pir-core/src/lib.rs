@@ -86,6 +86,7 @@
 pub mod arith;
 pub mod client;
 pub mod db;
+pub mod digits;
 pub mod error;
 pub mod kernel;
 pub mod ntt;

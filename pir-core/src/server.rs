@@ -35,6 +35,7 @@ use sha2::{Digest, Sha256};
 
 use crate::arith::{round_mod, round_pow2, small_residue, MODS, Q2};
 use crate::db::Database;
+use crate::digits::DigitMatrix;
 use crate::error::{Error, Result};
 use crate::kernel::{self, SplitQuery};
 use crate::packing::{Leaf, PackInputs, PackPrecomp};
@@ -50,8 +51,9 @@ pub struct Server {
     seed: PublicSeed,
     seed_id: [u8; 8],
     db: Database,
-    /// Dense hint rows, row-major K_H × ℓ2 (signed log p-bit chunks).
-    hint: Vec<i16>,
+    /// Dense hint rows, K_H × ℓ2 signed log p-bit chunks, in the layout the
+    /// DoublePIR pass streams ([`crate::digits`]).
+    hint: DigitMatrix,
     /// a2 in NTT form (m2 polynomials).
     a2: Vec<u32>,
     /// Public random rows of the packing key (NTT and Montgomery form).
@@ -332,7 +334,7 @@ fn parse_hint_file(
     shape: DbShape,
     seed: &PublicSeed,
     f: &[u8],
-) -> Result<Vec<i16>> {
+) -> Result<DigitMatrix> {
     let total = Server::hint_file_len(params, shape);
     let truncated = || Error::Truncated {
         needed: total,
@@ -398,9 +400,8 @@ fn parse_hint_file(
     let pb = params.p_bits;
     let half = 1i32 << (pb - 1);
     let leftover = (params.d1 * params.q1_tilde_bits as usize) % pb as usize;
-    // Read once per answer by the DoublePIR pass: huge pages.
-    let mut hint = kernel::zeroed_huge::<i16>(kh * shape.ell2);
-    hint.clear();
+    let mut hint = DigitMatrix::zeros(kh, shape.ell2);
+    let mut vals = vec![0i16; shape.ell2];
     for (r, row) in signed[HINT_HEADER..]
         .chunks_exact(2 * shape.ell2)
         .enumerate()
@@ -410,16 +411,16 @@ fn parse_hint_file(
         } else {
             (-half, half)
         };
-        for (j, b) in row.chunks_exact(2).enumerate() {
-            let v = i16::from_le_bytes([b[0], b[1]]);
-            if !(lo..hi).contains(&(v as i32)) {
+        for (j, (b, v)) in row.chunks_exact(2).zip(vals.iter_mut()).enumerate() {
+            *v = i16::from_le_bytes([b[0], b[1]]);
+            if !(lo..hi).contains(&(*v as i32)) {
                 return Err(Error::OutOfRange {
                     field: "hint",
                     index: r * shape.ell2 + j,
                 });
             }
-            hint.push(v);
         }
+        hint.write_row(r, 0, &vals);
     }
     Ok(hint)
 }
@@ -501,9 +502,11 @@ impl Server {
         buf.extend_from_slice(&(params.hint_rows() as u32).to_le_bytes());
         sha.update(&buf);
         w.write_all(&buf)?;
-        for chunk in self.hint.chunks(1 << 15) {
+        let mut row = vec![0i16; self.shape.ell2];
+        for r in 0..self.hint.rows() {
+            self.hint.read_row(r, 0, &mut row);
             buf.clear();
-            for &v in chunk {
+            for &v in &row {
                 buf.extend_from_slice(&v.to_le_bytes());
             }
             sha.update(&buf);
@@ -540,7 +543,7 @@ impl Server {
         ctx: Arc<Context>,
         db: Database,
         seed: PublicSeed,
-        hint: Vec<i16>,
+        hint: DigitMatrix,
         ad: Vec<u32>,
         a1: &[u32],
         hint_s: f64,
@@ -595,7 +598,8 @@ impl Server {
         let params = self.ctx.params;
         let t0 = Instant::now();
         let kh = params.hint_rows();
-        let hint_a = Self::rows_a(&self.ctx, &self.hint, kh, self.shape.ell2, &self.a2);
+        debug_assert_eq!(self.hint.rows(), kh);
+        let hint_a = Self::rows_a(&self.ctx, &self.hint, &self.a2);
         let h2 = t0.elapsed().as_secs_f64();
         let t1 = Instant::now();
         let mut leaves = vec![Leaf::Zero; params.d2];
@@ -758,12 +762,11 @@ impl Server {
             let j0 = chunk[0];
             let consecutive = chunk[w - 1] - j0 == w - 1;
             for (r, src) in rows.chunks_exact(CHUNK).enumerate() {
-                let row = &mut self.hint[r * ell2..(r + 1) * ell2];
                 if consecutive {
-                    row[j0..j0 + w].copy_from_slice(&src[..w]);
+                    self.hint.write_row(r, j0, &src[..w]);
                 } else {
                     for (&j, &v) in chunk.iter().zip(src) {
-                        row[j] = v;
+                        self.hint.set(r, j, v);
                     }
                 }
             }
@@ -796,7 +799,7 @@ impl Server {
     /// Bytes of server state beyond the database (hint rows, packing
     /// precomputation, expanded public randomness).
     pub fn state_bytes(&self) -> usize {
-        self.hint.len() * 2
+        self.hint.storage_bytes()
             + self.ad.len() * 4
             + self.a1_ext.len() * 4
             + self.a2.len() * 4
@@ -811,7 +814,7 @@ impl Server {
         ctx: &Context,
         db: &Database,
         seed: &PublicSeed,
-    ) -> (Vec<i16>, Vec<u32>, Vec<u32>) {
+    ) -> (DigitMatrix, Vec<u32>, Vec<u32>) {
         let params = ctx.params;
         let shape = db.shape();
         let (d1, ell1, ell2) = (params.d1, shape.ell1, shape.ell2);
@@ -851,12 +854,12 @@ impl Server {
             }
             plan.pack(hsum, &mut scratch, out, 1);
         };
-        // Read once per answer by the DoublePIR pass: huge pages.
-        let mut hint = kernel::zeroed_huge::<i16>(kh * ell2);
+        let mut hint = DigitMatrix::zeros(kh, ell2);
         // read and written 4 KiB column by column by `update`: ordinary pages
         let mut ad = vec![0u32; d1 * ell2];
         const CHUNK: usize = 64;
         let mut cols = vec![0i16; CHUNK * kh];
+        let mut seg = [0i16; CHUNK];
         let mut j0 = 0;
         while j0 < ell2 {
             let j1 = (j0 + CHUNK).min(ell2);
@@ -879,10 +882,10 @@ impl Server {
             }
             // row by row: each hint row gets 64 contiguous entries
             for r in 0..kh {
-                let dst = &mut hint[r * ell2 + j0..r * ell2 + j1];
-                for (k, d) in dst.iter_mut().enumerate() {
+                for (k, d) in seg[..j1 - j0].iter_mut().enumerate() {
                     *d = cols[k * kh + r];
                 }
+                hint.write_row(r, j0, &seg[..j1 - j0]);
             }
             j0 = j1;
         }
@@ -890,17 +893,13 @@ impl Server {
     }
 
     /// CDKS input a-parts ã = d2^{-1}·(−x)·Σ_b a2,b·ĥ_b of rows (NTT form).
-    fn rows_a(
-        ctx: &Context,
-        rows: &[i16],
-        n_rows: usize,
-        ell2: usize,
-        a2: &[u32],
-    ) -> Vec<Vec<u32>> {
+    fn rows_a(ctx: &Context, rows: &DigitMatrix, a2: &[u32]) -> Vec<Vec<u32>> {
+        let (n_rows, ell2) = (rows.rows(), rows.cols());
         let one = |r: usize| -> Vec<u32> {
             let d2 = ctx.params.d2;
             let m2 = ell2.div_ceil(d2);
-            let row = &rows[r * ell2..(r + 1) * ell2];
+            let mut row = vec![0i16; ell2];
+            rows.read_row(r, 0, &mut row);
             let mut buf = vec![0u32; 2 * d2];
             let mut acc = vec![0u64; 2 * d2];
             for b in 0..m2 {
@@ -995,7 +994,7 @@ impl Server {
         let mut y1 = vec![vec![0u32; ell2]; qs.len()];
         kernel::simplepir(&self.db, &split, &mut y1);
         // T = g_p^{-1}(⌊c1ᵀD⌉_{q1,q̃1}), κ rows × ℓ2 per query.
-        let t_rows: Vec<Vec<i16>> = y1
+        let t_rows: Vec<DigitMatrix> = y1
             .iter()
             .map(|y| {
                 let mut t = vec![0i16; kappa * ell2];
@@ -1007,7 +1006,7 @@ impl Server {
                         t[k * ell2 + j] = dg[k];
                     }
                 }
-                t
+                DigitMatrix::from_row_major(kappa, ell2, &t)
             })
             .collect();
         tm.simplepir = t0.elapsed().as_secs_f64();
@@ -1018,14 +1017,14 @@ impl Server {
         let c2s: Vec<&[u32]> = qs.iter().map(|q| q.c2.as_slice()).collect();
         let kh = params.hint_rows();
         let mut yh = vec![vec![[0u32; 2]; kh]; qs.len()];
-        kernel::doublepir(&self.hint, ell2, &c2s, &mut yh);
+        kernel::doublepir(&self.hint, &c2s, &mut yh);
         let mut yt = Vec::with_capacity(qs.len());
         let mut t_leaf_a = Vec::with_capacity(qs.len());
         for (q, t) in qs.iter().zip(&t_rows) {
             let mut o = vec![vec![[0u32; 2]; kappa]];
-            kernel::doublepir(t, ell2, &[q.c2.as_slice()], &mut o);
+            kernel::doublepir(t, &[q.c2.as_slice()], &mut o);
             yt.push(o.remove(0));
-            t_leaf_a.push(Self::rows_a(&self.ctx, t, kappa, ell2, &self.a2));
+            t_leaf_a.push(Self::rows_a(&self.ctx, t, &self.a2));
         }
         tm.doublepir = t1.elapsed().as_secs_f64();
 
@@ -1156,7 +1155,7 @@ mod tests {
             }
             let mut want = vec![0i16; kh];
             pack_chunks(&col, params.q1_tilde_bits, params.p_bits, &mut want);
-            let got: Vec<i16> = (0..kh).map(|r| hint[r * shape.ell2 + j]).collect();
+            let got: Vec<i16> = (0..kh).map(|r| hint.get(r, j)).collect();
             assert_eq!(got, want, "column {j}");
         }
 
@@ -1164,7 +1163,14 @@ mod tests {
         // with α_r = A2·(row r of H)ᵀ computed naively.
         let m2 = params.m2(shape);
         let a2_ntt = seed.expand_a2(m2, d2);
-        let rows_a = Server::rows_a(&ctx, &hint, 3, shape.ell2, &a2_ntt);
+        let first3: Vec<i16> = (0..3 * shape.ell2)
+            .map(|i| hint.get(i / shape.ell2, i % shape.ell2))
+            .collect();
+        let rows_a = Server::rows_a(
+            &ctx,
+            &DigitMatrix::from_row_major(3, shape.ell2, &first3),
+            &a2_ntt,
+        );
         for (r, ra) in rows_a.iter().enumerate() {
             let mut coeffs = ra.clone();
             rns::inverse(&ctx.ntt2, &mut coeffs);
@@ -1185,8 +1191,7 @@ mod tests {
                     // α_{r,k} = Σ_j A2[k][j]·H[r][j]
                     let mut alpha = 0i128;
                     for j in 0..shape.ell2 {
-                        alpha +=
-                            ncyclic(&polys[j / d2], k, j % d2) * hint[r * shape.ell2 + j] as i128;
+                        alpha += ncyclic(&polys[j / d2], k, j % d2) * hint.get(r, j) as i128;
                     }
                     // coefficient of x^{−k}: x^0 for k = 0, −x^{d−k} otherwise
                     let (pos, sign) = if k == 0 { (0, 1) } else { (d2 - k, -1) };

@@ -1,0 +1,255 @@
+//! Storage layout of the matrices the DoublePIR pass reads: the hint rows
+//! H (K_H × ℓ2 signed digits, [`crate::server`]) and each query's T rows
+//! (κ × ℓ2), YPIR Construction 3.1, Answer step 2.
+//!
+//! The pass computes, for every row r, Σ_j x[r][j]·c2[j] over both CRT
+//! primes. Stored row-major, it reads several row streams at once beside a
+//! block of c2 that is re-read for every row, and on the Zen 4 EPYC of
+//! session 5 that ran at 11–14 GB/s whatever the prefetching; the same
+//! arithmetic over one sequential stream with the c2 block in L1 ran at
+//! 26–29 GB/s (`docs/benchmarks.md`). So the digits are stored in the
+//! order the pass reads them:
+//!
+//! * columns in blocks of [`BLOCK_COLS`] (the last block narrower), so the
+//!   c2 of a block (its 6 × 512 limbs, 6 KiB) stays in L1;
+//! * inside a block, rows in quads (4 rows; the row count is padded to a
+//!   multiple of 4 with zero rows);
+//! * inside a quad, 32-column chunks, each holding the 32 digits of row
+//!   4q, then of 4q + 1, 4q + 2, 4q + 3 (128 digits, 256 bytes).
+//!
+//! ℓ2 is padded to a multiple of 32 with zero columns. Block b starts at
+//! b·BLOCK_COLS·R4 (R4 = padded rows) and is one contiguous stream of
+//! R4/4 quads, so the whole pass reads the buffer once, front to back.
+//! Zero padding contributes nothing to any sum.
+
+/// Columns per block (see the module docs).
+pub const BLOCK_COLS: usize = 512;
+/// Columns per chunk: one 64-byte vector of i16 digits.
+pub const CHUNK_COLS: usize = 32;
+/// Rows per quad.
+pub const QUAD_ROWS: usize = 4;
+
+/// A rows × cols matrix of i16 digits in the DoublePIR layout.
+#[derive(Clone, PartialEq, Eq)]
+pub struct DigitMatrix {
+    rows: usize,
+    cols: usize,
+    data: Vec<i16>,
+}
+
+impl std::fmt::Debug for DigitMatrix {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "DigitMatrix({}x{})", self.rows, self.cols)
+    }
+}
+
+impl DigitMatrix {
+    /// An all-zero matrix. Large buffers are advised for transparent huge
+    /// pages before first touch (they are streamed once per answer).
+    pub fn zeros(rows: usize, cols: usize) -> Self {
+        let len = Self::padded_rows(rows) * Self::padded_cols(cols);
+        DigitMatrix {
+            rows,
+            cols,
+            data: crate::kernel::zeroed_huge::<i16>(len),
+        }
+    }
+
+    /// The matrix of `row_major` (rows × cols entries, row after row).
+    pub fn from_row_major(rows: usize, cols: usize, row_major: &[i16]) -> Self {
+        assert_eq!(row_major.len(), rows * cols, "row-major length");
+        let mut m = Self::zeros(rows, cols);
+        for r in 0..rows {
+            m.write_row(r, 0, &row_major[r * cols..(r + 1) * cols]);
+        }
+        m
+    }
+
+    /// Rows padded to a multiple of [`QUAD_ROWS`].
+    pub fn padded_rows(rows: usize) -> usize {
+        rows.div_ceil(QUAD_ROWS) * QUAD_ROWS
+    }
+
+    /// Columns padded to a multiple of [`CHUNK_COLS`].
+    pub fn padded_cols(cols: usize) -> usize {
+        cols.div_ceil(CHUNK_COLS) * CHUNK_COLS
+    }
+
+    /// Number of rows.
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Number of columns.
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+
+    /// Storage bytes (padding included).
+    pub fn storage_bytes(&self) -> usize {
+        self.data.len() * 2
+    }
+
+    /// The storage, in the order the pass reads it.
+    pub fn as_slice(&self) -> &[i16] {
+        &self.data
+    }
+
+    /// Column blocks: (first column, padded width, storage of the block).
+    /// The block's quads are consecutive `QUAD_ROWS × width` slices.
+    pub fn blocks(&self) -> impl Iterator<Item = (usize, usize, &[i16])> + '_ {
+        let cols_pad = Self::padded_cols(self.cols);
+        let rows_pad = Self::padded_rows(self.rows);
+        (0..cols_pad.div_ceil(BLOCK_COLS)).map(move |b| {
+            let c0 = b * BLOCK_COLS;
+            let w = BLOCK_COLS.min(cols_pad - c0);
+            let start = c0 * rows_pad;
+            (c0, w, &self.data[start..start + w * rows_pad])
+        })
+    }
+
+    /// Storage index of (r, j); both in range.
+    #[inline]
+    fn offset(&self, r: usize, j: usize) -> usize {
+        let rows_pad = Self::padded_rows(self.rows);
+        let cols_pad = Self::padded_cols(self.cols);
+        let c0 = j / BLOCK_COLS * BLOCK_COLS;
+        let w = BLOCK_COLS.min(cols_pad - c0);
+        let jj = j - c0;
+        c0 * rows_pad
+            + r / QUAD_ROWS * QUAD_ROWS * w
+            + jj / CHUNK_COLS * QUAD_ROWS * CHUNK_COLS
+            + r % QUAD_ROWS * CHUNK_COLS
+            + jj % CHUNK_COLS
+    }
+
+    /// Entry (r, j).
+    ///
+    /// # Panics
+    /// If r or j is out of range.
+    pub fn get(&self, r: usize, j: usize) -> i16 {
+        assert!(r < self.rows && j < self.cols, "digit index");
+        self.data[self.offset(r, j)]
+    }
+
+    /// Sets entry (r, j).
+    ///
+    /// # Panics
+    /// If r or j is out of range.
+    pub fn set(&mut self, r: usize, j: usize, v: i16) {
+        assert!(r < self.rows && j < self.cols, "digit index");
+        let o = self.offset(r, j);
+        self.data[o] = v;
+    }
+
+    /// Writes `src` to columns j0.. of row r (one copy per chunk).
+    ///
+    /// # Panics
+    /// If the row or the column range is out of range.
+    pub fn write_row(&mut self, r: usize, j0: usize, src: &[i16]) {
+        assert!(r < self.rows && j0 + src.len() <= self.cols, "row segment");
+        let mut j = j0;
+        let mut rest = src;
+        while !rest.is_empty() {
+            let n = (CHUNK_COLS - j % CHUNK_COLS).min(rest.len());
+            let o = self.offset(r, j);
+            self.data[o..o + n].copy_from_slice(&rest[..n]);
+            rest = &rest[n..];
+            j += n;
+        }
+    }
+
+    /// Reads columns j0..j0 + dst.len() of row r into `dst`.
+    ///
+    /// # Panics
+    /// If the row or the column range is out of range.
+    pub fn read_row(&self, r: usize, j0: usize, dst: &mut [i16]) {
+        assert!(r < self.rows && j0 + dst.len() <= self.cols, "row segment");
+        let mut j = j0;
+        let mut done = 0;
+        while done < dst.len() {
+            let n = (CHUNK_COLS - j % CHUNK_COLS).min(dst.len() - done);
+            let o = self.offset(r, j);
+            dst[done..done + n].copy_from_slice(&self.data[o..o + n]);
+            done += n;
+            j += n;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layout_is_a_bijection_onto_the_unpadded_cells() {
+        for (rows, cols) in [
+            (1, 1),
+            (3, 31),
+            (4, 32),
+            (5, 33),
+            (7, 600),
+            (9, 1100),
+            (8, 1024),
+        ] {
+            let m = DigitMatrix::zeros(rows, cols);
+            let mut seen = vec![false; m.data.len()];
+            for r in 0..rows {
+                for j in 0..cols {
+                    let o = m.offset(r, j);
+                    assert!(!seen[o], "{rows}x{cols}: ({r}, {j}) collides");
+                    seen[o] = true;
+                }
+            }
+            assert_eq!(
+                m.data.len(),
+                DigitMatrix::padded_rows(rows) * DigitMatrix::padded_cols(cols)
+            );
+        }
+    }
+
+    #[test]
+    fn rows_round_trip_and_blocks_cover_the_storage() {
+        let (rows, cols) = (6usize, 1100usize);
+        let rm: Vec<i16> = (0..rows * cols)
+            .map(|i| (i * 7919 % 65521) as i16)
+            .collect();
+        let m = DigitMatrix::from_row_major(rows, cols, &rm);
+        for r in 0..rows {
+            let mut row = vec![0i16; cols];
+            m.read_row(r, 0, &mut row);
+            assert_eq!(row, rm[r * cols..(r + 1) * cols]);
+            for j in [0, 31, 32, 511, 512, 1099] {
+                assert_eq!(m.get(r, j), rm[r * cols + j]);
+            }
+            // unaligned segments
+            let mut seg = vec![0i16; 100];
+            m.read_row(r, 470, &mut seg);
+            assert_eq!(seg, rm[r * cols + 470..r * cols + 570]);
+        }
+        let mut m2 = DigitMatrix::zeros(rows, cols);
+        for r in 0..rows {
+            m2.write_row(r, 0, &rm[r * cols..r * cols + 45]);
+            m2.write_row(r, 45, &rm[r * cols + 45..(r + 1) * cols]);
+        }
+        assert_eq!(m2, m);
+        // blocks: widths 512, 512, 96 (1100 padded to 1120), contiguous
+        let blocks: Vec<(usize, usize, usize)> =
+            m.blocks().map(|(c0, w, s)| (c0, w, s.len())).collect();
+        assert_eq!(
+            blocks,
+            vec![(0, 512, 512 * 8), (512, 512, 512 * 8), (1024, 96, 96 * 8)]
+        );
+        // the first quad of the last block starts with row 0, columns 1024..1056
+        let (_, _, last) = m.blocks().last().unwrap();
+        assert_eq!(last[..32], rm[1024..1056]);
+        assert_eq!(last[32..64], rm[cols + 1024..cols + 1056]);
+    }
+
+    #[test]
+    #[should_panic(expected = "row segment")]
+    fn out_of_range_segment_panics() {
+        let mut m = DigitMatrix::zeros(2, 40);
+        m.write_row(1, 30, &[0; 11]);
+    }
+}
