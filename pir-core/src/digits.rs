@@ -165,6 +165,33 @@ impl DigitMatrix {
     /// If the row or the column range is out of range.
     pub fn read_row(&self, r: usize, j0: usize, dst: &mut [i16]) {
         assert!(r < self.rows && j0 + dst.len() <= self.cols, "row segment");
+        if j0 == 0 && dst.len() == self.cols {
+            // A whole row (H2, hint files): walk the blocks and chunks
+            // directly, whole chunks as fixed-size copies.
+            let rows_pad = Self::padded_rows(self.rows);
+            let mut done = 0;
+            for (c0, w, blk) in self.blocks() {
+                let quad = &blk[r / QUAD_ROWS * QUAD_ROWS * w..];
+                for k in 0..w / CHUNK_COLS {
+                    let n = (self.cols - done).min(CHUNK_COLS);
+                    if n == 0 {
+                        break;
+                    }
+                    let src = &quad[k * QUAD_ROWS * CHUNK_COLS + r % QUAD_ROWS * CHUNK_COLS..];
+                    if n == CHUNK_COLS {
+                        let d: &mut [i16; CHUNK_COLS] = (&mut dst[done..done + CHUNK_COLS])
+                            .try_into()
+                            .expect("chunk");
+                        d.copy_from_slice(&src[..CHUNK_COLS]);
+                    } else {
+                        dst[done..done + n].copy_from_slice(&src[..n]);
+                    }
+                    done += n;
+                }
+                debug_assert!(c0 * rows_pad <= self.data.len());
+            }
+            return;
+        }
         let mut j = j0;
         let mut done = 0;
         while done < dst.len() {

@@ -2012,11 +2012,20 @@ pub fn mul_acc_lazy(a: &[u32], b: &[u32], acc: &mut [u64]) {
     assert!(a.len() >= acc.len() && b.len() >= acc.len());
     #[cfg(target_arch = "x86_64")]
     {
-        if simd() != Simd::None && avx2() {
-            // SAFETY: avx2 detected at runtime; a and b hold ≥ acc.len()
-            // words (asserted above).
-            unsafe { avx2_rns::mul_acc_lazy(a, b, acc) };
-            return;
+        match simd() {
+            Simd::Avx512 => {
+                // SAFETY: avx512f detected at runtime; a and b hold ≥
+                // acc.len() words (asserted above).
+                unsafe { avx2_rns::mul_acc_lazy_avx512(a, b, acc) };
+                return;
+            }
+            Simd::Avx2 => {
+                // SAFETY: avx2 detected at runtime; a and b hold ≥ acc.len()
+                // words (asserted above).
+                unsafe { avx2_rns::mul_acc_lazy(a, b, acc) };
+                return;
+            }
+            Simd::None => {}
         }
     }
     mul_acc_lazy_scalar(a, b, acc, 0);
@@ -2056,6 +2065,33 @@ mod avx2_rns {
             i += 8;
         }
         super::mul_acc_lazy_scalar(a, b, acc, n8);
+    }
+
+    /// 16 slots per step as two 8 × u64 halves.
+    ///
+    /// # Safety
+    /// avx512f must be available; a and b hold ≥ acc.len() words.
+    #[target_feature(enable = "avx512f")]
+    pub unsafe fn mul_acc_lazy_avx512(a: &[u32], b: &[u32], acc: &mut [u64]) {
+        let n16 = acc.len() / 16 * 16;
+        let (pa, pb, pc) = (a.as_ptr(), b.as_ptr(), acc.as_mut_ptr());
+        let mut i = 0;
+        while i < n16 {
+            // SAFETY: i + 16 <= n16 <= acc.len() <= a.len(), b.len().
+            unsafe {
+                for h in [0, 8] {
+                    let x =
+                        _mm512_cvtepu32_epi64(_mm256_loadu_si256(pa.add(i + h) as *const __m256i));
+                    let y =
+                        _mm512_cvtepu32_epi64(_mm256_loadu_si256(pb.add(i + h) as *const __m256i));
+                    let c = _mm512_loadu_si512(pc.add(i + h) as *const __m512i);
+                    let s = _mm512_add_epi64(c, _mm512_mul_epu32(x, y));
+                    _mm512_storeu_si512(pc.add(i + h) as *mut __m512i, s);
+                }
+            }
+            i += 16;
+        }
+        super::mul_acc_lazy_scalar(a, b, acc, n16);
     }
 }
 
@@ -3635,12 +3671,20 @@ mod tests {
                     let (a, b) = (r(&mut s, n + 3), r(&mut s, n));
                     let init: Vec<u64> = (0..n).map(|_| lcg(&mut s) >> 2).collect();
                     let (mut x, mut y) = (init.clone(), init.clone());
+                    let mut z = init.clone();
                     for _ in 0..3 {
                         // SAFETY: AVX2 detected; a, b hold ≥ n words.
                         unsafe { avx2_rns::mul_acc_lazy(&a, &b, &mut x) };
                         mul_acc_lazy_scalar(&a, &b, &mut y, 0);
+                        if avx512() {
+                            // SAFETY: AVX-512F detected; a, b hold ≥ n words.
+                            unsafe { avx2_rns::mul_acc_lazy_avx512(&a, &b, &mut z) };
+                        }
                     }
                     assert_eq!(x, y, "n={n}");
+                    if avx512() {
+                        assert_eq!(z, y, "avx512 n={n}");
+                    }
                     for i in 0..n {
                         assert_eq!(y[i], init[i] + 3 * a[i] as u64 * b[i] as u64);
                     }
