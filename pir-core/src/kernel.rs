@@ -1294,7 +1294,7 @@ mod avx512_vnni_dp {
     /// one `vpdpwssd` adds two products |x·l| ≤ 2^14·(2^10 − 1) per lane
     /// (x: signed digit |x| ≤ 2^14; limbs < 2^10), i.e. < 2^25, so 60 steps
     /// stay below 2^31 (60 · 2 · 2^14 · 1023 ≈ 2^30.9). A block has at most
-    /// BLOCK_COLS / 32 = 16 steps, so a quad never needs an intermediate
+    /// BLOCK_COLS / 32 = 32 steps, so a quad never needs an intermediate
     /// flush.
     const FLUSH: usize = 60;
     const _: () = assert!(crate::digits::BLOCK_COLS / 32 <= FLUSH);
@@ -3724,7 +3724,7 @@ mod tests {
         use crate::digits::DigitMatrix;
         let mut s = 9;
         // (rows, ℓ2, extreme): rows not a multiple of 4, ℓ2 not a multiple
-        // of 32 and past one or several 512-column blocks (ragged last
+        // of 32 and past one or several 1024-column blocks (ragged last
         // block); `extreme` uses the largest digits and residues.
         for (n_rows, ell2, extreme) in [
             (1usize, 1usize, false),
@@ -3733,6 +3733,7 @@ mod tests {
             (4, 2000, true),
             (9, 1024, false),
             (6, 545, true),
+            (2, 3100, false),
         ] {
             let rows: Vec<i16> = (0..n_rows * ell2)
                 .map(|_| {
