@@ -208,9 +208,23 @@ fn panels_with(
         if let [q] = queries {
             tile_with(k, view, p, 0, groups, q, &mut out[0][..groups * 8]);
         } else {
+            // The panel's slice of every query is taken once, then each
+            // tile goes to every query in turn (from L1 after the first).
+            let panel = view.panel;
+            let rows: Vec<QueryRows<'_>> = queries
+                .iter()
+                .map(|q| q.rows(p * panel, (p + 1) * panel))
+                .collect();
+            let base = p * panel * view.tiled_cols;
             for g in 0..groups {
-                for (q, o) in queries.iter().zip(out.iter_mut()) {
-                    tile_with(k, view, p, g, g + 1, q, &mut o[g * 8..g * 8 + 8]);
+                let tile = &view.data[base + g * 8 * panel..base + (g + 1) * 8 * panel];
+                for (r, o) in rows.iter().zip(out.iter_mut()) {
+                    if g.is_multiple_of(2) {
+                        prefetch(o, g * 8 + OUT_PREFETCH_WORDS);
+                    }
+                    let o: &mut [u32; 8] =
+                        (&mut o[g * 8..g * 8 + 8]).try_into().expect("8 outputs");
+                    block_with(k, tile, *r, o);
                 }
             }
         }
