@@ -2,7 +2,7 @@
 //! H (K_H × ℓ2 signed digits, [`crate::server`]) and each query's T rows
 //! (κ × ℓ2), YPIR Construction 3.1, Answer step 2.
 //!
-//! The pass computes, for every row r, Σ_j x[r][j]·c2[j] over both CRT
+//! The pass computes, for every row r, `Σ_j x[r][j]·c2[j]` over both CRT
 //! primes. Stored row-major, it reads several row streams at once beside a
 //! block of c2 that is re-read for every row, and on the Zen 4 EPYC of
 //! session 5 that ran at 11–14 GB/s whatever the prefetching; the same

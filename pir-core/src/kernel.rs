@@ -35,7 +35,7 @@
 ///
 /// * signed 16-bit halves, `c1[i] ≡ lo[i] + 2^16·hi[i] (mod 2^32)`
 ///   (`pmaddwd`/`vpdpwssd` kernels);
-/// * the four bytes of each c1[i], `c1[i] = Σ_k 2^{8k}·u_k[i]`, laid out per
+/// * the four bytes of each `c1[i]`, `c1[i] = Σ_k 2^{8k}·u_k[i]`, laid out per
 ///   32-row block as `[u_0 of the block | u_1 | u_2 | u_3]` (32 bytes each),
 ///   so the `vpdpbusd` kernel broadcasts one limb of a block with one load.
 #[derive(Clone, Debug)]
@@ -647,11 +647,11 @@ pub fn prefetch_tuning() -> Option<PrefetchTuning> {
 }
 
 /// Measures the SimplePIR pass of the selected kernel over the first
-/// [`TUNE_BYTES`] of `db` with every [`PREFETCH_CANDIDATES`] distance (three
+/// 256 MiB of `db` with every [`PREFETCH_CANDIDATES`] distance (three
 /// interleaved rounds, best time of each), and keeps the fastest for the
 /// rest of the process. Runs once per process (later calls return the
 /// first result); returns `None` without measuring when the tiled region of
-/// `db` is smaller than [`TUNE_BYTES`] or the kernel is scalar (no
+/// `db` is smaller than 256 MiB or the kernel is scalar (no
 /// prefetch), so a later, larger database can still tune. About 12 passes
 /// of 256 MiB: ~0.1 s at 30 GB/s, paid at the first DBSetup.
 pub fn tune_prefetch(db: &crate::db::Database) -> Option<PrefetchTuning> {

@@ -30,7 +30,8 @@
 //! | [`params`] | Table 1 and test sets, database shapes, the correctness bound δ (Thm 3.4) |
 //! | [`sampler`] | discrete Gaussian (constant-time CDT), OS-keyed secret stream, seed expansion |
 //! | [`db`] | record databases (1 byte per record, column-major) and bit databases |
-//! | [`kernel`] | the only `unsafe`: SimplePIR/DoublePIR passes, NTT, key switching, update and chunk-packing kernels (AVX2/AVX-512, each with a scalar twin), huge-page advice |
+//! | [`digits`] | storage layout of the DoublePIR matrices (hint rows, T rows): column blocks × row quads × 32-column chunks, one sequential stream per pass |
+//! | [`kernel`] | the only `unsafe`: SimplePIR/DoublePIR passes, NTT, key switching, update and chunk-packing kernels (AVX2/AVX-512, each with a scalar twin), the measured SimplePIR prefetch distance, huge-page advice |
 //! | [`packing`] | CDKS LWE-to-RLWE packing with the §4.2 precomputation |
 //! | [`server`] | DBSetup (NTT hint, App. B), hint files for restarts, Answer, batched answers (§4.3) |
 //! | [`client`] | Query and Extract |

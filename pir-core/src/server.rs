@@ -807,7 +807,8 @@ impl Server {
             + self.pack.size_bytes()
     }
 
-    /// Dense hint: K_H × ℓ2 row-major chunks of ⌊A1·D⌉_{q1,q̃1} (App. B).
+    /// Dense hint: K_H × ℓ2 chunks of ⌊A1·D⌉_{q1,q̃1} (App. B), in the
+    /// DoublePIR layout ([`DigitMatrix`]).
     /// Returns (dense hint rows, unrounded A1·D column-major d1 × ℓ2, a1).
     #[allow(clippy::type_complexity)]
     fn compute_hint(
