@@ -555,10 +555,15 @@ pub const PREFETCH_CANDIDATES: [usize; 4] = [0, 4096, 8192, 24576];
 /// databases too small to measure on): hardware prefetch only.
 const PREFETCH_DEFAULT: usize = 0;
 
-/// Bytes of database [`tune_prefetch`] streams per timed pass; also the
-/// smallest tiled region it measures on (a smaller database is mostly
-/// served from the last-level cache, where prefetching hardly matters).
+/// Most bytes of database [`tune_prefetch`] streams per timed pass.
 const TUNE_BYTES: usize = 256 << 20;
+
+/// The smallest tiled region [`tune_prefetch`] measures on: 64 MiB, twice
+/// the last-level cache of the machines measured so far, so the timed
+/// passes stream from memory (a smaller database is mostly served from the
+/// cache, where prefetching hardly matters). The auditor's databases are
+/// 2^30 bits (128 MiB) each.
+const MIN_TUNE_BYTES: usize = 64 << 20;
 
 /// Not yet initialised (from `PIR_PF` or the default).
 const PF_UNSET: usize = usize::MAX;
@@ -647,11 +652,12 @@ pub fn prefetch_tuning() -> Option<PrefetchTuning> {
 }
 
 /// Measures the SimplePIR pass of the selected kernel over the first
-/// 256 MiB of `db` with every [`PREFETCH_CANDIDATES`] distance (three
+/// 256 MiB of `db` (all of it if smaller) with every
+/// [`PREFETCH_CANDIDATES`] distance (three
 /// interleaved rounds, best time of each), and keeps the fastest for the
 /// rest of the process. Runs once per process (later calls return the
 /// first result); returns `None` without measuring when the tiled region of
-/// `db` is smaller than 256 MiB or the kernel is scalar (no
+/// `db` is smaller than 64 MiB or the kernel is scalar (no
 /// prefetch), so a later, larger database can still tune. About 12 passes
 /// of 256 MiB: ~0.1 s at 30 GB/s, paid at the first DBSetup.
 pub fn tune_prefetch(db: &crate::db::Database) -> Option<PrefetchTuning> {
@@ -673,7 +679,7 @@ pub fn tune_prefetch(db: &crate::db::Database) -> Option<PrefetchTuning> {
     let k = Kernel::selected();
     let view = View::of(db);
     let panel_bytes = view.panel * view.tiled_cols;
-    if k == Kernel::Scalar || panel_bytes == 0 || view.panels() * panel_bytes < TUNE_BYTES {
+    if k == Kernel::Scalar || panel_bytes == 0 || view.panels() * panel_bytes < MIN_TUNE_BYTES {
         return None;
     }
     let t = measure_prefetch(k, &view, TUNE_BYTES.div_ceil(panel_bytes));
@@ -3486,7 +3492,7 @@ mod tests {
         assert_eq!(chosen.1, fastest);
         // too small to measure on: no tuning, nothing cached
         assert_eq!(
-            tune_prefetch(&db).filter(|t| !t.forced && t.span_bytes < TUNE_BYTES),
+            tune_prefetch(&db).filter(|t| !t.forced && t.span_bytes < MIN_TUNE_BYTES),
             None
         );
         PF_DIST.store(PREFETCH_DEFAULT, std::sync::atomic::Ordering::Relaxed);
