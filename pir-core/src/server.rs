@@ -760,11 +760,10 @@ impl Server {
                 );
             }
             let j0 = chunk[0];
-            let consecutive = chunk[w - 1] - j0 == w - 1;
-            for (r, src) in rows.chunks_exact(CHUNK).enumerate() {
-                if consecutive {
-                    self.hint.write_row(r, j0, &src[..w]);
-                } else {
+            if chunk[w - 1] - j0 == w - 1 {
+                self.hint.write_cols(j0, w, &rows, CHUNK);
+            } else {
+                for (r, src) in rows.chunks_exact(CHUNK).enumerate() {
                     for (&j, &v) in chunk.iter().zip(src) {
                         self.hint.set(r, j, v);
                     }
