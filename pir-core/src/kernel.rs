@@ -662,7 +662,8 @@ pub fn prefetch_tuning() -> Option<PrefetchTuning> {
 /// Measures the SimplePIR pass of the selected kernel over the first
 /// 256 MiB of `db` (all of it if smaller) with every
 /// [`PREFETCH_CANDIDATES`] distance (three
-/// interleaved rounds, best time of each), and keeps the fastest for the
+/// interleaved rounds, best time of each), and keeps the fastest (a
+/// distance only if it beats none by more than 2 %) for the
 /// rest of the process. Runs once per process (later calls return the
 /// first result); returns `None` without measuring when the tiled region of
 /// `db` is smaller than 64 MiB or the kernel is scalar (no
