@@ -2099,9 +2099,8 @@ mod avx2_ks {
 /// `acc[i] += a[i]·b[i]` with 64-bit lazy accumulators, no reduction (the
 /// block products of DBSetup's hint, App. B: each term < 2^56, at most
 /// 2^16/d1 of them summed before [`crate::rns::reduce_acc`]). Over the first
-/// `acc.len()` slots; runtime-dispatched: AVX2 (`vpmuludq` on zero-extended
-/// lanes) whenever a SIMD kernel is selected, with [`mul_acc_lazy_scalar`]
-/// as the twin.
+/// `acc.len()` slots; runtime-dispatched: AVX-512F or AVX2 (`vpmuludq` on
+/// zero-extended lanes), with [`mul_acc_lazy_scalar`] as the twin.
 ///
 /// # Panics
 /// If `a` or `b` is shorter than `acc`.
@@ -2113,13 +2112,13 @@ pub fn mul_acc_lazy(a: &[u32], b: &[u32], acc: &mut [u64]) {
             Simd::Avx512 => {
                 // SAFETY: avx512f detected at runtime; a and b hold ≥
                 // acc.len() words (asserted above).
-                unsafe { avx2_rns::mul_acc_lazy_avx512(a, b, acc) };
+                unsafe { rns_simd::mul_acc_lazy_avx512(a, b, acc) };
                 return;
             }
             Simd::Avx2 => {
                 // SAFETY: avx2 detected at runtime; a and b hold ≥ acc.len()
                 // words (asserted above).
-                unsafe { avx2_rns::mul_acc_lazy(a, b, acc) };
+                unsafe { rns_simd::mul_acc_lazy_avx2(a, b, acc) };
                 return;
             }
             Simd::None => {}
@@ -2136,7 +2135,7 @@ pub fn mul_acc_lazy_scalar(a: &[u32], b: &[u32], acc: &mut [u64], from: usize) {
 }
 
 #[cfg(target_arch = "x86_64")]
-mod avx2_rns {
+mod rns_simd {
     use std::arch::x86_64::*;
 
     /// 8 slots per step as two 4 × u64 halves.
@@ -2144,7 +2143,7 @@ mod avx2_rns {
     /// # Safety
     /// avx2 must be available; a and b hold ≥ acc.len() words.
     #[target_feature(enable = "avx2")]
-    pub unsafe fn mul_acc_lazy(a: &[u32], b: &[u32], acc: &mut [u64]) {
+    pub unsafe fn mul_acc_lazy_avx2(a: &[u32], b: &[u32], acc: &mut [u64]) {
         let n8 = acc.len() / 8 * 8;
         let (pa, pb, pc) = (a.as_ptr(), b.as_ptr(), acc.as_mut_ptr());
         let mut i = 0;
@@ -3820,11 +3819,11 @@ mod tests {
                     let mut z = init.clone();
                     for _ in 0..3 {
                         // SAFETY: AVX2 detected; a, b hold ≥ n words.
-                        unsafe { avx2_rns::mul_acc_lazy(&a, &b, &mut x) };
+                        unsafe { rns_simd::mul_acc_lazy_avx2(&a, &b, &mut x) };
                         mul_acc_lazy_scalar(&a, &b, &mut y, 0);
                         if avx512() {
                             // SAFETY: AVX-512F detected; a, b hold ≥ n words.
-                            unsafe { avx2_rns::mul_acc_lazy_avx512(&a, &b, &mut z) };
+                            unsafe { rns_simd::mul_acc_lazy_avx512(&a, &b, &mut z) };
                         }
                     }
                     assert_eq!(x, y, "n={n}");
