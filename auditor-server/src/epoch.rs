@@ -296,6 +296,7 @@ pub fn build_epoch(snap: &Snapshot, epoch: u64, bp: &BuildParams, out: &Path) ->
         servers.push(server);
     }
     pb.finish_and_clear();
+    log_prefetch_choice();
     report.fill_ratio = set_bits as f64 / (filter_bits as f64 * f64::from(bp.filters));
     let logs = snap
         .coverage
@@ -385,6 +386,7 @@ pub fn load_epoch(dir: &Path) -> Result<Epoch> {
         };
         servers.push(server);
     }
+    log_prefetch_choice();
     let report = read_capped(&dir.join("build.json"), 1 << 20)
         .ok()
         .and_then(|b| serde_json::from_slice(&b).ok());
@@ -399,6 +401,25 @@ pub fn load_epoch(dir: &Path) -> Result<Epoch> {
         servers,
         report,
     })
+}
+
+/// Logs, once per process, the SimplePIR software-prefetch distance
+/// pir-core measured at the first database large enough to measure on
+/// (`pir_core::kernel::tune_prefetch`): it depends on the machine, so an
+/// operator comparing hosts should see it.
+fn log_prefetch_choice() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    static LOGGED: AtomicBool = AtomicBool::new(false);
+    if let Some(t) = pir_core::kernel::prefetch_tuning() {
+        if !LOGGED.swap(true, Ordering::Relaxed) {
+            tracing::info!(
+                bytes = t.chosen,
+                forced = t.forced,
+                candidates_gb_s = ?t.candidates,
+                "SimplePIR prefetch distance"
+            );
+        }
+    }
 }
 
 fn bits_name(id: usize) -> String {
