@@ -582,8 +582,7 @@ impl Server {
         // First large database of the process: measure the SimplePIR
         // prefetch distance on it (kernel::tune_prefetch; ~0.1 s, once).
         let t_tune = Instant::now();
-        let tuned_before = kernel::prefetch_tuning().is_some();
-        if !tuned_before && kernel::tune_prefetch(&server.db).is_some() {
+        if kernel::prefetch_tuning().is_none() && kernel::tune_prefetch(&server.db).is_some() {
             server.setup_timings.tune = t_tune.elapsed().as_secs_f64();
         }
         let (h2, packing) = server.rebuild_packing();
@@ -859,7 +858,7 @@ impl Server {
         let mut ad = vec![0u32; d1 * ell2];
         const CHUNK: usize = 64;
         let mut cols = vec![0i16; CHUNK * kh];
-        let mut seg = [0i16; CHUNK];
+        let mut rows = vec![0i16; kh * CHUNK];
         let mut j0 = 0;
         while j0 < ell2 {
             let j1 = (j0 + CHUNK).min(ell2);
@@ -880,13 +879,14 @@ impl Server {
             {
                 column(j0 + k, out, h);
             }
-            // row by row: each hint row gets 64 contiguous entries
-            for r in 0..kh {
-                for (k, d) in seg[..j1 - j0].iter_mut().enumerate() {
-                    *d = cols[k * kh + r];
+            // transpose to row-major (row r's 64 entries at r·CHUNK), then
+            // one storage-order write of the column run, as `update` does
+            for (k, col) in cols[..(j1 - j0) * kh].chunks_exact(kh).enumerate() {
+                for (r, &v) in col.iter().enumerate() {
+                    rows[r * CHUNK + k] = v;
                 }
-                hint.write_row(r, j0, &seg[..j1 - j0]);
             }
+            hint.write_cols(j0, j1 - j0, &rows, CHUNK);
             j0 = j1;
         }
         (hint, ad, a1)
