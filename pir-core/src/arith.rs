@@ -148,6 +148,12 @@ impl Crt {
         }
     }
 
+    /// P0^{-1} mod P1 and its Shoup quotient (for the SIMD twins of
+    /// [`Crt::combine`]).
+    pub fn p0_inv(&self) -> (u32, u32) {
+        (self.p0_inv, self.p0_inv_shoup)
+    }
+
     /// The unique x ∈ [0, q2) with x ≡ r0 (mod P0) and x ≡ r1 (mod P1).
     #[inline(always)]
     pub fn combine(&self, r0: u32, r1: u32) -> u64 {

@@ -1776,6 +1776,153 @@ pub fn add_permuted_scalar(
     }
 }
 
+/// `out[i] = src[perm[i]]`: τ of Automorph applied to NTT slots (the
+/// digits of a packing node, §4.2). Runtime-dispatched like
+/// [`add_permuted`] (block load + `vpermd` when the permutation is
+/// block-structured, gathers otherwise); [`permute_scalar`] is the twin.
+pub fn permute(src: &[u32], perm: &SlotPerm, out: &mut [u32]) {
+    let n = perm.perm.len();
+    assert!(src.len() == n && out.len() == n);
+    #[cfg(target_arch = "x86_64")]
+    {
+        match simd() {
+            Simd::Avx512 => {
+                // SAFETY: avx512f detected; SlotPerm guarantees every index
+                // is < perm.len() = src.len().
+                unsafe { digits_simd::permute512(src, &perm.perm, perm.within16, out) };
+                return;
+            }
+            Simd::Avx2 => {
+                // SAFETY: avx2 detected; SlotPerm guarantees every index is
+                // < perm.len() = src.len().
+                unsafe { digits_simd::permute256(src, &perm.perm, perm.within8, out) };
+                return;
+            }
+            Simd::None => {}
+        }
+    }
+    permute_scalar(src, &perm.perm, out, 0);
+}
+
+/// Scalar twin of [`permute`] from slot `from`.
+pub fn permute_scalar(src: &[u32], perm: &[u32], out: &mut [u32], from: usize) {
+    for i in from..out.len() {
+        out[i] = src[perm[i] as usize];
+    }
+}
+
+/// Residues of a reversed block of signed 16-bit values (a hint or T row
+/// chunk, the coefficients d̂ of NCyclicMat products, App. B): with
+/// `d = out.len()/2` and `pad = d − src.len()`, `out[h·d + m] = 0` for
+/// m < pad and `src[src.len() − 1 − (m − pad)] mod P_h` otherwise, in
+/// [0, P_h). Runtime-dispatched; [`reversed_residues_i16_scalar`] is the twin.
+pub fn reversed_residues_i16(src: &[i16], out: &mut [u32]) {
+    let d = out.len() / 2;
+    assert!(out.len() == 2 * d && src.len() <= d);
+    #[cfg(target_arch = "x86_64")]
+    {
+        match simd() {
+            Simd::Avx512 => {
+                // SAFETY: avx512f/avx512bw detected; lengths asserted above.
+                unsafe { digits_simd::reversed512(src, out) };
+                return;
+            }
+            Simd::Avx2 => {
+                // SAFETY: avx2 detected; lengths asserted above.
+                unsafe { digits_simd::reversed256(src, out) };
+                return;
+            }
+            Simd::None => {}
+        }
+    }
+    reversed_residues_i16_scalar(src, out, 0);
+}
+
+/// Scalar twin of [`reversed_residues_i16`] for output slots `from..d`.
+pub fn reversed_residues_i16_scalar(src: &[i16], out: &mut [u32], from: usize) {
+    use crate::arith::{small_residue, MODS};
+    let d = out.len() / 2;
+    let (len, pad) = (src.len(), d - src.len());
+    for m in from..d {
+        let (r0, r1) = if m < pad {
+            (0, 0)
+        } else {
+            let v = src[len - 1 - (m - pad)] as i64;
+            (small_residue(&MODS[0], v), small_residue(&MODS[1], v))
+        };
+        out[m] = r0;
+        out[d + m] = r1;
+    }
+}
+
+/// Gadget digits of coefficients given by their CRT residues (the
+/// decomposition step of CDKS key switching, §4.2 / App. A):
+/// `res = [x mod P0 (n) | x mod P1 (n)]` with residues in [0, p), and for
+/// each coefficient x ∈ Z_q2 the t balanced base-z digits of its centred
+/// representative ([`crate::arith::gadget_decompose`]) are written as
+/// residues: digit k of coefficient i at `out[k·2n + i]` (mod P0) and
+/// `out[k·2n + n + i]` (mod P1). `out.len()` must be `t·res.len()`.
+///
+/// The SIMD versions work on 64-bit lanes and avoid the signed carries of
+/// the scalar loop: with u = x − q2·[x > q2/2] + Σ_{k<t−1} (z/2)·z^k + 2^62
+/// (non-negative, below 2^63), digit k < t−1 is ((u ≫ k·log z) mod z) − z/2
+/// and the top digit is (u ≫ (t−1)·log z) − 2^{62−(t−1)·log z}: the same
+/// representatives as the scalar decomposition (each digit is the unique
+/// one in [−z/2, z/2) congruent to the remaining value).
+pub fn crt_gadget_digits(
+    crt: &crate::arith::Crt,
+    res: &[u32],
+    log_z: u32,
+    t: usize,
+    out: &mut [u32],
+) {
+    let n = res.len() / 2;
+    assert!(res.len() == 2 * n && out.len() == t * 2 * n && t >= 1);
+    // the offset trick needs (t−1)·log z ≤ 62 and |digits| below the primes
+    // (Params::validate: z ≤ 2^27, top digit < P1)
+    assert!((t - 1) as u32 * log_z <= 62 && (1..=27).contains(&log_z));
+    #[cfg(target_arch = "x86_64")]
+    {
+        match simd() {
+            Simd::Avx512 => {
+                // SAFETY: avx512f detected; lengths asserted above.
+                unsafe { digits_simd::digits512(crt, res, log_z, t, out) };
+                return;
+            }
+            Simd::Avx2 => {
+                // SAFETY: avx2 detected; lengths asserted above.
+                unsafe { digits_simd::digits256(crt, res, log_z, t, out) };
+                return;
+            }
+            Simd::None => {}
+        }
+    }
+    crt_gadget_digits_scalar(crt, res, log_z, t, out, 0);
+}
+
+/// Scalar twin of [`crt_gadget_digits`] for coefficients `from..`: CRT
+/// combination, [`crate::arith::gadget_decompose`], small residues.
+pub fn crt_gadget_digits_scalar(
+    crt: &crate::arith::Crt,
+    res: &[u32],
+    log_z: u32,
+    t: usize,
+    out: &mut [u32],
+    from: usize,
+) {
+    use crate::arith::{small_residue, MODS, Q2};
+    let n = res.len() / 2;
+    let mut digits = [0i64; 64];
+    for i in from..n {
+        let x = crt.combine(res[i], res[n + i]);
+        crate::arith::gadget_decompose(x, Q2, log_z, t, &mut digits[..t]);
+        for (k, &dg) in digits[..t].iter().enumerate() {
+            out[k * 2 * n + i] = small_residue(&MODS[0], dg);
+            out[k * 2 * n + n + i] = small_residue(&MODS[1], dg);
+        }
+    }
+}
+
 #[cfg(target_arch = "x86_64")]
 mod avx512_ks {
     use super::Mont;
@@ -3287,6 +3434,296 @@ mod ntt_avx2 {
     }
 }
 
+#[cfg(target_arch = "x86_64")]
+mod digits_simd {
+    //! SIMD twins of [`super::permute`] and [`super::crt_gadget_digits`].
+    //! The digit kernels hold one coefficient per 64-bit lane: the CRT
+    //! value x < q2 < 2^56 and the offset value u < 2^63 need it.
+    use crate::arith::{Crt, P0, P1, Q2};
+    use std::arch::x86_64::*;
+
+    /// 16 slots per step (see `avx512_ks::add_permuted`).
+    ///
+    /// # Safety
+    /// avx512f must be available; every `perm` index < `src.len()` =
+    /// `out.len()` = `perm.len()`; with `within16` every aligned 16-slot
+    /// output block reads one aligned 16-slot input block.
+    #[target_feature(enable = "avx512f")]
+    pub unsafe fn permute512(src: &[u32], perm: &[u32], within16: bool, out: &mut [u32]) {
+        let n16 = out.len() / 16 * 16;
+        let mut i = 0;
+        while i < n16 {
+            // SAFETY: i + 16 ≤ n16 ≤ n; indices < src.len() (caller); with
+            // `within16` the block perm[i]/16·16 .. +16 is inside src.
+            unsafe {
+                let idx = _mm512_loadu_si512(perm.as_ptr().add(i) as *const __m512i);
+                let g = if within16 {
+                    let s = *perm.get_unchecked(i) as usize / 16 * 16;
+                    _mm512_permutexvar_epi32(
+                        idx,
+                        _mm512_loadu_si512(src.as_ptr().add(s) as *const __m512i),
+                    )
+                } else {
+                    _mm512_i32gather_epi32::<4>(idx, src.as_ptr() as *const i32)
+                };
+                _mm512_storeu_si512(out.as_mut_ptr().add(i) as *mut __m512i, g);
+            }
+            i += 16;
+        }
+        super::permute_scalar(src, perm, out, n16);
+    }
+
+    /// 8 slots per step.
+    ///
+    /// # Safety
+    /// avx2 must be available; as [`permute512`] with blocks of 8.
+    #[target_feature(enable = "avx2")]
+    pub unsafe fn permute256(src: &[u32], perm: &[u32], within8: bool, out: &mut [u32]) {
+        let n8 = out.len() / 8 * 8;
+        let mut i = 0;
+        while i < n8 {
+            // SAFETY: as in permute512 with 8 lanes.
+            unsafe {
+                let idx = _mm256_loadu_si256(perm.as_ptr().add(i) as *const __m256i);
+                let g = if within8 {
+                    let s = *perm.get_unchecked(i) as usize / 8 * 8;
+                    _mm256_permutevar8x32_epi32(
+                        _mm256_loadu_si256(src.as_ptr().add(s) as *const __m256i),
+                        idx,
+                    )
+                } else {
+                    _mm256_i32gather_epi32::<4>(src.as_ptr() as *const i32, idx)
+                };
+                _mm256_storeu_si256(out.as_mut_ptr().add(i) as *mut __m256i, g);
+            }
+            i += 8;
+        }
+        super::permute_scalar(src, perm, out, n8);
+    }
+
+    /// 16 values per step: sign-extend, reverse with `vpermd`, add P where
+    /// negative.
+    ///
+    /// # Safety
+    /// avx512f and avx512bw must be available; `out.len() = 2d`,
+    /// `src.len() ≤ d`.
+    #[target_feature(enable = "avx512f,avx512bw")]
+    pub unsafe fn reversed512(src: &[i16], out: &mut [u32]) {
+        let d = out.len() / 2;
+        let (len, pad) = (src.len(), d - src.len());
+        out[..pad].fill(0);
+        out[d..d + pad].fill(0);
+        let n16 = len / 16 * 16;
+        let rev = _mm512_setr_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+        let (p0, p1) = (_mm512_set1_epi32(P0 as i32), _mm512_set1_epi32(P1 as i32));
+        let mut m = 0;
+        while m < n16 {
+            // SAFETY: m + 16 ≤ n16 ≤ len: the load reads src[len−m−16..len−m];
+            // the stores write out[pad+m..+16] and out[d+pad+m..+16], inside
+            // out since pad + len = d.
+            unsafe {
+                let v = _mm256_loadu_si256(src.as_ptr().add(len - m - 16) as *const __m256i);
+                let v = _mm512_permutexvar_epi32(rev, _mm512_cvtepi16_epi32(v));
+                let neg = _mm512_srai_epi32(v, 31);
+                let o = out.as_mut_ptr().add(pad + m);
+                _mm512_storeu_si512(
+                    o as *mut __m512i,
+                    _mm512_add_epi32(v, _mm512_and_si512(neg, p0)),
+                );
+                _mm512_storeu_si512(
+                    o.add(d) as *mut __m512i,
+                    _mm512_add_epi32(v, _mm512_and_si512(neg, p1)),
+                );
+            }
+            m += 16;
+        }
+        super::reversed_residues_i16_scalar(src, out, pad + n16);
+    }
+
+    /// 8 values per step.
+    ///
+    /// # Safety
+    /// avx2 must be available; as [`reversed512`].
+    #[target_feature(enable = "avx2")]
+    pub unsafe fn reversed256(src: &[i16], out: &mut [u32]) {
+        let d = out.len() / 2;
+        let (len, pad) = (src.len(), d - src.len());
+        out[..pad].fill(0);
+        out[d..d + pad].fill(0);
+        let n8 = len / 8 * 8;
+        let rev = _mm256_setr_epi32(7, 6, 5, 4, 3, 2, 1, 0);
+        let (p0, p1) = (_mm256_set1_epi32(P0 as i32), _mm256_set1_epi32(P1 as i32));
+        let mut m = 0;
+        while m < n8 {
+            // SAFETY: as in reversed512 with 8 values.
+            unsafe {
+                let v = _mm_loadu_si128(src.as_ptr().add(len - m - 8) as *const __m128i);
+                let v = _mm256_permutevar8x32_epi32(_mm256_cvtepi16_epi32(v), rev);
+                let neg = _mm256_srai_epi32(v, 31);
+                let o = out.as_mut_ptr().add(pad + m);
+                _mm256_storeu_si256(
+                    o as *mut __m256i,
+                    _mm256_add_epi32(v, _mm256_and_si256(neg, p0)),
+                );
+                _mm256_storeu_si256(
+                    o.add(d) as *mut __m256i,
+                    _mm256_add_epi32(v, _mm256_and_si256(neg, p1)),
+                );
+            }
+            m += 8;
+        }
+        super::reversed_residues_i16_scalar(src, out, pad + n8);
+    }
+
+    /// The constant added before the digits are cut: Σ_{k<t−1} (z/2)·z^k + 2^62.
+    fn offset(log_z: u32, t: usize) -> u64 {
+        let half = 1u64 << (log_z - 1);
+        (0..t - 1).map(|k| half << (k as u32 * log_z)).sum::<u64>() + (1 << 62)
+    }
+
+    /// 8 coefficients per step.
+    ///
+    /// # Safety
+    /// avx512f must be available; `res.len() = 2n`, `out.len() = t·2n`,
+    /// (t−1)·log z ≤ 62, residues < their primes.
+    #[target_feature(enable = "avx512f")]
+    pub unsafe fn digits512(crt: &Crt, res: &[u32], log_z: u32, t: usize, out: &mut [u32]) {
+        let n = res.len() / 2;
+        let n8 = n / 8 * 8;
+        let (w, ws) = crt.p0_inv();
+        let (w, ws) = (_mm512_set1_epi64(w as i64), _mm512_set1_epi64(ws as i64));
+        let p0 = _mm512_set1_epi64(P0 as i64);
+        let p1 = _mm512_set1_epi64(P1 as i64);
+        let q2 = _mm512_set1_epi64(Q2 as i64);
+        let half_q2 = _mm512_set1_epi64((Q2 / 2) as i64);
+        let off = _mm512_set1_epi64(offset(log_z, t) as i64);
+        let mask_z = _mm512_set1_epi64((1i64 << log_z) - 1);
+        let half_z = _mm512_set1_epi64(1i64 << (log_z - 1));
+        let top_shift = (t - 1) as u32 * log_z;
+        let top_bias = _mm512_set1_epi64(1i64 << (62 - top_shift));
+        let (pp0, pp1) = (_mm256_set1_epi32(P0 as i32), _mm256_set1_epi32(P1 as i32));
+        let mut i = 0;
+        while i < n8 {
+            // SAFETY: i + 8 ≤ n8 ≤ n: the loads read res[i..i+8] and
+            // res[n+i..n+i+8]; the stores write out[k·2n + i..+8] and
+            // out[k·2n + n + i..+8] for k < t, inside out (len t·2n).
+            unsafe {
+                let r0 = _mm512_cvtepu32_epi64(_mm256_loadu_si256(
+                    res.as_ptr().add(i) as *const __m256i
+                ));
+                let r1 = _mm512_cvtepu32_epi64(_mm256_loadu_si256(
+                    res.as_ptr().add(n + i) as *const __m256i
+                ));
+                // Crt::combine: x = r0 + P0·((r1 − r0 mod P1)·P0^{-1} mod P1)
+                let r0m = _mm512_min_epu64(r0, _mm512_sub_epi64(r0, p1));
+                let diff = _mm512_sub_epi64(r1, r0m);
+                let diff = _mm512_min_epu64(diff, _mm512_add_epi64(diff, p1));
+                let q = _mm512_srli_epi64(_mm512_mul_epu32(diff, ws), 32);
+                let k = _mm512_sub_epi64(_mm512_mul_epu32(diff, w), _mm512_mul_epu32(q, p1));
+                let k = _mm512_min_epu64(k, _mm512_sub_epi64(k, p1));
+                let x = _mm512_add_epi64(r0, _mm512_mul_epu32(k, p0));
+                // centre and offset (see crt_gadget_digits)
+                let above = _mm512_cmpgt_epu64_mask(x, half_q2);
+                let u = _mm512_add_epi64(x, off);
+                let u = _mm512_mask_sub_epi64(u, above, u, q2);
+                for k in 0..t {
+                    let s = _mm_cvtsi32_si128((k as u32 * log_z) as i32);
+                    let v = _mm512_srl_epi64(u, s);
+                    let d = if k + 1 < t {
+                        _mm512_sub_epi64(_mm512_and_si512(v, mask_z), half_z)
+                    } else {
+                        _mm512_sub_epi64(v, top_bias)
+                    };
+                    // |digit| < 2^31: narrow, then the small residues
+                    let d = _mm512_cvtepi64_epi32(d);
+                    let neg = _mm256_srai_epi32(d, 31);
+                    let a0 = _mm256_add_epi32(d, _mm256_and_si256(neg, pp0));
+                    let a1 = _mm256_add_epi32(d, _mm256_and_si256(neg, pp1));
+                    let o = out.as_mut_ptr().add(k * 2 * n + i);
+                    _mm256_storeu_si256(o as *mut __m256i, a0);
+                    _mm256_storeu_si256(o.add(n) as *mut __m256i, a1);
+                }
+            }
+            i += 8;
+        }
+        super::crt_gadget_digits_scalar(crt, res, log_z, t, out, n8);
+    }
+
+    /// a − p if a ≥ p, for 64-bit lanes below 2^63 (signed compare).
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn csub64(a: __m256i, p: __m256i, p_minus_1: __m256i) -> __m256i {
+        _mm256_sub_epi64(a, _mm256_and_si256(_mm256_cmpgt_epi64(a, p_minus_1), p))
+    }
+
+    /// 4 coefficients per step.
+    ///
+    /// # Safety
+    /// avx2 must be available; as [`digits512`].
+    #[target_feature(enable = "avx2")]
+    pub unsafe fn digits256(crt: &Crt, res: &[u32], log_z: u32, t: usize, out: &mut [u32]) {
+        let n = res.len() / 2;
+        let n4 = n / 4 * 4;
+        let (w, ws) = crt.p0_inv();
+        let (w, ws) = (_mm256_set1_epi64x(w as i64), _mm256_set1_epi64x(ws as i64));
+        let p0 = _mm256_set1_epi64x(P0 as i64);
+        let p1 = _mm256_set1_epi64x(P1 as i64);
+        let p1m = _mm256_set1_epi64x(P1 as i64 - 1);
+        let q2 = _mm256_set1_epi64x(Q2 as i64);
+        let half_q2 = _mm256_set1_epi64x((Q2 / 2) as i64);
+        let off = _mm256_set1_epi64x(offset(log_z, t) as i64);
+        let mask_z = _mm256_set1_epi64x((1i64 << log_z) - 1);
+        let half_z = _mm256_set1_epi64x(1i64 << (log_z - 1));
+        let top_shift = (t - 1) as u32 * log_z;
+        let top_bias = _mm256_set1_epi64x(1i64 << (62 - top_shift));
+        let (pp0, pp1) = (_mm_set1_epi32(P0 as i32), _mm_set1_epi32(P1 as i32));
+        let evens = _mm256_setr_epi32(0, 2, 4, 6, 0, 0, 0, 0);
+        let mut i = 0;
+        while i < n4 {
+            // SAFETY: i + 4 ≤ n4 ≤ n, as in digits512 with 4 lanes.
+            unsafe {
+                let r0 =
+                    _mm256_cvtepu32_epi64(_mm_loadu_si128(res.as_ptr().add(i) as *const __m128i));
+                let r1 = _mm256_cvtepu32_epi64(_mm_loadu_si128(
+                    res.as_ptr().add(n + i) as *const __m128i
+                ));
+                // every lane stays below 2^63 until u, so signed compares
+                // order them; a "negative" lane is a wrapped difference
+                let r0m = csub64(r0, p1, p1m);
+                let diff = _mm256_sub_epi64(r1, r0m);
+                let diff = _mm256_add_epi64(
+                    diff,
+                    _mm256_and_si256(_mm256_cmpgt_epi64(_mm256_setzero_si256(), diff), p1),
+                );
+                let q = _mm256_srli_epi64(_mm256_mul_epu32(diff, ws), 32);
+                let k = _mm256_sub_epi64(_mm256_mul_epu32(diff, w), _mm256_mul_epu32(q, p1));
+                let k = csub64(k, p1, p1m);
+                let x = _mm256_add_epi64(r0, _mm256_mul_epu32(k, p0));
+                let above = _mm256_cmpgt_epi64(x, half_q2);
+                let u = _mm256_sub_epi64(_mm256_add_epi64(x, off), _mm256_and_si256(above, q2));
+                for k in 0..t {
+                    let s = _mm_cvtsi32_si128((k as u32 * log_z) as i32);
+                    let v = _mm256_srl_epi64(u, s);
+                    let d = if k + 1 < t {
+                        _mm256_sub_epi64(_mm256_and_si256(v, mask_z), half_z)
+                    } else {
+                        _mm256_sub_epi64(v, top_bias)
+                    };
+                    let d = _mm256_castsi256_si128(_mm256_permutevar8x32_epi32(d, evens));
+                    let neg = _mm_srai_epi32(d, 31);
+                    let a0 = _mm_add_epi32(d, _mm_and_si128(neg, pp0));
+                    let a1 = _mm_add_epi32(d, _mm_and_si128(neg, pp1));
+                    let o = out.as_mut_ptr().add(k * 2 * n + i);
+                    _mm_storeu_si128(o as *mut __m128i, a0);
+                    _mm_storeu_si128(o.add(n) as *mut __m128i, a1);
+                }
+            }
+            i += 4;
+        }
+        super::crt_gadget_digits_scalar(crt, res, log_z, t, out, n4);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -3608,6 +4045,147 @@ mod tests {
                 let (mut a, mut b) = (vec![0; n], vec![0; n]);
                 add_permuted(p, &plus, &minus, &lc.perm, &mut a);
                 add_permuted_scalar(p, &plus, &minus, &lc.perm.perm, &mut b, 0);
+                assert_eq!(a, b);
+            }
+        }
+    }
+
+    #[test]
+    fn crt_gadget_digits_match_scalar() {
+        use crate::arith::{small_residue, Crt, MODS, Q2};
+        let crt = Crt::new();
+        let mut s = 77;
+        for (log_z, t) in [(19u32, 3usize), (27, 3), (14, 4), (10, 6)] {
+            let (z, half) = (1u64 << log_z, 1u64 << (log_z - 1));
+            let edges = [
+                0,
+                1,
+                half - 1,
+                half,
+                z - 1,
+                z,
+                Q2 / 2 - 1,
+                Q2 / 2,
+                Q2 / 2 + 1,
+                Q2 - half,
+                Q2 - half - 1,
+                Q2 - 1,
+            ];
+            for n in [1usize, 5, 8, 13, 64, 2048] {
+                let xs: Vec<u64> = (0..n)
+                    .map(|i| edges.get(i).copied().unwrap_or_else(|| lcg(&mut s) % Q2))
+                    .collect();
+                let mut res = vec![0u32; 2 * n];
+                for (i, &x) in xs.iter().enumerate() {
+                    (res[i], res[n + i]) = Crt::split(x);
+                }
+                let mut want = vec![0u32; t * 2 * n];
+                crt_gadget_digits_scalar(&crt, &res, log_z, t, &mut want, 0);
+                // the scalar twin: digits in range that recombine to x
+                for (i, &x) in xs.iter().enumerate() {
+                    let mut sum = 0i128;
+                    for k in (0..t).rev() {
+                        let r = want[k * 2 * n + i];
+                        let p = MODS[0].p;
+                        let d = if r > p / 2 {
+                            r as i64 - p as i64
+                        } else {
+                            r as i64
+                        };
+                        assert_eq!(want[k * 2 * n + n + i], small_residue(&MODS[1], d));
+                        if k + 1 < t {
+                            assert!(-(half as i64) <= d && d < half as i64);
+                        }
+                        sum = sum * z as i128 + d as i128;
+                    }
+                    assert_eq!(sum.rem_euclid(Q2 as i128) as u64, x);
+                }
+                let mut got = vec![0u32; t * 2 * n];
+                crt_gadget_digits(&crt, &res, log_z, t, &mut got);
+                assert_eq!(got, want, "dispatched log_z={log_z} t={t} n={n}");
+                #[cfg(target_arch = "x86_64")]
+                if avx2() {
+                    got.fill(0);
+                    // SAFETY: avx2 detected; lengths as crt_gadget_digits asserts.
+                    unsafe { digits_simd::digits256(&crt, &res, log_z, t, &mut got) };
+                    assert_eq!(got, want, "avx2 log_z={log_z} t={t} n={n}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn reversed_residues_match_scalar() {
+        use crate::arith::{P0, P1};
+        let mut s = 79;
+        for (len, d) in [
+            (0usize, 4usize),
+            (1, 1),
+            (7, 8),
+            (8, 8),
+            (15, 19),
+            (16, 16),
+            (17, 40),
+            (100, 128),
+            (2048, 2048),
+            (2045, 2048),
+        ] {
+            let src: Vec<i16> = (0..len)
+                .map(|i| match i % 5 {
+                    0 => i16::MIN,
+                    1 => i16::MAX,
+                    2 => -1,
+                    _ => lcg(&mut s) as i16,
+                })
+                .collect();
+            let mut want = vec![7u32; 2 * d];
+            reversed_residues_i16_scalar(&src, &mut want, 0);
+            for m in 0..d {
+                let v = if m < d - len {
+                    0
+                } else {
+                    src[len - 1 - (m - (d - len))] as i64
+                };
+                assert_eq!(want[m] as i64, v.rem_euclid(P0 as i64));
+                assert_eq!(want[d + m] as i64, v.rem_euclid(P1 as i64));
+            }
+            let mut got = vec![7u32; 2 * d];
+            reversed_residues_i16(&src, &mut got);
+            assert_eq!(got, want, "dispatched len={len} d={d}");
+            #[cfg(target_arch = "x86_64")]
+            if avx2() {
+                got.fill(7);
+                // SAFETY: avx2 detected; src.len() ≤ d.
+                unsafe { digits_simd::reversed256(&src, &mut got) };
+                assert_eq!(got, want, "avx2 len={len} d={d}");
+            }
+        }
+    }
+
+    #[test]
+    fn permute_matches_scalar() {
+        let mut s = 78;
+        let ctx = crate::rns::Context::new(crate::params::TABLE1);
+        let n = ctx.params.d2;
+        let src: Vec<u32> = (0..n).map(|_| lcg(&mut s) as u32).collect();
+        let mut perms: Vec<SlotPerm> = ctx.levels.iter().map(|lc| lc.perm.clone()).collect();
+        // and one that is not block-structured (gathers)
+        let mut random: Vec<u32> = (0..n as u32).collect();
+        for i in (1..n).rev() {
+            random.swap(i, (lcg(&mut s) % (i as u64 + 1)) as usize);
+        }
+        perms.push(SlotPerm::new(random));
+        for sp in &perms {
+            let (mut a, mut b) = (vec![0; n], vec![0; n]);
+            permute(&src, sp, &mut a);
+            permute_scalar(&src, &sp.perm, &mut b, 0);
+            assert_eq!(a, b);
+            assert!((0..n).all(|i| a[i] == src[sp[i] as usize]));
+            #[cfg(target_arch = "x86_64")]
+            if avx2() {
+                a.fill(0);
+                // SAFETY: avx2 detected; sp is a permutation of 0..n.
+                unsafe { digits_simd::permute256(&src, &sp.perm, sp.within8, &mut a) };
                 assert_eq!(a, b);
             }
         }

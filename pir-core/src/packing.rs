@@ -26,7 +26,7 @@
 //! key-switching terms alone. The server adds the leaf part directly in
 //! coefficient form and runs the tree only for KS.
 
-use crate::arith::{gadget_decompose, MODS};
+use crate::arith::MODS;
 use crate::rns::{self, Context};
 
 /// Kind of a tree node.
@@ -96,22 +96,12 @@ fn digits_ntt(ctx: &Context, level: usize, c_minus: &[u32], out: &mut [u32]) {
     let perm = &ctx.levels[level - 1].perm;
     let mut buf = vec![0u32; 2 * d2];
     for h in 0..2 {
-        for i in 0..d2 {
-            buf[h * d2 + i] = c_minus[h * d2 + perm[i] as usize];
-        }
+        let r = h * d2..(h + 1) * d2;
+        crate::kernel::permute(&c_minus[r.clone()], perm, &mut buf[r]);
     }
     rns::inverse(&ctx.ntt2, &mut buf);
-    let mut digits = vec![0i64; t];
-    let z_bits = ctx.params.z_bits;
-    for i in 0..d2 {
-        let x = ctx.crt.combine(buf[i], buf[d2 + i]);
-        gadget_decompose(x, crate::arith::Q2, z_bits, t, &mut digits);
-        for (k, &dg) in digits.iter().enumerate() {
-            // digits are below z/2 (top digit below q2/(2·z^{t−1})) < p
-            out[k * 2 * d2 + i] = crate::arith::small_residue(&MODS[0], dg);
-            out[k * 2 * d2 + d2 + i] = crate::arith::small_residue(&MODS[1], dg);
-        }
-    }
+    // digits are below z/2 (top digit below q2/(2·z^{t−1})) < p
+    crate::kernel::crt_gadget_digits(&ctx.crt, &buf, ctx.params.z_bits, t, out);
     for k in 0..t {
         rns::forward(&ctx.ntt2, &mut out[k * 2 * d2..(k + 1) * 2 * d2]);
     }
@@ -261,8 +251,9 @@ fn dfs_order(
 impl PackPrecomp {
     /// Setup: builds the tree over `leaves` whose hint leaves have `a` parts
     /// `hint_a[r]` (NTT form), using the public W_a rows `wa` (NTT and
-    /// Montgomery form).
-    pub fn new(ctx: &Context, leaves: Vec<Leaf>, hint_a: &[Vec<u32>], wa: &[u32]) -> Self {
+    /// Montgomery form). The a parts are consumed (they become the a parts
+    /// of the leaves' parents).
+    pub fn new(ctx: &Context, leaves: Vec<Leaf>, hint_a: Vec<Vec<u32>>, wa: &[u32]) -> Self {
         Self::build(ctx, leaves, hint_a, wa, Vec::new())
     }
 
@@ -272,7 +263,7 @@ impl PackPrecomp {
         self,
         ctx: &Context,
         leaves: Vec<Leaf>,
-        hint_a: &[Vec<u32>],
+        hint_a: Vec<Vec<u32>>,
         wa: &[u32],
     ) -> Self {
         Self::build(ctx, leaves, hint_a, wa, self.g_data)
@@ -281,7 +272,7 @@ impl PackPrecomp {
     fn build(
         ctx: &Context,
         leaves: Vec<Leaf>,
-        hint_a: &[Vec<u32>],
+        hint_a: Vec<Vec<u32>>,
         wa: &[u32],
         mut g_data: Vec<u32>,
     ) -> Self {
@@ -334,10 +325,11 @@ impl PackPrecomp {
         g_data.resize(n_static * node_len, 0);
 
         // a outputs of the current level (static nodes only)
+        let mut hint_a: Vec<Option<Vec<u32>>> = hint_a.into_iter().map(Some).collect();
         let mut level_a: Vec<Option<Vec<u32>>> = leaves
             .iter()
             .map(|l| match l {
-                Leaf::Hint(r) => Some(hint_a[*r].clone()),
+                Leaf::Hint(r) => Some(hint_a[*r].take().expect("each hint row is one leaf")),
                 _ => None,
             })
             .collect();
@@ -608,7 +600,7 @@ mod tests {
                 Leaf::Zero => {}
             }
         }
-        let pre = PackPrecomp::new(&ctx, leaves_fixed, &hint_a, &wa);
+        let pre = PackPrecomp::new(&ctx, leaves_fixed, hint_a, &wa);
         let out = pre.pack(
             &ctx,
             &PackInputs {

@@ -54,7 +54,8 @@ pub struct Server {
     /// Dense hint rows, K_H × ℓ2 signed log p-bit chunks, in the layout the
     /// DoublePIR pass streams ([`crate::digits`]).
     hint: DigitMatrix,
-    /// a2 in NTT form (m2 polynomials).
+    /// a2 in NTT form (m2 polynomials) times NTT(−x·d2^{-1})
+    /// ([`Server::scaled_a2`]).
     a2: Vec<u32>,
     /// Public random rows of the packing key (NTT and Montgomery form).
     pack_a: Vec<u32>,
@@ -552,7 +553,7 @@ impl Server {
         let shape = db.shape();
         let layout = params.layout();
         let m2 = params.m2(shape);
-        let a2 = seed.expand_a2(m2, params.d2);
+        let a2 = Self::scaled_a2(&ctx, &seed.expand_a2(m2, params.d2));
         let pack_a =
             ctx.to_mont(&seed.expand_pack(params.log_d2(), params.gadget_len(), params.d2));
         let mut server = Server {
@@ -609,7 +610,7 @@ impl Server {
             leaves[pos] = Leaf::T(r);
         }
         let old = std::mem::replace(&mut self.pack, PackPrecomp::empty());
-        self.pack = old.rebuild(&self.ctx, leaves, &hint_a, &self.pack_a);
+        self.pack = old.rebuild(&self.ctx, leaves, hint_a, &self.pack_a);
         (h2, t1.elapsed().as_secs_f64())
     }
 
@@ -892,35 +893,46 @@ impl Server {
         (hint, ad, a1)
     }
 
-    /// CDKS input a-parts ã = d2^{-1}·(−x)·Σ_b a2,b·ĥ_b of rows (NTT form).
-    fn rows_a(ctx: &Context, rows: &DigitMatrix, a2: &[u32]) -> Vec<Vec<u32>> {
+    /// a2 ⊙ NTT(−x·d2^{-1}) block by block (NTT form): the constant factor
+    /// of every CDKS input a-part folded into a2 once ([`Server::rows_a`]).
+    fn scaled_a2(ctx: &Context, a2: &[u32]) -> Vec<u32> {
+        let n = 2 * ctx.params.d2;
+        let mut out = vec![0u32; a2.len()];
+        for (o, a) in out.chunks_exact_mut(n).zip(a2.chunks_exact(n)) {
+            rns::mul(a, &ctx.neg_x_dinv, o);
+        }
+        out
+    }
+
+    /// CDKS input a-parts ã = d2^{-1}·(−x)·Σ_b a2,b·ĥ_b of rows (NTT form),
+    /// given `a2s` = [`Server::scaled_a2`].
+    fn rows_a(ctx: &Context, rows: &DigitMatrix, a2s: &[u32]) -> Vec<Vec<u32>> {
         let (n_rows, ell2) = (rows.rows(), rows.cols());
-        let one = |r: usize| -> Vec<u32> {
-            let d2 = ctx.params.d2;
-            let m2 = ell2.div_ceil(d2);
-            let mut row = vec![0i16; ell2];
-            rows.read_row(r, 0, &mut row);
-            let mut buf = vec![0u32; 2 * d2];
-            let mut acc = vec![0u64; 2 * d2];
+        let d2 = ctx.params.d2;
+        let m2 = ell2.div_ceil(d2);
+        let scratch = || (vec![0i16; ell2], vec![0u32; 2 * d2], vec![0u64; 2 * d2]);
+        let one = |(row, buf, acc): &mut (Vec<i16>, Vec<u32>, Vec<u64>), r: usize| {
+            rows.read_row(r, 0, row);
+            acc.fill(0);
             for b in 0..m2 {
                 let src = &row[b * d2..((b + 1) * d2).min(ell2)];
-                reversed_block_residues(src, |v| v as i64, &mut buf);
-                rns::forward(&ctx.ntt2, &mut buf);
-                rns::mul_acc_lazy(&a2[b * 2 * d2..(b + 1) * 2 * d2], &buf, &mut acc);
+                kernel::reversed_residues_i16(src, buf);
+                rns::forward(&ctx.ntt2, buf);
+                rns::mul_acc_lazy(&a2s[b * 2 * d2..(b + 1) * 2 * d2], buf, acc);
             }
-            rns::reduce_acc(&acc, &mut buf);
             let mut out = vec![0u32; 2 * d2];
-            rns::mul(&buf, &ctx.neg_x_dinv, &mut out);
+            rns::reduce_acc(acc, &mut out);
             out
         };
         #[cfg(feature = "parallel")]
         {
             use rayon::prelude::*;
-            (0..n_rows).into_par_iter().map(one).collect()
+            (0..n_rows).into_par_iter().map_init(scratch, one).collect()
         }
         #[cfg(not(feature = "parallel"))]
         {
-            (0..n_rows).map(one).collect()
+            let mut s = scratch();
+            (0..n_rows).map(|r| one(&mut s, r)).collect()
         }
     }
 
@@ -1169,7 +1181,7 @@ mod tests {
         let rows_a = Server::rows_a(
             &ctx,
             &DigitMatrix::from_row_major(3, shape.ell2, &first3),
-            &a2_ntt,
+            &Server::scaled_a2(&ctx, &a2_ntt),
         );
         for (r, ra) in rows_a.iter().enumerate() {
             let mut coeffs = ra.clone();
