@@ -2632,6 +2632,63 @@ mod pack_simd {
     use super::PackGroup;
     use std::arch::x86_64::*;
 
+    /// Rounding and interleaving step of [`super::pack_columns8`] for the
+    /// first n/8·8 values: eight values of each column are rounded
+    /// (`(h + 2^{31−w}) ≫ (32 − w)`) and transposed as an 8×8 block, so
+    /// value i of column c lands at `scratch[8i + c]` with 8-word stores.
+    /// Returns the number of values done (the caller rounds the rest).
+    ///
+    /// # Safety
+    /// avx2 must be available; every column has n values, `scratch` has at
+    /// least 8n words and 1 ≤ w < 32.
+    #[target_feature(enable = "avx2")]
+    pub unsafe fn interleave_round8(cols: [&[u32]; 8], w: u32, scratch: &mut [u32]) -> usize {
+        let n = cols[0].len();
+        assert!(cols.iter().all(|c| c.len() == n) && scratch.len() >= 8 * n);
+        let n8 = n / 8 * 8;
+        let half = _mm256_set1_epi32((1u32 << (31 - w)) as i32);
+        let shift = _mm_cvtsi32_si128((32 - w) as i32);
+        let mut i = 0;
+        while i < n8 {
+            // SAFETY: i + 8 ≤ n8 ≤ n: each load reads cols[c][i..i+8]; the
+            // stores write scratch[8i..8i+64] ⊆ scratch[..8n].
+            unsafe {
+                let r: [__m256i; 8] = std::array::from_fn(|c| {
+                    let v = _mm256_loadu_si256(cols[c].as_ptr().add(i) as *const __m256i);
+                    _mm256_srl_epi32(_mm256_add_epi32(v, half), shift)
+                });
+                // 8×8 transpose: 32-bit, 64-bit, then 128-bit interleaves
+                let t0 = _mm256_unpacklo_epi32(r[0], r[1]);
+                let t1 = _mm256_unpackhi_epi32(r[0], r[1]);
+                let t2 = _mm256_unpacklo_epi32(r[2], r[3]);
+                let t3 = _mm256_unpackhi_epi32(r[2], r[3]);
+                let t4 = _mm256_unpacklo_epi32(r[4], r[5]);
+                let t5 = _mm256_unpackhi_epi32(r[4], r[5]);
+                let t6 = _mm256_unpacklo_epi32(r[6], r[7]);
+                let t7 = _mm256_unpackhi_epi32(r[6], r[7]);
+                let u0 = _mm256_unpacklo_epi64(t0, t2);
+                let u1 = _mm256_unpackhi_epi64(t0, t2);
+                let u2 = _mm256_unpacklo_epi64(t1, t3);
+                let u3 = _mm256_unpackhi_epi64(t1, t3);
+                let u4 = _mm256_unpacklo_epi64(t4, t6);
+                let u5 = _mm256_unpackhi_epi64(t4, t6);
+                let u6 = _mm256_unpacklo_epi64(t5, t7);
+                let u7 = _mm256_unpackhi_epi64(t5, t7);
+                let o = scratch.as_mut_ptr().add(8 * i) as *mut __m256i;
+                _mm256_storeu_si256(o, _mm256_permute2x128_si256(u0, u4, 0x20));
+                _mm256_storeu_si256(o.add(1), _mm256_permute2x128_si256(u1, u5, 0x20));
+                _mm256_storeu_si256(o.add(2), _mm256_permute2x128_si256(u2, u6, 0x20));
+                _mm256_storeu_si256(o.add(3), _mm256_permute2x128_si256(u3, u7, 0x20));
+                _mm256_storeu_si256(o.add(4), _mm256_permute2x128_si256(u0, u4, 0x31));
+                _mm256_storeu_si256(o.add(5), _mm256_permute2x128_si256(u1, u5, 0x31));
+                _mm256_storeu_si256(o.add(6), _mm256_permute2x128_si256(u2, u6, 0x31));
+                _mm256_storeu_si256(o.add(7), _mm256_permute2x128_si256(u3, u7, 0x31));
+            }
+            i += 8;
+        }
+        n8
+    }
+
     /// AVX-512F chunk step of [`super::pack_columns8`]: lanes are columns,
     /// so every chunk is two 8-word loads, a few 64-bit shifts and one
     /// 16-byte store.
@@ -2857,12 +2914,23 @@ pub fn pack_columns8(
         .iter()
         .all(|&(i, off)| (i as usize) < n.max(1) && off < w));
     assert!(starts.is_empty() || out.len() >= (starts.len() - 1) * stride + 8);
-    // interleave and round, plus one zero row for the last window
-    scratch.clear();
-    scratch.resize(8 * (n + 1), 0);
+    // interleave and round, plus one zero row for the last window (every
+    // other word is written below: no need to clear the rest)
+    if scratch.len() != 8 * (n + 1) {
+        scratch.clear();
+        scratch.resize(8 * (n + 1), 0);
+    }
+    scratch[8 * n..].fill(0);
+    let mut from = 0;
+    #[cfg(target_arch = "x86_64")]
+    if simd() != Simd::None {
+        // SAFETY: avx2 detected (any SIMD selection implies it); the
+        // columns have n values each and scratch holds 8(n + 1).
+        from = unsafe { pack_simd::interleave_round8(cols, w, scratch) };
+    }
     let (shift, half) = (32 - w, 1u32 << (31 - w));
     for (c, col) in cols.iter().enumerate() {
-        for (i, &h) in col.iter().enumerate() {
+        for (i, &h) in col.iter().enumerate().skip(from) {
             // round_pow2 from q1 = 2^32: the carry out of bit 31 is the
             // wrap-around mod 2^w
             scratch[8 * i + c] = h.wrapping_add(half) >> shift;
@@ -4252,8 +4320,11 @@ mod tests {
     #[test]
     fn pack_columns8_matches_scalar() {
         let mut s = 12;
+        // one scratch for every call: reused at equal n (stale words from
+        // the previous call must not leak into the chunks), regrown otherwise
+        let mut scratch = Vec::new();
         for (w, pb) in [(28u32, 15u32), (31, 16), (9, 9), (20, 3)] {
-            for n in [1usize, 5, 64] {
+            for n in [1usize, 5, 8, 13, 64, 64, 1024] {
                 let cols: Vec<Vec<u32>> = (0..8)
                     .map(|_| (0..n).map(|_| lcg(&mut s) as u32).collect())
                     .collect();
@@ -4271,7 +4342,6 @@ mod tests {
                 for stride in [8usize, 13] {
                     let len = starts.len() * stride;
                     let (mut a, mut b) = (vec![0i16; len], vec![0i16; len]);
-                    let mut scratch = Vec::new();
                     pack_columns8(refs, w, pb, &starts, &mut scratch, &mut a, stride);
                     pack_columns8_scalar(refs, w, pb, &starts, &mut b, stride);
                     assert_eq!(a, b, "w={w} pb={pb} n={n} stride={stride}");
