@@ -32,6 +32,7 @@ pub struct Database {
     record_bits: u32,
     data: Vec<u8>,
     tiled: bool,
+    map: OffsetMap,
 }
 
 /// Columns per tile group.
@@ -70,18 +71,51 @@ pub fn panel_rows(shape: DbShape) -> usize {
 /// Storage offset of record (row, col).
 #[inline]
 pub fn offset(shape: DbShape, tiled: bool, row: usize, col: usize) -> usize {
-    let full = shape.ell2 / GROUP_COLS * GROUP_COLS;
-    if tiled && col < full {
+    OffsetMap::new(shape, tiled).at(row, col)
+}
+
+/// [`offset`] with its per-shape constants computed once (the panel height
+/// search and, for power-of-two panels, the divisions): `Server::update`
+/// locates a million random records per 0.1 % of a 1 GiB database.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct OffsetMap {
+    ell1: usize,
+    /// Columns in whole 8-column groups (the tiled part).
+    full: usize,
+    panel: usize,
+    /// log2 of `panel` when it is a power of two.
+    panel_shift: Option<u32>,
+    tiled: bool,
+}
+
+impl OffsetMap {
+    fn new(shape: DbShape, tiled: bool) -> Self {
         let panel = panel_rows(shape);
-        let (p, r) = (row / panel, row % panel);
-        let (g, c) = (col / GROUP_COLS, col % GROUP_COLS);
-        p * panel * full
-            + g * GROUP_COLS * panel
-            + r / BLOCK_ROWS * (BLOCK_ROWS * GROUP_COLS)
-            + c * BLOCK_ROWS
-            + r % BLOCK_ROWS
-    } else {
-        col * shape.ell1 + row
+        OffsetMap {
+            ell1: shape.ell1,
+            full: shape.ell2 / GROUP_COLS * GROUP_COLS,
+            panel,
+            panel_shift: panel.is_power_of_two().then(|| panel.trailing_zeros()),
+            tiled,
+        }
+    }
+
+    #[inline]
+    fn at(&self, row: usize, col: usize) -> usize {
+        if self.tiled && col < self.full {
+            let (p, r) = match self.panel_shift {
+                Some(sh) => (row >> sh, row & (self.panel - 1)),
+                None => (row / self.panel, row % self.panel),
+            };
+            let (g, c) = (col / GROUP_COLS, col % GROUP_COLS);
+            p * self.panel * self.full
+                + g * GROUP_COLS * self.panel
+                + r / BLOCK_ROWS * (BLOCK_ROWS * GROUP_COLS)
+                + c * BLOCK_ROWS
+                + r % BLOCK_ROWS
+        } else {
+            col * self.ell1 + row
+        }
     }
 }
 
@@ -165,6 +199,7 @@ impl Database {
             record_bits,
             data: kernel::zeroed_huge::<u8>(shape.records()),
             tiled: is_tiled(shape),
+            map: OffsetMap::new(shape, is_tiled(shape)),
         }
     }
 
@@ -198,6 +233,7 @@ impl Database {
             record_bits,
             data,
             tiled,
+            map: OffsetMap::new(shape, tiled),
         })
     }
 
@@ -229,7 +265,7 @@ impl Database {
     /// Record (row, col).
     pub fn get(&self, row: usize, col: usize) -> Result<u8> {
         self.check(row, col)?;
-        Ok(self.data[offset(self.shape, self.tiled, row, col)])
+        Ok(self.data[self.map.at(row, col)])
     }
 
     /// Overwrites record (row, col).
@@ -242,7 +278,7 @@ impl Database {
                 modulus: 1 << self.record_bits,
             });
         }
-        let off = offset(self.shape, self.tiled, row, col);
+        let off = self.map.at(row, col);
         self.data[off] = value;
         Ok(())
     }
@@ -258,7 +294,7 @@ impl Database {
                 modulus: 1 << self.record_bits,
             });
         }
-        let off = offset(self.shape, self.tiled, row, col);
+        let off = self.map.at(row, col);
         Ok(std::mem::replace(&mut self.data[off], value))
     }
 
@@ -277,7 +313,7 @@ impl Database {
         let ell1 = self.shape.ell1;
         if self.tiled && col < self.shape.ell2 / GROUP_COLS * GROUP_COLS {
             for (b, chunk) in out[..ell1].chunks_mut(BLOCK_ROWS).enumerate() {
-                let src = offset(self.shape, true, b * BLOCK_ROWS, col);
+                let src = self.map.at(b * BLOCK_ROWS, col);
                 chunk.copy_from_slice(&self.data[src..src + BLOCK_ROWS]);
             }
         } else {
@@ -287,7 +323,7 @@ impl Database {
 
     /// Storage offset of record (row, col) in [`Database::as_bytes`].
     pub fn record_offset(&self, row: usize, col: usize) -> usize {
-        offset(self.shape, self.tiled, row, col)
+        self.map.at(row, col)
     }
 
     /// The storage bytes (layout described in the module docs).
