@@ -2953,13 +2953,16 @@ pub fn pack_columns8(
         scratch.resize(8 * (n + 1), 0);
     }
     scratch[8 * n..].fill(0);
-    let mut from = 0;
     #[cfg(target_arch = "x86_64")]
-    if simd() != Simd::None {
+    let from = if simd() != Simd::None {
         // SAFETY: avx2 detected (any SIMD selection implies it); the
         // columns have n values each and scratch holds 8(n + 1).
-        from = unsafe { pack_simd::interleave_round8(cols, w, scratch) };
-    }
+        unsafe { pack_simd::interleave_round8(cols, w, scratch) }
+    } else {
+        0
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let from = 0;
     let (shift, half) = (32 - w, 1u32 << (31 - w));
     for (c, col) in cols.iter().enumerate() {
         for (i, &h) in col.iter().enumerate().skip(from) {
