@@ -10,9 +10,10 @@
 //! wasm32 (scalar).
 //!
 //! SimplePIR and DoublePIR pick one of the [`Kernel`] variants. The other
-//! kernels (NTT, key switching and node combination of packing, chunk
-//! packing, the lazy products of the hint) come in an AVX-512 version (16
-//! u32 lanes) and an AVX2 version (8 lanes), chosen from the selected
+//! kernels (NTT, key switching, node combination, slot permutation and
+//! gadget digits of packing, chunk packing, the residues and lazy products
+//! of the hint and of H2) come in an AVX-512 version (16 u32 lanes) and an
+//! AVX2 version (8 lanes), chosen from the selected
 //! [`Kernel`] (see `simd`): AVX-512 when an AVX-512 variant is selected,
 //! AVX2 for any other SIMD variant, the scalar twins under
 //! `PIR_KERNEL=scalar` (`PIR_KERNEL=avx2` runs the AVX2 versions on an
