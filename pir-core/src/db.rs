@@ -31,7 +31,7 @@ pub struct Database {
     shape: DbShape,
     record_bits: u32,
     data: Vec<u8>,
-    tiled: bool,
+    /// Where each record lives (tiled or column-major; see module docs).
     map: OffsetMap,
 }
 
@@ -198,7 +198,6 @@ impl Database {
             shape,
             record_bits,
             data: kernel::zeroed_huge::<u8>(shape.records()),
-            tiled: is_tiled(shape),
             map: OffsetMap::new(shape, is_tiled(shape)),
         }
     }
@@ -232,7 +231,6 @@ impl Database {
             shape,
             record_bits,
             data,
-            tiled,
             map: OffsetMap::new(shape, tiled),
         })
     }
@@ -311,7 +309,7 @@ impl Database {
     /// Copies column `col` (ℓ1 records, top to bottom) into `out`.
     pub fn column_into(&self, col: usize, out: &mut [u8]) {
         let ell1 = self.shape.ell1;
-        if self.tiled && col < self.shape.ell2 / GROUP_COLS * GROUP_COLS {
+        if self.map.tiled && col < self.map.full {
             for (b, chunk) in out[..ell1].chunks_mut(BLOCK_ROWS).enumerate() {
                 let src = self.map.at(b * BLOCK_ROWS, col);
                 chunk.copy_from_slice(&self.data[src..src + BLOCK_ROWS]);
@@ -333,7 +331,7 @@ impl Database {
 
     /// Whether the storage is tiled (see module docs).
     pub fn is_tiled(&self) -> bool {
-        self.tiled
+        self.map.tiled
     }
 }
 

@@ -1950,6 +1950,32 @@ mod avx512_ks {
         _mm512_min_epu64(t, _mm512_sub_epi64(t, p))
     }
 
+    /// `src[perm[i..i+16]]`: with `within16`, one aligned block load and
+    /// `vpermd` (which reads the low 4 bits of each index: the lane inside
+    /// the source block), otherwise a gather.
+    ///
+    /// # Safety
+    /// avx512f must be available; i + 16 ≤ perm.len(); every index in
+    /// perm[i..i+16] is < src.len(); with `within16` they all lie in the
+    /// aligned 16-slot block of perm[i] and src.len() is a multiple of 16.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn slots16(src: &[u32], perm: &[u32], i: usize, within16: bool) -> __m512i {
+        // SAFETY: the caller's bounds above.
+        unsafe {
+            let idx = _mm512_loadu_si512(perm.as_ptr().add(i) as *const __m512i);
+            if within16 {
+                let b = *perm.get_unchecked(i) as usize / 16 * 16;
+                _mm512_permutexvar_epi32(
+                    idx,
+                    _mm512_loadu_si512(src.as_ptr().add(b) as *const __m512i),
+                )
+            } else {
+                _mm512_i32gather_epi32::<4>(idx, src.as_ptr() as *const i32)
+            }
+        }
+    }
+
     /// 16 slots per step: even lanes with `vpmuludq` directly, odd lanes
     /// after a 32-bit shift; both REDC'd and re-interleaved.
     ///
@@ -2067,18 +2093,7 @@ mod avx512_ks {
             // the block perm[i]/16·16 .. +16 lies inside minus (n is a
             // multiple of 16) and holds every index of this output block.
             unsafe {
-                let idx = _mm512_loadu_si512(perm.as_ptr().add(i) as *const __m512i);
-                let g = if within16 {
-                    let src = *perm.get_unchecked(i) as usize / 16 * 16;
-                    // vpermd reads the low 4 bits of each index: the lane
-                    // inside the source block
-                    _mm512_permutexvar_epi32(
-                        idx,
-                        _mm512_loadu_si512(minus.as_ptr().add(src) as *const __m512i),
-                    )
-                } else {
-                    _mm512_i32gather_epi32::<4>(idx, minus.as_ptr() as *const i32)
-                };
+                let g = slots16(minus, perm, i, within16);
                 let a = _mm512_loadu_si512(plus.as_ptr().add(i) as *const __m512i);
                 let s = _mm512_add_epi32(a, g);
                 let s = _mm512_min_epu32(s, _mm512_sub_epi32(s, p32));
@@ -2103,6 +2118,29 @@ mod avx2_ks {
     #[target_feature(enable = "avx2")]
     fn csub(x: __m256i, m: __m256i) -> __m256i {
         _mm256_min_epu32(x, _mm256_sub_epi32(x, m))
+    }
+
+    /// `src[perm[i..i+8]]`: with `within8`, one aligned block load and
+    /// `vpermd` (low 3 bits of each index), otherwise a gather.
+    ///
+    /// # Safety
+    /// avx2 must be available; as `avx512_ks::slots16` with blocks of 8.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn slots8(src: &[u32], perm: &[u32], i: usize, within8: bool) -> __m256i {
+        // SAFETY: the caller's bounds above.
+        unsafe {
+            let idx = _mm256_loadu_si256(perm.as_ptr().add(i) as *const __m256i);
+            if within8 {
+                let b = *perm.get_unchecked(i) as usize / 8 * 8;
+                _mm256_permutevar8x32_epi32(
+                    _mm256_loadu_si256(src.as_ptr().add(b) as *const __m256i),
+                    idx,
+                )
+            } else {
+                _mm256_i32gather_epi32::<4>(src.as_ptr() as *const i32, idx)
+            }
+        }
     }
 
     /// REDC of two vectors of four 64-bit lanes (values < p·2^32): `even`
@@ -2223,17 +2261,7 @@ mod avx2_ks {
             // perm[i]/8·8 .. +8 lies inside minus and holds every index of
             // this output block.
             unsafe {
-                let idx = _mm256_loadu_si256(perm.as_ptr().add(i) as *const __m256i);
-                let g = if within8 {
-                    let src = *perm.get_unchecked(i) as usize / 8 * 8;
-                    // vpermd reads the low 3 bits of each index
-                    _mm256_permutevar8x32_epi32(
-                        _mm256_loadu_si256(minus.as_ptr().add(src) as *const __m256i),
-                        idx,
-                    )
-                } else {
-                    _mm256_i32gather_epi32::<4>(minus.as_ptr() as *const i32, idx)
-                };
+                let g = slots8(minus, perm, i, within8);
                 let a = _mm256_loadu_si256(plus.as_ptr().add(i) as *const __m256i);
                 let s = csub(_mm256_add_epi32(a, g), p32);
                 _mm256_storeu_si256(out.as_mut_ptr().add(i) as *mut __m256i, s);
@@ -3560,16 +3588,7 @@ mod digits_simd {
             // SAFETY: i + 16 ≤ n16 ≤ n; indices < src.len() (caller); with
             // `within16` the block perm[i]/16·16 .. +16 is inside src.
             unsafe {
-                let idx = _mm512_loadu_si512(perm.as_ptr().add(i) as *const __m512i);
-                let g = if within16 {
-                    let s = *perm.get_unchecked(i) as usize / 16 * 16;
-                    _mm512_permutexvar_epi32(
-                        idx,
-                        _mm512_loadu_si512(src.as_ptr().add(s) as *const __m512i),
-                    )
-                } else {
-                    _mm512_i32gather_epi32::<4>(idx, src.as_ptr() as *const i32)
-                };
+                let g = super::avx512_ks::slots16(src, perm, i, within16);
                 _mm512_storeu_si512(out.as_mut_ptr().add(i) as *mut __m512i, g);
             }
             i += 16;
@@ -3588,16 +3607,7 @@ mod digits_simd {
         while i < n8 {
             // SAFETY: as in permute512 with 8 lanes.
             unsafe {
-                let idx = _mm256_loadu_si256(perm.as_ptr().add(i) as *const __m256i);
-                let g = if within8 {
-                    let s = *perm.get_unchecked(i) as usize / 8 * 8;
-                    _mm256_permutevar8x32_epi32(
-                        _mm256_loadu_si256(src.as_ptr().add(s) as *const __m256i),
-                        idx,
-                    )
-                } else {
-                    _mm256_i32gather_epi32::<4>(src.as_ptr() as *const i32, idx)
-                };
+                let g = super::avx2_ks::slots8(src, perm, i, within8);
                 _mm256_storeu_si256(out.as_mut_ptr().add(i) as *mut __m256i, g);
             }
             i += 8;

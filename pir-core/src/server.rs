@@ -839,7 +839,7 @@ impl Server {
                 for blk in b..b_end {
                     // d̂ with NCoeffs(d̂) = rows blk·d1 .. of column j
                     let src = &col[blk * d1..((blk + 1) * d1).min(ell1)];
-                    reversed_block_residues(src, |v| v as i8 as i64, &mut buf);
+                    reversed_record_residues(src, &mut buf);
                     rns::forward(&ctx.ntt1, &mut buf);
                     rns::mul_acc_lazy(&a1_ntt[blk * 2 * d1..(blk + 1) * 2 * d1], &buf, &mut acc);
                 }
@@ -1092,12 +1092,13 @@ impl Server {
 }
 
 /// Writes the RNS residues (both halves of `buf`, d entries each) of the
-/// polynomial whose NCoeffs are the block `src`: coefficient i is
+/// polynomial whose NCoeffs are the record block `src` (records as `i8`,
+/// their representative in [−N/2, N/2)): coefficient i is
 /// `src[d − 1 − i]`, and entries past the end of the block (a ragged last
 /// block) are zero. Reversed iteration over the slice, so the loop
-/// vectorises.
+/// vectorises. (Hint and T rows: [`kernel::reversed_residues_i16`].)
 #[inline]
-fn reversed_block_residues<T: Copy>(src: &[T], value: impl Fn(T) -> i64, buf: &mut [u32]) {
+fn reversed_record_residues(src: &[u8], buf: &mut [u32]) {
     let d = buf.len() / 2;
     let (r0, r1) = buf.split_at_mut(d);
     let pad = d - src.len();
@@ -1108,7 +1109,7 @@ fn reversed_block_residues<T: Copy>(src: &[T], value: impl Fn(T) -> i64, buf: &m
         .zip(&mut r1[pad..])
         .zip(src.iter().rev())
     {
-        let v = value(v);
+        let v = v as i8 as i64;
         *o0 = small_residue(&MODS[0], v);
         *o1 = small_residue(&MODS[1], v);
     }
