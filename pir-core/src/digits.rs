@@ -113,16 +113,27 @@ impl DigitMatrix {
     /// Storage index of (r, j); both in range.
     #[inline]
     fn offset(&self, r: usize, j: usize) -> usize {
-        let rows_pad = Self::padded_rows(self.rows);
-        let cols_pad = Self::padded_cols(self.cols);
+        let (base, w) = self.column_base(j);
+        base + Self::row_step(r, w)
+    }
+
+    /// The part of [`DigitMatrix::offset`] that depends on the column: the
+    /// index of (0, j), and the width of j's block.
+    #[inline]
+    fn column_base(&self, j: usize) -> (usize, usize) {
         let c0 = j / BLOCK_COLS * BLOCK_COLS;
-        let w = BLOCK_COLS.min(cols_pad - c0);
+        let w = BLOCK_COLS.min(Self::padded_cols(self.cols) - c0);
         let jj = j - c0;
-        c0 * rows_pad
-            + r / QUAD_ROWS * QUAD_ROWS * w
+        let base = c0 * Self::padded_rows(self.rows)
             + jj / CHUNK_COLS * QUAD_ROWS * CHUNK_COLS
-            + r % QUAD_ROWS * CHUNK_COLS
-            + jj % CHUNK_COLS
+            + jj % CHUNK_COLS;
+        (base, w)
+    }
+
+    /// The part that depends on the row, in a block of width w.
+    #[inline]
+    fn row_step(r: usize, w: usize) -> usize {
+        r / QUAD_ROWS * QUAD_ROWS * w + r % QUAD_ROWS * CHUNK_COLS
     }
 
     /// Entry (r, j).
@@ -174,17 +185,12 @@ impl DigitMatrix {
             self.rows == 0 || src.len() >= (self.rows - 1) * stride + w,
             "source rows"
         );
-        let rows_pad = Self::padded_rows(self.rows);
-        let cols_pad = Self::padded_cols(self.cols);
         let mut j = j0;
         while j < j0 + w {
             let n = (CHUNK_COLS - j % CHUNK_COLS).min(j0 + w - j);
-            let c0 = j / BLOCK_COLS * BLOCK_COLS;
-            let bw = BLOCK_COLS.min(cols_pad - c0);
-            let base =
-                c0 * rows_pad + (j - c0) / CHUNK_COLS * QUAD_ROWS * CHUNK_COLS + j % CHUNK_COLS;
+            let (base, bw) = self.column_base(j);
             for r in 0..self.rows {
-                let o = base + r / QUAD_ROWS * QUAD_ROWS * bw + r % QUAD_ROWS * CHUNK_COLS;
+                let o = base + Self::row_step(r, bw);
                 let s0 = r * stride + (j - j0);
                 if n == CHUNK_COLS {
                     // whole chunks (every chunk of an update at 0.1 %) as
