@@ -210,7 +210,7 @@ fn panels_with(
         if let [q] = queries {
             tile_with(k, view, p, 0, groups, q, &[], &mut out[0][..groups * 8]);
         } else {
-            // A batch takes turns per run of BATCH_GROUPS tiles (256 KiB):
+            // A batch takes turns per run of BATCH_GROUPS tiles (128 KiB):
             // the first query reads the run from memory, the others from
             // L2, each with the single-query loop. Taking turns per 4 KiB
             // tile instead (from L1) measured 5 % slower for a batch of 4
@@ -246,8 +246,11 @@ fn panels_with(
     }
 }
 
-/// Tiles per turn of a batch in the SimplePIR pass (64 × 4 KiB).
-const BATCH_GROUPS: usize = 64;
+/// Tiles per turn of a batch in the SimplePIR pass (32 × 4 KiB = 128 KiB):
+/// the run being read and the next one being prefetched take half of a
+/// 512 KiB L2 (session 4's AVX2 EPYC). On the 1 MiB L2 of Zen 4, 128 and
+/// 256 KiB runs measured the same (batch of 4, B = 33: 90.5 and 90.7 ms).
+const BATCH_GROUPS: usize = 32;
 
 /// One pass with kernel `k` on the calling thread: the tiled region in
 /// storage order, then the column-major tail.
