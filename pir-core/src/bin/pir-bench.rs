@@ -4,7 +4,14 @@
 //! Query → Answer → Extract on random bits, and prints one JSON object.
 //! Bandwidth is measured in the same run (a summing pass over the database
 //! buffer itself, single thread), so `bw_fraction` is a ratio taken under
-//! the same machine conditions as the answers.
+//! the same machine conditions as the answers. Likewise, with `--batch k`
+//! every trial also answers the batch's first query alone, and with
+//! `--threads n` it also answers the batch on one thread, so
+//! `batch_speedup` and `thread_speedup` compare runs of the same trials
+//! (alternating which goes first) rather than separate processes.
+
+// the JSON report is one `serde_json::json!` literal with many fields
+#![recursion_limit = "256"]
 
 use std::time::Instant;
 
@@ -157,7 +164,18 @@ fn run(args: &Args) -> Result<()> {
     let mut all_correct = true;
     let mut query_bytes = 0;
     let mut response_bytes = 0;
-    for _ in 0..args.trials {
+    // in-run references for the batch and thread speedups
+    let one_thread = match args.threads {
+        1 => None,
+        _ => Some(
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(1)
+                .build()
+                .context("one-thread pool")?,
+        ),
+    };
+    let (mut single_ms, mut one_thread_ms) = (Vec::new(), Vec::new());
+    for trial in 0..args.trials {
         bw.push(read_bandwidth(server.database().as_bytes()));
         if args.threads > 1 {
             bw_all.push(read_bandwidth_all_threads(server.database().as_bytes()));
@@ -174,10 +192,47 @@ fn run(args: &Args) -> Result<()> {
             qs.push(Query::from_bytes(&qb)?);
             keys.push((key, b, expected(&server, bit)?));
         }
+        // The references: the batch's first query alone (same pool) and the
+        // whole batch on one thread; each answer is timed with its
+        // serialisation, as the main one, and checked.
+        let reference = |qs: &[Query], pool: Option<&rayon::ThreadPool>| -> Result<(f64, bool)> {
+            let t = Instant::now();
+            let resps = match pool {
+                Some(p) => p.install(|| server.answer_batch(qs))?,
+                None => server.answer_batch(qs)?,
+            };
+            let rbs: Vec<Vec<u8>> = resps.iter().map(|r| r.to_bytes()).collect();
+            let ms = t.elapsed().as_secs_f64() * 1e3;
+            let mut ok = true;
+            for (rb, (key, b, want)) in rbs.iter().zip(&keys) {
+                ok &= client.extract_bit(key, &Response::from_bytes(rb)?, *b)? == *want;
+            }
+            Ok((ms, ok))
+        };
+        let references = |single_ms: &mut Vec<f64>, one_thread_ms: &mut Vec<f64>| -> Result<bool> {
+            let mut ok = true;
+            if args.batch > 1 {
+                let (ms, good) = reference(&qs[..1], None)?;
+                single_ms.push(ms);
+                ok &= good;
+            }
+            if let Some(pool) = &one_thread {
+                let (ms, good) = reference(&qs, Some(pool))?;
+                one_thread_ms.push(ms);
+                ok &= good;
+            }
+            Ok(ok)
+        };
+        if trial % 2 == 0 {
+            all_correct &= references(&mut single_ms, &mut one_thread_ms)?;
+        }
         let t = Instant::now();
         let (resps, tm) = server.answer_batch_timed(&qs)?;
         let resp_bytes: Vec<Vec<u8>> = resps.iter().map(|r| r.to_bytes()).collect();
         answer_ms.push(t.elapsed().as_secs_f64() * 1e3);
+        if trial % 2 == 1 {
+            all_correct &= references(&mut single_ms, &mut one_thread_ms)?;
+        }
         sp.push(tm.simplepir * 1e3);
         // this trial's SimplePIR read rate ÷ this trial's bandwidth reference
         let (plain, pf) = bw[bw.len() - 1];
@@ -236,6 +291,9 @@ fn run(args: &Args) -> Result<()> {
     let ans_min = answer_ms.iter().cloned().fold(f64::INFINITY, f64::min);
     let ans_med = median(&mut answer_ms.clone());
     let throughput = args.batch as f64 * db_bytes as f64 / (ans_min / 1e3) / 1e9;
+    let min_of = |v: &[f64]| v.iter().cloned().reduce(f64::min);
+    let single_min = min_of(&single_ms);
+    let one_thread_min = min_of(&one_thread_ms);
     let out = serde_json::json!({
         "db_bits": args.db_bits,
         "rows": shape.ell1,
@@ -276,6 +334,14 @@ fn run(args: &Args) -> Result<()> {
         "doublepir_ms": median(&mut dp),
         "packing_ms": median(&mut pk),
         "throughput_gb_s": throughput,
+        // --batch k: best single-query answer of the same trials, and
+        // k · that ÷ the best batch answer (effective throughput ratio)
+        "single_answer_ms_min": single_min,
+        "batch_speedup": single_min.map(|s| args.batch as f64 * s / ans_min),
+        // --threads n: best one-thread answer of the same batch in the same
+        // trials, and that ÷ the best n-thread answer
+        "one_thread_answer_ms_min": one_thread_min,
+        "thread_speedup": one_thread_min.map(|s| s / ans_min),
         "client_query_ms": median(&mut qms),
         "client_extract_ms": median(&mut ems),
         "mem_bw_gb_s": mem_bw,

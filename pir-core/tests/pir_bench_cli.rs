@@ -1,0 +1,53 @@
+//! `pir-bench` as a user runs it: a tiny database, a batch on two threads,
+//! and the in-run speedup fields the performance issue's targets read.
+
+use std::process::Command;
+
+#[test]
+fn pir_bench_reports_in_run_speedups() {
+    let out = Command::new(env!("CARGO_BIN_EXE_pir-bench"))
+        .args([
+            "--db-bits",
+            "20",
+            "--trials",
+            "2",
+            "--batch",
+            "2",
+            "--threads",
+            "2",
+            "--json",
+        ])
+        .output()
+        .expect("run pir-bench");
+    assert!(
+        out.status.success(),
+        "pir-bench failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    assert_eq!(v["all_correct"], true);
+    assert_eq!(v["batch"], 2);
+    assert_eq!(v["threads"], 2);
+    let f = |k: &str| v[k].as_f64().unwrap_or_else(|| panic!("{k} missing"));
+    let (single, batch, one) = (
+        f("single_answer_ms_min"),
+        f("answer_ms_min"),
+        f("one_thread_answer_ms_min"),
+    );
+    assert!(single > 0.0 && batch > 0.0 && one > 0.0);
+    // the speedups are exactly the ratios of the reported times
+    assert!((f("batch_speedup") - 2.0 * single / batch).abs() < 1e-9);
+    assert!((f("thread_speedup") - one / batch).abs() < 1e-9);
+}
+
+#[test]
+fn pir_bench_without_batch_or_threads_has_no_speedups() {
+    let out = Command::new(env!("CARGO_BIN_EXE_pir-bench"))
+        .args(["--db-bits", "20", "--trials", "1", "--json"])
+        .output()
+        .expect("run pir-bench");
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    assert!(v["batch_speedup"].is_null() && v["thread_speedup"].is_null());
+    assert!(v["single_answer_ms_min"].is_null() && v["one_thread_answer_ms_min"].is_null());
+}
