@@ -321,8 +321,14 @@ impl PackPrecomp {
                 n_static += 1;
             }
         }
-        g_data.clear();
-        g_data.resize(n_static * node_len, 0);
+        // (a first build allocates it with the transparent-huge-page advice:
+        // the online pass streams all of it per query)
+        if g_data.capacity() < n_static * node_len {
+            g_data = crate::kernel::zeroed_huge(n_static * node_len);
+        } else {
+            g_data.clear();
+            g_data.resize(n_static * node_len, 0);
+        }
 
         // a outputs of the current level (static nodes only)
         let mut hint_a: Vec<Option<Vec<u32>>> = hint_a.into_iter().map(Some).collect();
