@@ -1594,6 +1594,7 @@ impl Mont {
 
 /// Nodes of the packing tree's digit stream that [`keyswitch_acc`]
 /// prefetches ahead.
+#[cfg(target_arch = "x86_64")]
 const KS_NODES_AHEAD: usize = 3;
 
 /// Key-switching accumulation of one CRT half (Eq. 2.2, the W·g_z^{-1}(τ(c0))
