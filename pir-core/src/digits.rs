@@ -192,16 +192,7 @@ impl DigitMatrix {
             for r in 0..self.rows {
                 let o = base + Self::row_step(r, bw);
                 let s0 = r * stride + (j - j0);
-                if n == CHUNK_COLS {
-                    // whole chunks (every chunk of an update at 0.1 %) as
-                    // fixed-size copies: two vector moves, no memmove call
-                    let d: &mut [i16; CHUNK_COLS] = (&mut self.data[o..o + CHUNK_COLS])
-                        .try_into()
-                        .expect("chunk");
-                    *d = src[s0..s0 + CHUNK_COLS].try_into().expect("chunk");
-                } else {
-                    self.data[o..o + n].copy_from_slice(&src[s0..s0 + n]);
-                }
+                self.data[o..o + n].copy_from_slice(&src[s0..s0 + n]);
             }
             j += n;
         }

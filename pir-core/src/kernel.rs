@@ -2588,40 +2588,8 @@ mod runs_simd {
     /// avx512f must be available; `g.len() ≥ o + col.len()` for every term.
     #[target_feature(enable = "avx512f")]
     pub unsafe fn runs512(col: &mut [u32], terms: &[(u32, usize)], g: &[u32]) {
-        let n64 = col.len() / 64 * 64;
         let n16 = col.len() / 16 * 16;
         let mut k = 0;
-        // four vectors (256 consecutive bytes of each run) per pass over
-        // the terms: one broadcast per term and pass, and each run is read
-        // as whole 256-byte pieces from L2
-        while k < n64 {
-            // SAFETY: k + 64 ≤ n64 ≤ col.len(), and each run o.. has ≥
-            // col.len() elements, so the loads at o + k + 16v (v < 4) and
-            // the stores stay inside `g` and `col`.
-            unsafe {
-                let c = col.as_mut_ptr().add(k) as *mut __m512i;
-                let mut acc = [
-                    _mm512_loadu_si512(c),
-                    _mm512_loadu_si512(c.add(1)),
-                    _mm512_loadu_si512(c.add(2)),
-                    _mm512_loadu_si512(c.add(3)),
-                ];
-                for &(d, o) in terms {
-                    let dv = _mm512_set1_epi32(d as i32);
-                    let x = g.as_ptr().add(o + k) as *const __m512i;
-                    for (v, a) in acc.iter_mut().enumerate() {
-                        *a = _mm512_add_epi32(
-                            *a,
-                            _mm512_mullo_epi32(dv, _mm512_loadu_si512(x.add(v))),
-                        );
-                    }
-                }
-                for (v, a) in acc.into_iter().enumerate() {
-                    _mm512_storeu_si512(c.add(v), a);
-                }
-            }
-            k += 64;
-        }
         while k < n16 {
             // SAFETY: k + 16 ≤ n16 ≤ col.len(), and each run o.. has ≥
             // col.len() elements, so every 16-lane load and the store stay
