@@ -209,7 +209,7 @@ fn run(args: &Args) -> Result<()> {
             }
             Ok((ms, ok))
         };
-        let references = |single_ms: &mut Vec<f64>, one_thread_ms: &mut Vec<f64>| -> Result<bool> {
+        let mut references = || -> Result<bool> {
             let mut ok = true;
             if args.batch > 1 {
                 let (ms, good) = reference(&qs[..1], None)?;
@@ -223,15 +223,16 @@ fn run(args: &Args) -> Result<()> {
             }
             Ok(ok)
         };
-        if trial % 2 == 0 {
-            all_correct &= references(&mut single_ms, &mut one_thread_ms)?;
+        let before = trial % 2 == 0;
+        if before {
+            all_correct &= references()?;
         }
         let t = Instant::now();
         let (resps, tm) = server.answer_batch_timed(&qs)?;
         let resp_bytes: Vec<Vec<u8>> = resps.iter().map(|r| r.to_bytes()).collect();
         answer_ms.push(t.elapsed().as_secs_f64() * 1e3);
-        if trial % 2 == 1 {
-            all_correct &= references(&mut single_ms, &mut one_thread_ms)?;
+        if !before {
+            all_correct &= references()?;
         }
         sp.push(tm.simplepir * 1e3);
         // this trial's SimplePIR read rate ÷ this trial's bandwidth reference
