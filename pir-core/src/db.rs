@@ -3,7 +3,7 @@
 //!
 //! Records are stored packed, one byte each. When ℓ1 is a multiple of 32 and
 //! ℓ2 ≥ 8 the first ⌊ℓ2/8⌋·8 columns are **tiled**: columns are taken in
-//! groups of 8, rows in panels of P rows (P = [`panel_rows`], at most 512,
+//! groups of 8, rows in panels of P rows (P = [`panel_rows`], at most 2048,
 //! a multiple of 32 dividing ℓ1), and each (panel, group) tile of 8·P bytes
 //! holds its records as 32-row × 8-column blocks. Tiles are stored panel by
 //! panel, group by group inside a panel: record (i, 8g+c) with i = pP + r
@@ -40,11 +40,15 @@ pub const GROUP_COLS: usize = 8;
 /// Rows per tile block.
 pub const BLOCK_ROWS: usize = 32;
 
-/// Most rows per panel (see the module docs): a 512-row tile is 4 KiB and
-/// its slice of the lo/hi query halves 2 KiB (of the query bytes 2 KiB), so
-/// both stay in L1 beside the lines fetched ahead of the stream (measured
-/// against 256 and 1024 rows in `docs/benchmarks.md`).
-pub const MAX_PANEL_ROWS: usize = 512;
+/// Most rows per panel (see the module docs): a 2048-row tile is 16 KiB and
+/// its slice of the query bytes 8 KiB, so the slice stays in L1 while the
+/// tile streams past. Taller tiles mean fewer per-tile reductions: the
+/// `vpdpbusd` kernel, compute-bound in a batch, spent a tenth of its time
+/// on them with 512-row tiles (batch of 4 at B = 33: 88.6 → 79.7 ms with
+/// 2048 rows and the cheaper reduction, `docs/benchmarks.md` session 8);
+/// 4096 rows slowed the single-query pass by a third. The `pmaddwd` kernels
+/// still take 512 rows at a time (`kernel::SLICE_ROWS`).
+pub const MAX_PANEL_ROWS: usize = 2048;
 
 /// Whether a shape is stored tiled.
 pub fn is_tiled(shape: DbShape) -> bool {
@@ -534,22 +538,24 @@ mod tests {
             (32, 32),
             (96, 96),
             (512, 512),
-            (2048, 512),
-            (1056, 352),
+            (2048, 2048),
+            (8192, 2048),
+            (1056, 1056),
+            (3072, 1536),
             (33, 33),
         ] {
             assert_eq!(panel_rows(DbShape { ell1, ell2: 8 }), want, "{ell1}");
         }
         // tile (p, g) of a multi-panel shape is contiguous and panel-major
         let shape = DbShape {
-            ell1: 2048,
+            ell1: 8192,
             ell2: 16,
         };
-        assert_eq!(offset(shape, true, 0, 8), 8 * 512);
-        assert_eq!(offset(shape, true, 512, 0), 16 * 512);
+        assert_eq!(offset(shape, true, 0, 8), 8 * 2048);
+        assert_eq!(offset(shape, true, 2048, 0), 16 * 2048);
         assert_eq!(
-            offset(shape, true, 512 + 33, 9),
-            16 * 512 + 8 * 512 + 256 + 32 + 1
+            offset(shape, true, 2048 + 33, 9),
+            16 * 2048 + 8 * 2048 + 256 + 32 + 1
         );
     }
 

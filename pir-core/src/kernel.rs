@@ -25,9 +25,9 @@
 //! so `pmaddwd` (16×16→32 with pairwise add) computes both halves with plain
 //! wrapping 32-bit accumulators: no reduction is ever needed because q1 = 2^32
 //! is the machine word (YPIR §4.1 "Modulus selection"). The pass reads the
-//! database once, in storage order: panels of up to 512 rows, 4 KiB tiles of
-//! 8 columns inside a panel ([`crate::db`]), so the 2 KiB of query a panel
-//! needs stays in L1 while the tiles stream past with software prefetch.
+//! database once, in storage order: panels of up to 2048 rows, tiles of 8
+//! columns inside a panel ([`crate::db`]), so the slice of query a panel
+//! needs stays in L1 while the tiles stream past.
 
 #![allow(unsafe_code)]
 
@@ -194,7 +194,7 @@ fn tail_spans(view: &View<'_>) -> Vec<(usize, usize)> {
 }
 
 /// Adds panels p0..p1 of the tiled region to `out[q][..tiled_cols]`, in
-/// storage order. A batch takes turns per run of [`BATCH_GROUPS`] tiles:
+/// storage order. A batch takes turns per run of [`BATCH_RUN_BYTES`]:
 /// each run is read once from memory and then from L2 by every other query
 /// (§4.3).
 fn panels_with(
@@ -210,22 +210,26 @@ fn panels_with(
         if let [q] = queries {
             tile_with(k, view, p, 0, groups, q, &[], &mut out[0][..groups * 8]);
         } else {
-            // A batch takes turns per run of BATCH_GROUPS tiles (128 KiB):
-            // the first query reads the run from memory, the others from
-            // L2, each with the single-query loop. Taking turns per 4 KiB
-            // tile instead (from L1) measured 5 % slower for a batch of 4
-            // at B = 33: the per-tile switch between queries costs more
-            // than L2 reads.
+            // A batch takes turns per run of BATCH_RUN_BYTES (128 KiB): the
+            // first query reads the run from memory, the others from L2,
+            // each with the single-query loop. Taking turns per 4 KiB tile
+            // instead (from L1) measured 5 % slower for a batch of 4 at
+            // B = 33: the per-tile switch between queries costs more than
+            // L2 reads.
             //
             // While the other queries work on a run from L2, the next run
             // (the next bytes in storage order) is prefetched, a share per
             // query, so the first query finds it in cache too: the memory
             // stream then overlaps the batch's compute instead of
-            // alternating with it.
+            // alternating with it. The `vpdpbusd` kernel spreads its share
+            // over its 256-byte steps (a burst per tile filled the miss
+            // buffers and stalled it; the `pmaddwd` kernels take a burst
+            // per 512-row slice).
             let tiled_end = view.panels() * view.panel * view.tiled_cols;
+            let run_groups = (BATCH_RUN_BYTES / (8 * view.panel)).max(1);
             let mut g0 = 0;
             while g0 < groups {
-                let g1 = (g0 + BATCH_GROUPS).min(groups);
+                let g1 = (g0 + run_groups).min(groups);
                 let run_end = (p * view.tiled_cols + g1 * 8) * view.panel;
                 let next_end = (run_end + (g1 - g0) * 8 * view.panel).min(tiled_end);
                 let next = &view.data[run_end.min(next_end)..next_end];
@@ -246,11 +250,12 @@ fn panels_with(
     }
 }
 
-/// Tiles per turn of a batch in the SimplePIR pass (32 × 4 KiB = 128 KiB):
-/// the run being read and the next one being prefetched take half of a
-/// 512 KiB L2 (session 4's AVX2 EPYC). On the 1 MiB L2 of Zen 4, 128 and
-/// 256 KiB runs measured the same (batch of 4, B = 33: 90.5 and 90.7 ms).
-const BATCH_GROUPS: usize = 32;
+/// Bytes per turn of a batch in the SimplePIR pass (whole tiles, at least
+/// one; 8 tiles of 2048 rows): the run being read and the next one being
+/// prefetched take half of a 512 KiB L2 (session 4's AVX2 EPYC). On the
+/// 1 MiB L2 of Zen 4, 128 and 256 KiB runs measured the same (batch of 4,
+/// B = 33: 90.5 and 90.7 ms, session 7).
+const BATCH_RUN_BYTES: usize = 128 * 1024;
 
 /// One pass with kernel `k` on the calling thread: the tiled region in
 /// storage order, then the column-major tail.
@@ -441,10 +446,12 @@ fn tile_with(
     let base = p * panel * view.tiled_cols;
     let per_tile = ahead.len().div_ceil(64).div_ceil((g1 - g0).max(1)) * 64;
     for (k_out, g) in (g0..g1).enumerate() {
-        if per_tile != 0 {
+        let share = if per_tile != 0 {
             let a = (k_out * per_tile).min(ahead.len());
-            prefetch_l2(&ahead[a..(a + per_tile).min(ahead.len())]);
-        }
+            &ahead[a..(a + per_tile).min(ahead.len())]
+        } else {
+            &[][..]
+        };
         // The partial sums of a panel sweep through ℓ2 words (256 KiB at
         // ℓ2 = 2^16), which the database stream evicts from L2 between
         // panels: fetch them a few tiles ahead instead of stalling on each.
@@ -455,16 +462,25 @@ fn tile_with(
         let o: &mut [u32; 8] = (&mut out[k_out * 8..k_out * 8 + 8])
             .try_into()
             .expect("8 outputs");
-        block_with(k, tile, rows, o);
+        block_with(k, tile, rows, share, o);
     }
 }
+
+/// Rows of a tile the `pmaddwd` kernels (AVX2, AVX-512BW) take at a time
+/// ([`slices`]). The AVX2 kernel reads its tile twice and needs tile and
+/// query slice in L1 for the second pass: with 512 rows they take 4 + 2 KiB;
+/// whole 2048-row tiles (16 + 8 KiB) ran its single-query pass at half
+/// speed, and both kernels' batches were 4–18 % slower with one prefetch
+/// burst per tall tile (`docs/benchmarks.md`, session 8).
+#[cfg(target_arch = "x86_64")]
+const SLICE_ROWS: usize = 512;
 
 /// How far ahead of the current tile its partial sums are prefetched.
 const OUT_PREFETCH_WORDS: usize = 8 * 16;
 
 /// `out[c] += Σ_r c1[r]·D[r][c] mod 2^32` for one tile of 8 columns ×
 /// `q.lo.len()` rows (a multiple of 32) in 32-row blocks.
-fn block_with(k: Kernel, tile: &[u8], q: QueryRows<'_>, out: &mut [u32; 8]) {
+fn block_with(k: Kernel, tile: &[u8], q: QueryRows<'_>, ahead: &[u8], out: &mut [u32; 8]) {
     let rows = q.lo.len();
     assert!(
         q.hi.len() == rows
@@ -479,26 +495,55 @@ fn block_with(k: Kernel, tile: &[u8], q: QueryRows<'_>, out: &mut [u32; 8]) {
             Kernel::Avx512Vnni if avx512_vnni() => {
                 // SAFETY: avx512f, avx512bw and avx512vnni were detected at
                 // runtime; the tile and limb shapes were asserted above.
-                unsafe { avx512::block_vnni(tile, q.bytes, out) };
+                unsafe { avx512::block_vnni(tile, q.bytes, ahead, out) };
                 return;
             }
             Kernel::Avx512Bw if avx512() => {
-                // SAFETY: avx512f and avx512bw were detected at runtime; the
-                // tile shape was asserted above.
-                unsafe { avx512::block_bw(tile, q.lo, q.hi, out) };
+                for (sub, lo, hi, pf) in slices(tile, q, ahead) {
+                    prefetch_l2(pf);
+                    // SAFETY: avx512f and avx512bw were detected at
+                    // runtime; `slices` keeps the tile shape asserted above.
+                    unsafe { avx512::block_bw(sub, lo, hi, out) };
+                }
                 return;
             }
             Kernel::Avx2 if std::arch::is_x86_feature_detected!("avx2") => {
-                // SAFETY: avx2 was detected at runtime; the tile shape was
-                // asserted above.
-                unsafe { avx2::block(tile, q.lo, q.hi, out) };
+                for (sub, lo, hi, pf) in slices(tile, q, ahead) {
+                    prefetch_l2(pf);
+                    // SAFETY: avx2 was detected at runtime; `slices` keeps
+                    // the tile shape asserted above.
+                    unsafe { avx2::block(sub, lo, hi, out) };
+                }
                 return;
             }
             _ => {}
         }
     }
     let _ = k;
+    prefetch_l2(ahead);
     block_scalar(tile, q.lo, q.hi, out);
+}
+
+/// A tall tile as the `pmaddwd` kernels take it: slices of
+/// [`SLICE_ROWS`] rows (each a contiguous 8·rows-byte stretch, as 32-row
+/// blocks are stored in order) with their lo/hi query entries and an equal
+/// share of the `ahead` lines to prefetch.
+#[cfg(target_arch = "x86_64")]
+fn slices<'a>(
+    tile: &'a [u8],
+    q: QueryRows<'a>,
+    ahead: &'a [u8],
+) -> impl Iterator<Item = (&'a [u8], &'a [i16], &'a [i16], &'a [u8])> {
+    let n = tile.len().div_ceil(8 * SLICE_ROWS).max(1);
+    let share = ahead.len().div_ceil(64).div_ceil(n) * 64;
+    tile.chunks(8 * SLICE_ROWS)
+        .enumerate()
+        .map(move |(i, sub)| {
+            let (r0, r1) = (i * SLICE_ROWS, i * SLICE_ROWS + sub.len() / 8);
+            let a = (i * share).min(ahead.len());
+            let pf = &ahead[a..(a + share).min(ahead.len())];
+            (sub, &q.lo[r0..r1], &q.hi[r0..r1], pf)
+        })
 }
 
 /// Scalar twin of the tile kernels.
@@ -1020,15 +1065,20 @@ mod avx512 {
     /// machine word). A 64-byte load holds columns 2m and 2m + 1 of a
     /// 32-row block (lanes 0–7 and 8–15); the block's 32 limb bytes are
     /// broadcast to both halves. 16 accumulators + 4 limbs + 1 record
-    /// vector stay in the 32 zmm registers.
+    /// vector stay in the 32 zmm registers. The cache lines of `ahead` (the
+    /// batch's next run, see `panels_with`) are prefetched into L2 an equal
+    /// number per step.
     ///
     /// # Safety
     /// The caller must have checked avx512f, avx512bw and avx512vnni at
     /// runtime; `tile.len()` is a multiple of 256 and `limbs` holds 128
     /// bytes per 256 bytes of tile.
     #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
-    pub unsafe fn block_vnni(tile: &[u8], limbs: &[u8], out: &mut [u32; 8]) {
+    pub unsafe fn block_vnni(tile: &[u8], limbs: &[u8], ahead: &[u8], out: &mut [u32; 8]) {
         let blocks = tile.len() / 256;
+        let ahead_lines = ahead.len().div_ceil(64);
+        let pf_per_block = ahead_lines.div_ceil(blocks.max(1));
+        let ap = ahead.as_ptr();
         assert!(tile.len().is_multiple_of(256) && limbs.len() == blocks * super::LIMB_BLOCK);
         let base = tile.as_ptr();
         let pfd = super::prefetch_distance();
@@ -1037,7 +1087,9 @@ mod avx512 {
         for b in 0..blocks {
             // SAFETY: b < blocks, so bytes [256b, 256b + 256) of the tile
             // and [128b, 128b + 128) of the limbs are in bounds (asserted
-            // above). The prefetches are hints that never fault.
+            // above); 64·line < ahead.len() when line < ahead_lines, so the
+            // `ahead` addresses are inside it. The prefetches are hints
+            // that never fault.
             unsafe {
                 let blk = base.add(b * 256);
                 if pfd != 0 {
@@ -1046,6 +1098,12 @@ mod avx512 {
                     _mm_prefetch::<_MM_HINT_T0>(pf.wrapping_add(64) as *const i8);
                     _mm_prefetch::<_MM_HINT_T0>(pf.wrapping_add(128) as *const i8);
                     _mm_prefetch::<_MM_HINT_T0>(pf.wrapping_add(192) as *const i8);
+                }
+                for t in 0..pf_per_block {
+                    let line = b * pf_per_block + t;
+                    if line < ahead_lines {
+                        _mm_prefetch::<_MM_HINT_T1>(ap.add(64 * line) as *const i8);
+                    }
                 }
                 let lp = limbs.as_ptr().add(b * super::LIMB_BLOCK);
                 let u: [__m512i; 4] = std::array::from_fn(|k| {
@@ -1059,27 +1117,43 @@ mod avx512 {
                 }
             }
         }
-        for (m, a) in acc.iter().enumerate() {
-            let v = _mm512_add_epi32(
+        // Limbs combined per column pair: v[m] holds column 2m in lanes
+        // 0–7 and column 2m + 1 in lanes 8–15.
+        let v: [__m512i; 4] = std::array::from_fn(|m| {
+            let a = &acc[m];
+            _mm512_add_epi32(
                 _mm512_add_epi32(a[0], _mm512_slli_epi32::<8>(a[1])),
                 _mm512_add_epi32(_mm512_slli_epi32::<16>(a[2]), _mm512_slli_epi32::<24>(a[3])),
-            );
-            let lo = _mm512_castsi512_si256(v);
-            let hi = _mm512_extracti64x4_epi64::<1>(v);
-            out[2 * m] = out[2 * m].wrapping_add(hsum256(lo));
-            out[2 * m + 1] = out[2 * m + 1].wrapping_add(hsum256(hi));
+            )
+        });
+        // Transposed reduction: these few shuffles and adds replace eight
+        // horizontal sums, which cost as much as a tenth of a tile's
+        // `vpdpbusd`s (they share its vector pipes). After the two unpack
+        // levels, 128-bit lane i of `u` holds [Σ v0, Σ v1, Σ v2, Σ v3] over
+        // lanes 4i..4i+3; lanes 0 + 1 then belong to columns 0, 2, 4, 6 and
+        // lanes 2 + 3 to columns 1, 3, 5, 7.
+        let t01 = _mm512_add_epi32(
+            _mm512_unpacklo_epi32(v[0], v[1]),
+            _mm512_unpackhi_epi32(v[0], v[1]),
+        );
+        let t23 = _mm512_add_epi32(
+            _mm512_unpacklo_epi32(v[2], v[3]),
+            _mm512_unpackhi_epi32(v[2], v[3]),
+        );
+        let u = _mm512_add_epi32(
+            _mm512_unpacklo_epi64(t01, t23),
+            _mm512_unpackhi_epi64(t01, t23),
+        );
+        let w = _mm512_add_epi32(u, _mm512_shuffle_i64x2::<0b10_11_00_01>(u, u));
+        let order = _mm512_setr_epi32(0, 8, 1, 9, 2, 10, 3, 11, 0, 0, 0, 0, 0, 0, 0, 0);
+        let sums = _mm512_castsi512_si256(_mm512_permutexvar_epi32(order, w));
+        // SAFETY: `out` is 8 u32s, exactly one 256-bit vector.
+        unsafe {
+            let o = _mm256_loadu_si256(out.as_ptr() as *const __m256i);
+            _mm256_storeu_si256(out.as_mut_ptr() as *mut __m256i, _mm256_add_epi32(o, sums));
         }
     }
 
-    /// Wrapping sum of eight u32 lanes.
-    #[inline]
-    #[target_feature(enable = "avx2")]
-    fn hsum256(v: __m256i) -> u32 {
-        let s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v));
-        let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b01_00_11_10>(s));
-        let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b10_11_00_01>(s));
-        _mm_cvtsi128_si32(s) as u32
-    }
     block_body!(block_bw, "avx512f,avx512bw", |a, d, q| _mm512_add_epi32(
         a,
         _mm512_madd_epi16(d, q)
@@ -3958,8 +4032,8 @@ mod tests {
             (3072, 8),
             // more than BATCH_GROUPS tile groups: a batch takes turns and
             // prefetches the next run (across panels in the second shape)
-            (64, 8 * BATCH_GROUPS + 100),
-            (1024, 8 * BATCH_GROUPS + 100),
+            (64, BATCH_RUN_BYTES / 64 + 100),
+            (1024, BATCH_RUN_BYTES / 1024 * 8 + 100),
         ] {
             let cm: Vec<u8> = (0..ell1 * ell2).map(|_| lcg(&mut s) as u8).collect();
             let db = Database::from_column_major(DbShape { ell1, ell2 }, 8, cm.clone()).unwrap();
@@ -4011,7 +4085,7 @@ mod tests {
             }
             for k in Kernel::available() {
                 let mut got = start;
-                block_with(k, &tile, view, &mut got);
+                block_with(k, &tile, view, &tile[..tile.len().min(300)], &mut got);
                 assert_eq!(got, want, "rows {rows} via {k:?}");
             }
         }
@@ -4028,7 +4102,7 @@ mod tests {
         block_scalar(&tile, q.rows(0, rows).lo, q.rows(0, rows).hi, &mut want);
         for k in Kernel::available() {
             let mut got = [0u32; 8];
-            block_with(k, &tile, q.rows(0, rows), &mut got);
+            block_with(k, &tile, q.rows(0, rows), &[], &mut got);
             assert_eq!(got, want, "extremes via {k:?}");
         }
     }
