@@ -1566,18 +1566,37 @@ mod avx512_vnni_dp {
             [a20, a21, a22, a23, a24, a25],
             [a30, a31, a32, a33, a34, a35],
         ];
-        for (o, ai) in acc.iter_mut().zip(&a) {
-            for (h, oh) in o.iter_mut().enumerate() {
-                let s = _mm512_add_epi64(
-                    widen(ai[3 * h]),
-                    _mm512_add_epi64(
-                        _mm512_slli_epi64::<10>(widen(ai[3 * h + 1])),
-                        _mm512_slli_epi64::<20>(widen(ai[3 * h + 2])),
-                    ),
-                );
-                *oh += _mm512_reduce_add_epi64(s);
-            }
-        }
+        // x[2i + h]: row i, prime h, limbs combined in 8 i64 lanes.
+        let x: [__m512i; 8] = std::array::from_fn(|k| {
+            let (ai, h) = (&a[k / 2], k % 2);
+            _mm512_add_epi64(
+                widen(ai[3 * h]),
+                _mm512_add_epi64(
+                    _mm512_slli_epi64::<10>(widen(ai[3 * h + 1])),
+                    _mm512_slli_epi64::<20>(widen(ai[3 * h + 2])),
+                ),
+            )
+        });
+        // Transposed reduction of the eight vectors to their eight lane
+        // sums, in the order of `acc` (row-major [row][prime]): fewer
+        // shuffles than eight horizontal sums, which share the vector pipes
+        // with the next quad's `vpdpwssd`s. 128-bit lane j of p[m] holds
+        // [x[2m], x[2m + 1]] summed over lanes 2j, 2j + 1; each
+        // shuffle-and-add level then adds 128-bit lanes in pairs.
+        let p: [__m512i; 4] = std::array::from_fn(|m| {
+            let (e, o) = (x[2 * m], x[2 * m + 1]);
+            _mm512_add_epi64(_mm512_unpacklo_epi64(e, o), _mm512_unpackhi_epi64(e, o))
+        });
+        let pairs = |a: __m512i, b: __m512i| {
+            _mm512_add_epi64(
+                _mm512_shuffle_i64x2::<0b10_00_10_00>(a, b),
+                _mm512_shuffle_i64x2::<0b11_01_11_01>(a, b),
+            )
+        };
+        let sums = pairs(pairs(p[0], p[1]), pairs(p[2], p[3]));
+        let flat = acc.as_mut_ptr() as *mut __m512i;
+        // SAFETY: `acc` is 4 × 2 i64, exactly one 512-bit vector.
+        unsafe { _mm512_storeu_si512(flat, _mm512_add_epi64(_mm512_loadu_si512(flat), sums)) };
     }
 }
 
