@@ -51,3 +51,44 @@ fn pir_bench_without_batch_or_threads_has_no_speedups() {
     assert!(v["batch_speedup"].is_null() && v["thread_speedup"].is_null());
     assert!(v["single_answer_ms_min"].is_null() && v["one_thread_answer_ms_min"].is_null());
 }
+
+#[test]
+fn pir_bench_times_every_update_round() {
+    let out = Command::new(env!("CARGO_BIN_EXE_pir-bench"))
+        .args([
+            "--db-bits",
+            "20",
+            "--trials",
+            "3",
+            "--update-fraction",
+            "0.01",
+            "--json",
+        ])
+        .output()
+        .expect("run pir-bench");
+    assert!(
+        out.status.success(),
+        "pir-bench failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    assert_eq!(v["all_correct"], true);
+    let u = &v["update"];
+    assert_eq!(u["answers_correct_after_update"], true);
+    assert_eq!(u["rounds"], 3);
+    let all: Vec<f64> = u["update_seconds_all"]
+        .as_array()
+        .expect("per-round times")
+        .iter()
+        .map(|x| x.as_f64().expect("seconds"))
+        .collect();
+    assert_eq!(all.len(), 3);
+    assert!(all.windows(2).all(|w| w[0] <= w[1]), "sorted: {all:?}");
+    let f = |k: &str| u[k].as_f64().unwrap_or_else(|| panic!("{k} missing"));
+    // the median and the best of the rounds, and both ratios against the
+    // same setup time
+    assert_eq!(f("update_seconds"), all[1]);
+    assert_eq!(f("update_seconds_min"), all[0]);
+    let setup = f("speedup_vs_setup") * all[1];
+    assert!((f("speedup_vs_setup_best") * all[0] - setup).abs() < 1e-9 * setup.max(1.0));
+}
