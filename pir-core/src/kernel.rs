@@ -1171,9 +1171,11 @@ mod avx512 {
 /// One query's c2 as the DoublePIR kernels consume it, zero-padded to the
 /// matrix's padded column count.
 enum DpQuery {
-    /// Residues mod P0 and mod P1 widened to 64-bit lanes (`vpmuldq`, scalar).
+    /// Residues mod P0 and mod P1 widened to 64-bit lanes (the scalar
+    /// kernel).
     Wide(Vec<u64>, Vec<u64>),
-    /// 10/10/8-bit limbs of the residues mod P0, then mod P1 (`vpdpwssd`),
+    /// 10/10/8-bit limbs of the residues mod P0, then mod P1 (`vpdpwssd`,
+    /// `vpmaddwd`),
     /// interleaved per 32-column chunk: limb t of chunk c's columns at
     /// c·192 + 32·t, so one step reads 384 contiguous bytes (six separate
     /// limb arrays sit at the same offset modulo 4 KiB and fight over the
@@ -1185,11 +1187,11 @@ enum DpQuery {
 const DP_LIMBS: usize = 6;
 
 impl DpQuery {
-    fn new(c2: &[u32], cols: usize, vnni: bool) -> DpQuery {
+    fn new(c2: &[u32], cols: usize, limbs: bool) -> DpQuery {
         use crate::digits::{DigitMatrix, CHUNK_COLS};
         let cols_pad = DigitMatrix::padded_cols(cols);
         let (c0, c1) = c2.split_at(cols);
-        if vnni {
+        if limbs {
             let mut l = vec![0i16; cols_pad * DP_LIMBS];
             for (h, half) in [c0, c1].into_iter().enumerate() {
                 for (j, &x) in half.iter().enumerate() {
@@ -1250,11 +1252,8 @@ pub fn doublepir_with(
     if rows == 0 || c2s.is_empty() {
         return;
     }
-    #[cfg(target_arch = "x86_64")]
-    let vnni = k == Kernel::Avx512Vnni && avx512_vnni();
-    #[cfg(not(target_arch = "x86_64"))]
-    let vnni = false;
-    let preps: Vec<DpQuery> = c2s.iter().map(|c2| DpQuery::new(c2, cols, vnni)).collect();
+    let limbs = dp_limbs(k).is_some();
+    let preps: Vec<DpQuery> = c2s.iter().map(|c2| DpQuery::new(c2, cols, limbs)).collect();
     let quads = DigitMatrix::padded_rows(rows) / QUAD_ROWS;
     let task = |q0: usize, q1: usize| -> Vec<Vec<[i64; 2]>> {
         let mut sums = vec![vec![[0i64; 2]; (q1 - q0) * QUAD_ROWS]; preps.len()];
@@ -1320,6 +1319,35 @@ pub fn doublepir_with(
     }
 }
 
+/// The limb kernels of the DoublePIR pass.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum DpLimbs {
+    /// `vpdpwssd`, four rows at a time (AVX-512 VNNI).
+    #[cfg(target_arch = "x86_64")]
+    Vnni,
+    /// `vpmaddwd` + `vpaddd`, two rows at a time (AVX2; also the
+    /// AVX-512BW variant without VNNI).
+    #[cfg(target_arch = "x86_64")]
+    Avx2,
+}
+
+/// Which limb kernel variant `k` runs on this CPU (None: the scalar
+/// kernel on [`DpQuery::Wide`]). The limb kernels replaced `vpmuldq`
+/// kernels on 64-bit residue lanes (session 8, B = 33 DoublePIR pass: AVX2
+/// 8.1–8.4 → 6.3–6.5 ms, AVX-512BW 7.2–7.5 → 6.2–6.4 ms on the Zen 4).
+fn dp_limbs(k: Kernel) -> Option<DpLimbs> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        match k {
+            Kernel::Avx512Vnni if avx512_vnni() => return Some(DpLimbs::Vnni),
+            Kernel::Avx2 | Kernel::Avx512Bw if avx2() => return Some(DpLimbs::Avx2),
+            _ => {}
+        }
+    }
+    let _ = k;
+    None
+}
+
 /// Adds the dot products of one quad (4 rows × `w` columns starting at
 /// column `c0`, in chunk order) with query `p` to `acc`.
 fn quad_with(k: Kernel, quad: &[i16], p: &DpQuery, c0: usize, w: usize, acc: &mut [[i64; 2]; 4]) {
@@ -1330,42 +1358,24 @@ fn quad_with(k: Kernel, quad: &[i16], p: &DpQuery, c0: usize, w: usize, acc: &mu
     );
     match p {
         DpQuery::Wide(w0, w1) => {
-            let (w0, w1) = (&w0[c0..c0 + w], &w1[c0..c0 + w]);
-            #[cfg(target_arch = "x86_64")]
-            {
-                match k {
-                    Kernel::Avx512Bw | Kernel::Avx512Vnni if avx512() => {
-                        // SAFETY: avx512f and avx512bw were detected at
-                        // runtime; the quad holds 4·w digits and w0, w1 hold
-                        // w residues each, w a multiple of 32 (asserted).
-                        unsafe { avx512_dp::quad_wide(quad, w0, w1, acc) };
-                        return;
-                    }
-                    Kernel::Avx2 | Kernel::Avx512Bw | Kernel::Avx512Vnni
-                        if std::arch::is_x86_feature_detected!("avx2") =>
-                    {
-                        // SAFETY: avx2 was detected at runtime; shapes as above.
-                        unsafe { avx2_dp::quad_wide(quad, w0, w1, acc) };
-                        return;
-                    }
-                    _ => {}
-                }
-            }
-            let _ = k;
-            quad_scalar(quad, w0, w1, acc);
+            quad_scalar(quad, &w0[c0..c0 + w], &w1[c0..c0 + w], acc);
         }
         DpQuery::Limbs(l) => {
             let l = &l[c0 * DP_LIMBS..(c0 + w) * DP_LIMBS];
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: limbs are only prepared when avx512f/bw/vnni were
-            // detected; the quad holds 4·w digits and the limb slice 6·w
-            // entries, w a multiple of 32 and at most BLOCK_COLS (asserted
-            // inside).
-            unsafe {
-                avx512_vnni_dp::quad_limbs(quad, l, acc)
-            };
-            #[cfg(not(target_arch = "x86_64"))]
-            let _ = (l, k); // never prepared off x86-64
+            // SAFETY (both arms): limbs are only prepared when `dp_limbs`
+            // found the kernel's CPU features at runtime; the quad holds 4·w
+            // digits and the limb slice 6·w entries, w a multiple of 32 and
+            // at most BLOCK_COLS (asserted inside).
+            match dp_limbs(k) {
+                #[cfg(target_arch = "x86_64")]
+                Some(DpLimbs::Vnni) => unsafe { avx512_vnni_dp::quad_limbs(quad, l, acc) },
+                #[cfg(target_arch = "x86_64")]
+                Some(DpLimbs::Avx2) => unsafe { avx2_dp::quad_limbs(quad, l, acc) },
+                _ => {
+                    let _ = l;
+                    unreachable!("limbs are prepared only for a limb kernel")
+                }
+            }
         }
     }
 }
@@ -1381,46 +1391,6 @@ fn quad_scalar(quad: &[i16], w0: &[u64], w1: &[u64], acc: &mut [[i64; 2]; 4]) {
                 a[0] += d as i64 * w0[col] as i64;
                 a[1] += d as i64 * w1[col] as i64;
             }
-        }
-    }
-}
-
-#[cfg(target_arch = "x86_64")]
-mod avx512_dp {
-    use std::arch::x86_64::*;
-
-    /// `vpmuldq` on 8 lanes: sign-extended digits × 28-bit residues, 4 rows
-    /// sharing each residue load.
-    ///
-    /// # Safety
-    /// avx512f and avx512bw must be available; `quad` holds 4·w digits in
-    /// chunk order and `w0`, `w1` hold w residues, w a multiple of 32.
-    #[target_feature(enable = "avx512f,avx512bw")]
-    pub unsafe fn quad_wide(quad: &[i16], w0: &[u64], w1: &[u64], acc: &mut [[i64; 2]; 4]) {
-        let w = w0.len();
-        assert!(w1.len() == w && quad.len() == 4 * w && w.is_multiple_of(32));
-        let mut a = [[_mm512_setzero_si512(); 2]; 4];
-        for c in 0..w / 32 {
-            for s in 0..4 {
-                let col = c * 32 + s * 8;
-                // SAFETY: col + 8 <= w, and row i's digits of these columns
-                // are at c·128 + 32·i + 8·s .. + 8 < 4·w (asserted above).
-                unsafe {
-                    let u0 = _mm512_loadu_si512(w0.as_ptr().add(col) as *const __m512i);
-                    let u1 = _mm512_loadu_si512(w1.as_ptr().add(col) as *const __m512i);
-                    for (i, ai) in a.iter_mut().enumerate() {
-                        let x = _mm512_cvtepi16_epi64(_mm_loadu_si128(
-                            quad.as_ptr().add(c * 128 + i * 32 + s * 8) as *const __m128i,
-                        ));
-                        ai[0] = _mm512_add_epi64(ai[0], _mm512_mul_epi32(x, u0));
-                        ai[1] = _mm512_add_epi64(ai[1], _mm512_mul_epi32(x, u1));
-                    }
-                }
-            }
-        }
-        for (o, ai) in acc.iter_mut().zip(&a) {
-            o[0] += _mm512_reduce_add_epi64(ai[0]);
-            o[1] += _mm512_reduce_add_epi64(ai[1]);
         }
     }
 }
@@ -1604,39 +1574,74 @@ mod avx512_vnni_dp {
 mod avx2_dp {
     use std::arch::x86_64::*;
 
-    /// `vpmuldq` on 4 lanes, 4 rows sharing each residue load.
+    /// Most 32-column steps before a 32-bit accumulator could overflow:
+    /// as for `vpdpwssd` (`vpmaddwd` adds the same two products per lane),
+    /// 60 steps stay below 2^31, and a block has at most 32.
+    const FLUSH: usize = 60;
+    const _: () = assert!(crate::digits::BLOCK_COLS / 32 <= FLUSH);
+
+    /// Sum of the 4 i64 lanes of the widened i32 lanes of `v`.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn widen(v: __m256i) -> __m256i {
+        let lo = _mm256_cvtepi32_epi64(_mm256_castsi256_si128(v));
+        let hi = _mm256_cvtepi32_epi64(_mm256_extracti128_si256::<1>(v));
+        _mm256_add_epi64(lo, hi)
+    }
+
+    /// DoublePIR on one quad with `vpmaddwd`, the AVX2 twin of
+    /// `avx512_vnni_dp::quad_limbs` on the same limbs: per row and prime
+    /// Σ x·c2 = Σ x·l0 + 2^10·Σ x·l1 + 2^20·Σ x·l2. Two rows at a time:
+    /// 12 accumulators + 2 digit vectors + 1 limb vector = 15 of the 16
+    /// ymm registers; the quad's second row pair re-reads the block's limbs
+    /// from L1. Six `vpmaddwd` + six adds per 16 digits and row; the
+    /// `vpmuldq` kernel on 64-bit residue lanes it replaced needed four sign
+    /// extensions, eight multiplies and eight adds.
     ///
     /// # Safety
-    /// avx2 must be available; shapes as [`super::avx512_dp::quad_wide`].
+    /// avx2 must be available; `quad` holds 4·w digits in chunk order and
+    /// `limbs` 6·w entries, w a multiple of 32 and at most 32·FLUSH.
     #[target_feature(enable = "avx2")]
-    pub unsafe fn quad_wide(quad: &[i16], w0: &[u64], w1: &[u64], acc: &mut [[i64; 2]; 4]) {
-        let w = w0.len();
-        assert!(w1.len() == w && quad.len() == 4 * w && w.is_multiple_of(32));
-        let mut a = [[_mm256_setzero_si256(); 2]; 4];
-        for c in 0..w / 32 {
-            for s in 0..8 {
-                let col = c * 32 + s * 4;
-                // SAFETY: col + 4 <= w, and row i's digits of these columns
-                // are at c·128 + 32·i + 4·s .. + 4 < 4·w (asserted above).
-                unsafe {
-                    let u0 = _mm256_loadu_si256(w0.as_ptr().add(col) as *const __m256i);
-                    let u1 = _mm256_loadu_si256(w1.as_ptr().add(col) as *const __m256i);
-                    for (i, ai) in a.iter_mut().enumerate() {
-                        let x = _mm256_cvtepi16_epi64(_mm_loadl_epi64(
-                            quad.as_ptr().add(c * 128 + i * 32 + s * 4) as *const __m128i,
-                        ));
-                        ai[0] = _mm256_add_epi64(ai[0], _mm256_mul_epi32(x, u0));
-                        ai[1] = _mm256_add_epi64(ai[1], _mm256_mul_epi32(x, u1));
+    pub unsafe fn quad_limbs(quad: &[i16], limbs: &[i16], acc: &mut [[i64; 2]; 4]) {
+        let chunks = quad.len() / 128;
+        assert!(
+            quad.len() == chunks * 128 && limbs.len() == chunks * 192 && chunks <= FLUSH,
+            "quad shape"
+        );
+        for pair in 0..2 {
+            let mut a = [[_mm256_setzero_si256(); 6]; 2];
+            for c in 0..chunks {
+                for half in 0..2 {
+                    // SAFETY: c < chunks; row 2·pair + i of chunk c is at
+                    // c·128 + 32·(2·pair + i), limb t at c·192 + 32·t, and
+                    // the 16 entries from + 16·half stay inside (asserted).
+                    unsafe {
+                        let xp = quad.as_ptr().add(c * 128 + 64 * pair + 16 * half);
+                        let x0 = _mm256_loadu_si256(xp as *const __m256i);
+                        let x1 = _mm256_loadu_si256(xp.add(32) as *const __m256i);
+                        let lp = limbs.as_ptr().add(c * 192 + 16 * half);
+                        for t in 0..6 {
+                            let l = _mm256_loadu_si256(lp.add(32 * t) as *const __m256i);
+                            a[0][t] = _mm256_add_epi32(a[0][t], _mm256_madd_epi16(x0, l));
+                            a[1][t] = _mm256_add_epi32(a[1][t], _mm256_madd_epi16(x1, l));
+                        }
                     }
                 }
             }
-        }
-        for (o, ai) in acc.iter_mut().zip(&a) {
-            for h in 0..2 {
-                let mut lanes = [0i64; 4];
-                // SAFETY: storing 32 bytes into a 4 × i64 array.
-                unsafe { _mm256_storeu_si256(lanes.as_mut_ptr() as *mut __m256i, ai[h]) };
-                o[h] += lanes.iter().sum::<i64>();
+            for (i, ai) in a.iter().enumerate() {
+                for h in 0..2 {
+                    let s = _mm256_add_epi64(
+                        widen(ai[3 * h]),
+                        _mm256_add_epi64(
+                            _mm256_slli_epi64::<10>(widen(ai[3 * h + 1])),
+                            _mm256_slli_epi64::<20>(widen(ai[3 * h + 2])),
+                        ),
+                    );
+                    let mut lanes = [0i64; 4];
+                    // SAFETY: storing 32 bytes into a 4 × i64 array.
+                    unsafe { _mm256_storeu_si256(lanes.as_mut_ptr() as *mut __m256i, s) };
+                    acc[2 * pair + i][h] += lanes.iter().sum::<i64>();
+                }
             }
         }
     }
