@@ -1,22 +1,15 @@
 //! `pir-bench` as a user runs it: a tiny database, a batch on two threads,
-//! and the in-run speedup fields the performance issue's targets read.
+//! update rounds, and the in-run fields the performance issue's targets
+//! read.
 
 use std::process::Command;
 
-#[test]
-fn pir_bench_reports_in_run_speedups() {
+/// Runs `pir-bench <args> --json`, checks it succeeded and answered
+/// correctly, and returns its JSON object.
+fn pir_bench(args: &[&str]) -> serde_json::Value {
     let out = Command::new(env!("CARGO_BIN_EXE_pir-bench"))
-        .args([
-            "--db-bits",
-            "20",
-            "--trials",
-            "2",
-            "--batch",
-            "2",
-            "--threads",
-            "2",
-            "--json",
-        ])
+        .args(args)
+        .arg("--json")
         .output()
         .expect("run pir-bench");
     assert!(
@@ -26,6 +19,21 @@ fn pir_bench_reports_in_run_speedups() {
     );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
     assert_eq!(v["all_correct"], true);
+    v
+}
+
+#[test]
+fn pir_bench_reports_in_run_speedups() {
+    let v = pir_bench(&[
+        "--db-bits",
+        "20",
+        "--trials",
+        "2",
+        "--batch",
+        "2",
+        "--threads",
+        "2",
+    ]);
     assert_eq!(v["batch"], 2);
     assert_eq!(v["threads"], 2);
     let f = |k: &str| v[k].as_f64().unwrap_or_else(|| panic!("{k} missing"));
@@ -42,37 +50,21 @@ fn pir_bench_reports_in_run_speedups() {
 
 #[test]
 fn pir_bench_without_batch_or_threads_has_no_speedups() {
-    let out = Command::new(env!("CARGO_BIN_EXE_pir-bench"))
-        .args(["--db-bits", "20", "--trials", "1", "--json"])
-        .output()
-        .expect("run pir-bench");
-    assert!(out.status.success());
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    let v = pir_bench(&["--db-bits", "20", "--trials", "1"]);
     assert!(v["batch_speedup"].is_null() && v["thread_speedup"].is_null());
     assert!(v["single_answer_ms_min"].is_null() && v["one_thread_answer_ms_min"].is_null());
 }
 
 #[test]
 fn pir_bench_times_every_update_round() {
-    let out = Command::new(env!("CARGO_BIN_EXE_pir-bench"))
-        .args([
-            "--db-bits",
-            "20",
-            "--trials",
-            "3",
-            "--update-fraction",
-            "0.01",
-            "--json",
-        ])
-        .output()
-        .expect("run pir-bench");
-    assert!(
-        out.status.success(),
-        "pir-bench failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
-    assert_eq!(v["all_correct"], true);
+    let v = pir_bench(&[
+        "--db-bits",
+        "20",
+        "--trials",
+        "3",
+        "--update-fraction",
+        "0.01",
+    ]);
     let u = &v["update"];
     assert_eq!(u["answers_correct_after_update"], true);
     assert_eq!(u["rounds"], 3);
