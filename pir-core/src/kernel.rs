@@ -233,14 +233,10 @@ fn panels_with(
                 let run_end = (p * view.tiled_cols + g1 * 8) * view.panel;
                 let next_end = (run_end + (g1 - g0) * 8 * view.panel).min(tiled_end);
                 let next = &view.data[run_end.min(next_end)..next_end];
-                let share = next.len().div_ceil(queries.len() - 1).div_ceil(64) * 64;
                 for (i, (q, o)) in queries.iter().zip(out.iter_mut()).enumerate() {
                     let ahead = match i {
                         0 => &[][..],
-                        _ => {
-                            let a = ((i - 1) * share).min(next.len());
-                            &next[a..(a + share).min(next.len())]
-                        }
+                        _ => line_share(next, queries.len() - 1, i - 1),
                     };
                     tile_with(k, view, p, g0, g1, q, ahead, &mut o[g0 * 8..g1 * 8]);
                 }
@@ -444,14 +440,8 @@ fn tile_with(
     let panel = view.panel;
     let rows = q.rows(p * panel, (p + 1) * panel);
     let base = p * panel * view.tiled_cols;
-    let per_tile = ahead.len().div_ceil(64).div_ceil((g1 - g0).max(1)) * 64;
     for (k_out, g) in (g0..g1).enumerate() {
-        let share = if per_tile != 0 {
-            let a = (k_out * per_tile).min(ahead.len());
-            &ahead[a..(a + per_tile).min(ahead.len())]
-        } else {
-            &[][..]
-        };
+        let share = line_share(ahead, g1 - g0, k_out);
         // The partial sums of a panel sweep through ℓ2 words (256 KiB at
         // ℓ2 = 2^16), which the database stream evicts from L2 between
         // panels: fetch them a few tiles ahead instead of stalling on each.
@@ -535,16 +525,22 @@ fn slices<'a>(
     q: QueryRows<'a>,
     ahead: &'a [u8],
 ) -> impl Iterator<Item = (&'a [u8], &'a [i16], &'a [i16], &'a [u8])> {
-    let n = tile.len().div_ceil(8 * SLICE_ROWS).max(1);
-    let share = ahead.len().div_ceil(64).div_ceil(n) * 64;
+    let n = tile.len().div_ceil(8 * SLICE_ROWS);
     tile.chunks(8 * SLICE_ROWS)
         .enumerate()
         .map(move |(i, sub)| {
             let (r0, r1) = (i * SLICE_ROWS, i * SLICE_ROWS + sub.len() / 8);
-            let a = (i * share).min(ahead.len());
-            let pf = &ahead[a..(a + share).min(ahead.len())];
-            (sub, &q.lo[r0..r1], &q.hi[r0..r1], pf)
+            (sub, &q.lo[r0..r1], &q.hi[r0..r1], line_share(ahead, n, i))
         })
+}
+
+/// Share `i` of `parts` near-equal shares of `data` in whole 64-byte cache
+/// lines (the last ones shorter or empty): how the prefetch of a batch's
+/// next run is split over queries, tiles and slices.
+fn line_share(data: &[u8], parts: usize, i: usize) -> &[u8] {
+    let per = data.len().div_ceil(64).div_ceil(parts.max(1)) * 64;
+    let a = (i * per).min(data.len());
+    &data[a..(a + per).min(data.len())]
 }
 
 /// Scalar twin of the tile kernels.
@@ -1201,18 +1197,18 @@ enum DpQuery {
     /// c·192 + 32·t, so one step reads 384 contiguous bytes (six separate
     /// limb arrays sit at the same offset modulo 4 KiB and fight over the
     /// same L1 sets).
-    Limbs(Vec<i16>),
+    Limbs(Vec<i16>, DpLimbs),
 }
 
 /// Limbs per column of [`DpQuery::Limbs`].
 const DP_LIMBS: usize = 6;
 
 impl DpQuery {
-    fn new(c2: &[u32], cols: usize, limbs: bool) -> DpQuery {
+    fn new(c2: &[u32], cols: usize, limbs: Option<DpLimbs>) -> DpQuery {
         use crate::digits::{DigitMatrix, CHUNK_COLS};
         let cols_pad = DigitMatrix::padded_cols(cols);
         let (c0, c1) = c2.split_at(cols);
-        if limbs {
+        if let Some(kind) = limbs {
             let mut l = vec![0i16; cols_pad * DP_LIMBS];
             for (h, half) in [c0, c1].into_iter().enumerate() {
                 for (j, &x) in half.iter().enumerate() {
@@ -1223,7 +1219,7 @@ impl DpQuery {
                     }
                 }
             }
-            DpQuery::Limbs(l)
+            DpQuery::Limbs(l, kind)
         } else {
             let wide = |half: &[u32]| {
                 let mut v = vec![0u64; cols_pad];
@@ -1273,7 +1269,7 @@ pub fn doublepir_with(
     if rows == 0 || c2s.is_empty() {
         return;
     }
-    let limbs = dp_limbs(k).is_some();
+    let limbs = dp_limbs(k);
     let preps: Vec<DpQuery> = c2s.iter().map(|c2| DpQuery::new(c2, cols, limbs)).collect();
     let quads = DigitMatrix::padded_rows(rows) / QUAD_ROWS;
     let task = |q0: usize, q1: usize| -> Vec<Vec<[i64; 2]>> {
@@ -1289,7 +1285,7 @@ pub fn doublepir_with(
                 for q in q0..q1 {
                     let quad = &blk[q * QUAD_ROWS * w..(q + 1) * QUAD_ROWS * w];
                     let mut acc = [[0i64; 2]; QUAD_ROWS];
-                    quad_with(k, quad, p, c0, w, &mut acc);
+                    quad_with(quad, p, c0, w, &mut acc);
                     for (t, a) in s[(q - q0) * QUAD_ROWS..].iter_mut().zip(&acc) {
                         // |sums| < 2^18 · 2^42: no overflow in i64.
                         t[0] += a[0];
@@ -1371,7 +1367,7 @@ fn dp_limbs(k: Kernel) -> Option<DpLimbs> {
 
 /// Adds the dot products of one quad (4 rows × `w` columns starting at
 /// column `c0`, in chunk order) with query `p` to `acc`.
-fn quad_with(k: Kernel, quad: &[i16], p: &DpQuery, c0: usize, w: usize, acc: &mut [[i64; 2]; 4]) {
+fn quad_with(quad: &[i16], p: &DpQuery, c0: usize, w: usize, acc: &mut [[i64; 2]; 4]) {
     use crate::digits::{CHUNK_COLS, QUAD_ROWS};
     assert!(
         w.is_multiple_of(CHUNK_COLS) && quad.len() == QUAD_ROWS * w,
@@ -1381,21 +1377,19 @@ fn quad_with(k: Kernel, quad: &[i16], p: &DpQuery, c0: usize, w: usize, acc: &mu
         DpQuery::Wide(w0, w1) => {
             quad_scalar(quad, &w0[c0..c0 + w], &w1[c0..c0 + w], acc);
         }
-        DpQuery::Limbs(l) => {
+        DpQuery::Limbs(l, kind) => {
             let l = &l[c0 * DP_LIMBS..(c0 + w) * DP_LIMBS];
-            // SAFETY (both arms): limbs are only prepared when `dp_limbs`
-            // found the kernel's CPU features at runtime; the quad holds 4·w
-            // digits and the limb slice 6·w entries, w a multiple of 32 and
-            // at most BLOCK_COLS (asserted inside).
-            match dp_limbs(k) {
+            #[cfg(not(target_arch = "x86_64"))]
+            let _ = l; // no limb kernel off x86-64: `kind` has no value there
+                       // SAFETY (both arms): `dp_limbs` found the kernel's CPU features
+                       // at runtime before these limbs were prepared; the quad holds
+                       // 4·w digits and the limb slice 6·w entries, w a multiple of 32
+                       // and at most BLOCK_COLS (asserted inside).
+            match *kind {
                 #[cfg(target_arch = "x86_64")]
-                Some(DpLimbs::Vnni) => unsafe { avx512_vnni_dp::quad_limbs(quad, l, acc) },
+                DpLimbs::Vnni => unsafe { avx512_vnni_dp::quad_limbs(quad, l, acc) },
                 #[cfg(target_arch = "x86_64")]
-                Some(DpLimbs::Avx2) => unsafe { avx2_dp::quad_limbs(quad, l, acc) },
-                _ => {
-                    let _ = l;
-                    unreachable!("limbs are prepared only for a limb kernel")
-                }
+                DpLimbs::Avx2 => unsafe { avx2_dp::quad_limbs(quad, l, acc) },
             }
         }
     }
@@ -1426,7 +1420,7 @@ mod avx512_vnni_dp {
     /// stay below 2^31 (60 · 2 · 2^14 · 1023 ≈ 2^30.9). A block has at most
     /// BLOCK_COLS / 32 = 32 steps, so a quad never needs an intermediate
     /// flush.
-    const FLUSH: usize = 60;
+    pub(super) const FLUSH: usize = 60;
     const _: () = assert!(crate::digits::BLOCK_COLS / 32 <= FLUSH);
 
     /// Sum of the 16 i32 lanes of `v` as 8 i64 lanes.
@@ -1595,11 +1589,9 @@ mod avx512_vnni_dp {
 mod avx2_dp {
     use std::arch::x86_64::*;
 
-    /// Most 32-column steps before a 32-bit accumulator could overflow:
-    /// as for `vpdpwssd` (`vpmaddwd` adds the same two products per lane),
-    /// 60 steps stay below 2^31, and a block has at most 32.
-    const FLUSH: usize = 60;
-    const _: () = assert!(crate::digits::BLOCK_COLS / 32 <= FLUSH);
+    // The same bound as for `vpdpwssd`: `vpmaddwd` adds the same two
+    // products per lane.
+    use super::avx512_vnni_dp::FLUSH;
 
     /// Sum of the 4 i64 lanes of the widened i32 lanes of `v`.
     #[inline]
