@@ -66,8 +66,12 @@ pub struct PackPrecomp {
     g_off: Vec<Vec<usize>>,
     g_data: Vec<u32>,
     /// `a` outputs of static nodes (and leaves) whose parent is dynamic,
-    /// keyed by (level, r).
+    /// and of the root if it is static, keyed by (level, r).
     a_static: Vec<((usize, usize), Vec<u32>)>,
+    /// The static nodes whose parent is dynamic (and the root if static),
+    /// in the order Answer visits them: the roots of the subtrees that
+    /// [`PackPrecomp::static_ks`] sums.
+    static_roots: Vec<(usize, usize)>,
 }
 
 /// Online inputs of one query.
@@ -248,6 +252,27 @@ fn dfs_order(
     out.push((level, r));
 }
 
+/// Static nodes whose parent is dynamic (or the root if static), even
+/// child first: the order [`dfs_order`] visits their subtrees.
+fn order_static_roots(
+    kinds: &[Vec<Kind>],
+    d2: usize,
+    level: usize,
+    r: usize,
+) -> Vec<(usize, usize)> {
+    match kinds[level][r] {
+        Kind::Zero => Vec::new(),
+        Kind::Static => vec![(level, r)],
+        Kind::Dynamic if level == 0 => Vec::new(),
+        Kind::Dynamic => {
+            let n_nodes = d2 >> level;
+            let mut v = order_static_roots(kinds, d2, level - 1, r);
+            v.extend(order_static_roots(kinds, d2, level - 1, r + n_nodes));
+            v
+        }
+    }
+}
+
 impl PackPrecomp {
     /// Setup: builds the tree over `leaves` whose hint leaves have `a` parts
     /// `hint_a[r]` (NTT form), using the public W_a rows `wa` (NTT and
@@ -374,6 +399,11 @@ impl PackPrecomp {
             }
             level_a = a_here;
         }
+        if kinds[log_d2][0] == Kind::Static {
+            let a = level_a[0].take().expect("static root has a");
+            a_static.push(((log_d2, 0), a));
+        }
+        let static_roots = order_static_roots(&kinds, d2, log_d2, 0);
         PackPrecomp {
             log_d2,
             d2,
@@ -383,6 +413,7 @@ impl PackPrecomp {
             g_off,
             g_data,
             a_static,
+            static_roots,
         }
     }
 
@@ -397,6 +428,7 @@ impl PackPrecomp {
             g_off: Vec::new(),
             g_data: Vec::new(),
             a_static: Vec::new(),
+            static_roots: Vec::new(),
         }
     }
 
@@ -426,10 +458,61 @@ impl PackPrecomp {
 
     /// Online packing for a batch of queries in one walk of the tree: each
     /// node's cached digits are read from memory once for the whole batch
-    /// (§4.3 applied to the packing step).
+    /// (§4.3 applied to the packing step). Equal to [`PackPrecomp::static_ks`]
+    /// followed by [`PackPrecomp::pack_dynamic`].
     pub fn pack_batch(&self, ctx: &Context, inps: &[PackInputs<'_>]) -> Vec<PackOutput> {
+        let wbs: Vec<&[u32]> = inps.iter().map(|i| i.wb).collect();
+        let sks = self.static_ks(ctx, &wbs);
+        self.pack_dynamic(ctx, inps, &sks)
+    }
+
+    /// The part of online packing that depends only on the clients' W_b
+    /// rows: the key-switching sums of the static subtrees (every node off
+    /// the T leaves' paths, which is all but ≤ κ·log d2 of them, and nearly
+    /// all of the cached digits the online pass reads). The server runs it
+    /// beside the SimplePIR pass, which it does not depend on.
+    pub fn static_ks(&self, ctx: &Context, wbs: &[&[u32]]) -> StaticKs {
+        let ks = self
+            .static_roots
+            .iter()
+            .map(|&(level, r)| {
+                self.eval_static(ctx, wbs, level, r)
+                    .unwrap_or_else(|| vec![None; wbs.len()])
+            })
+            .collect();
+        StaticKs {
+            ks,
+            queries: wbs.len(),
+        }
+    }
+
+    /// The rest of online packing: the nodes on the T leaves' paths, whose
+    /// `a` side depends on the query (O(κ + log d2) NTTs, §4.2), combined
+    /// with the static subtrees' sums `sks` computed by
+    /// [`PackPrecomp::static_ks`] for the same queries, in the same order.
+    pub fn pack_dynamic(
+        &self,
+        ctx: &Context,
+        inps: &[PackInputs<'_>],
+        sks: &StaticKs,
+    ) -> Vec<PackOutput> {
+        assert!(
+            sks.queries == inps.len() && sks.ks.len() == self.static_roots.len(),
+            "static sums of this tree for these queries"
+        );
         let zero = || vec![0u32; 2 * self.d2];
-        match self.eval(ctx, inps, self.log_d2, 0) {
+        let root = (self.log_d2, 0);
+        let outs = match self.kinds[self.log_d2][0] {
+            Kind::Zero => None,
+            Kind::Static => Some(
+                sks.of(self, root)
+                    .iter()
+                    .map(|ks| (Some(self.static_a(root.0, root.1).to_vec()), ks.clone()))
+                    .collect(),
+            ),
+            Kind::Dynamic => Some(self.eval_dynamic(ctx, inps, sks, root.0, root.1)),
+        };
+        match outs {
             Some(outs) => outs
                 .into_iter()
                 .map(|(a, ks)| PackOutput {
@@ -447,89 +530,141 @@ impl PackPrecomp {
         }
     }
 
-    /// Per query: (a if dynamic, ks if non-zero); None for zero nodes.
+    /// KS side of a static node, per query; None for a zero node. Leaves
+    /// carry no key-switching term.
+    fn eval_static(
+        &self,
+        ctx: &Context,
+        wbs: &[&[u32]],
+        level: usize,
+        r: usize,
+    ) -> Option<Vec<Option<Vec<u32>>>> {
+        match self.kinds[level][r] {
+            Kind::Zero => return None,
+            Kind::Dynamic => unreachable!("static subtrees hold no T leaf"),
+            Kind::Static if level == 0 => return Some(vec![None; wbs.len()]),
+            Kind::Static => {}
+        }
+        let n_nodes = self.d2 >> level;
+        let children = || {
+            (
+                self.eval_static(ctx, wbs, level - 1, r),
+                self.eval_static(ctx, wbs, level - 1, r + n_nodes),
+            )
+        };
+        // Subtrees of ≥ 64 leaves fork, so the static sums of one query
+        // spread over the threads (a node costs ~10 µs; a fork ~1 µs).
+        #[cfg(feature = "parallel")]
+        let (e, o) = if level >= STATIC_FORK_LEVEL && rayon::current_num_threads() > 1 {
+            rayon::join(
+                || self.eval_static(ctx, wbs, level - 1, r),
+                || self.eval_static(ctx, wbs, level - 1, r + n_nodes),
+            )
+        } else {
+            children()
+        };
+        #[cfg(not(feature = "parallel"))]
+        let (e, o) = children();
+        let none = || vec![None; wbs.len()];
+        let (e, o) = (e.unwrap_or_else(none), o.unwrap_or_else(none));
+        let off = self.g_off[level][r];
+        let g = &self.g_data[off..off + self.t * 2 * self.d2];
+        Some(
+            wbs.iter()
+                .zip(e)
+                .zip(o)
+                .map(|((wb, ks_e), ks_o)| {
+                    let mut ks = combine_b(ctx, level, ks_e, ks_o.as_deref());
+                    add_keyswitch(ctx, wb, level, g, &mut ks);
+                    Some(ks)
+                })
+                .collect(),
+        )
+    }
+
+    /// Per query (a, ks) of a dynamic node; a child that is static takes
+    /// its precomputed `a` and its KS sum from `sks`.
     #[allow(clippy::type_complexity)]
-    fn eval(
+    fn eval_dynamic(
         &self,
         ctx: &Context,
         inps: &[PackInputs<'_>],
+        sks: &StaticKs,
         level: usize,
         r: usize,
-    ) -> Option<Vec<(Option<Vec<u32>>, Option<Vec<u32>>)>> {
-        let kind = self.kinds[level][r];
-        if kind == Kind::Zero {
-            return None;
-        }
+    ) -> Vec<(Option<Vec<u32>>, Option<Vec<u32>>)> {
+        debug_assert_eq!(self.kinds[level][r], Kind::Dynamic);
         if level == 0 {
-            // Leaves carry no key-switching term.
-            return Some(
-                inps.iter()
-                    .map(|inp| match self.leaves[r] {
-                        Leaf::T(row) => (Some(inp.t_leaf_a[row].clone()), None),
-                        _ => (None, None),
-                    })
-                    .collect(),
-            );
+            return inps
+                .iter()
+                .map(|inp| match self.leaves[r] {
+                    Leaf::T(row) => (Some(inp.t_leaf_a[row].clone()), None),
+                    _ => unreachable!("a dynamic leaf is a T leaf"),
+                })
+                .collect();
         }
         let n_nodes = self.d2 >> level;
+        let child = |c: usize| -> Vec<(Option<Vec<u32>>, Option<Vec<u32>>)> {
+            match self.kinds[level - 1][c] {
+                Kind::Zero => vec![(None, None); inps.len()],
+                Kind::Static => sks
+                    .of(self, (level - 1, c))
+                    .iter()
+                    .map(|ks| (Some(self.static_a(level - 1, c).to_vec()), ks.clone()))
+                    .collect(),
+                Kind::Dynamic => self.eval_dynamic(ctx, inps, sks, level - 1, c),
+            }
+        };
+        // where two T paths meet, they run in parallel
         #[cfg(feature = "parallel")]
-        let (e, o) = if level + 3 > self.log_d2 && rayon::current_num_threads() > 1 {
-            // the top levels fork: 8 independent subtrees
-            rayon::join(
-                || self.eval(ctx, inps, level - 1, r),
-                || self.eval(ctx, inps, level - 1, r + n_nodes),
-            )
+        let (e, o) = if self.kinds[level - 1][r] == Kind::Dynamic
+            && self.kinds[level - 1][r + n_nodes] == Kind::Dynamic
+            && rayon::current_num_threads() > 1
+        {
+            rayon::join(|| child(r), || child(r + n_nodes))
         } else {
-            (
-                self.eval(ctx, inps, level - 1, r),
-                self.eval(ctx, inps, level - 1, r + n_nodes),
-            )
+            (child(r), child(r + n_nodes))
         };
         #[cfg(not(feature = "parallel"))]
-        let (e, o) = (
-            self.eval(ctx, inps, level - 1, r),
-            self.eval(ctx, inps, level - 1, r + n_nodes),
-        );
-        let split = |v: Option<Vec<(Option<Vec<u32>>, Option<Vec<u32>>)>>| -> Vec<(Option<Vec<u32>>, Option<Vec<u32>>)> {
-            v.unwrap_or_else(|| inps.iter().map(|_| (None, None)).collect())
-        };
-        let (e, o) = (split(e), split(o));
-        let node_g = match kind {
-            Kind::Static => {
-                let off = self.g_off[level][r];
-                Some(&self.g_data[off..off + self.t * 2 * self.d2])
-            }
-            _ => None,
-        };
+        let (e, o) = (child(r), child(r + n_nodes));
         let mut out = Vec::with_capacity(inps.len());
-        for ((inp, (a_e_dyn, ks_e)), (a_o_dyn, ks_o)) in inps.iter().zip(e).zip(o) {
+        for ((inp, (a_e, ks_e)), (a_o, ks_o)) in inps.iter().zip(e).zip(o) {
             let mut ks = combine_b(ctx, level, ks_e, ks_o.as_deref());
-            match node_g {
-                Some(g) => {
-                    add_keyswitch(ctx, inp.wb, level, g, &mut ks);
-                    out.push((None, Some(ks)));
-                }
-                None => {
-                    let child_a = |child: usize, dynamic: Option<Vec<u32>>| -> Option<Vec<u32>> {
-                        match self.kinds[level - 1][child] {
-                            Kind::Zero => None,
-                            Kind::Static => Some(self.static_a(level - 1, child).to_vec()),
-                            Kind::Dynamic => dynamic,
-                        }
-                    };
-                    let a_e = child_a(r, a_e_dyn);
-                    let a_o = child_a(r + n_nodes, a_o_dyn);
-                    let (plus, minus) = plus_minus(ctx, level, a_e.as_deref(), a_o.as_deref());
-                    let mut g = vec![0u32; self.t * 2 * self.d2];
-                    digits_ntt(ctx, level, &minus, &mut g);
-                    let mut a = plus;
-                    add_keyswitch(ctx, inp.wa, level, &g, &mut a);
-                    add_keyswitch(ctx, inp.wb, level, &g, &mut ks);
-                    out.push((Some(a), Some(ks)));
-                }
-            }
+            let (plus, minus) = plus_minus(ctx, level, a_e.as_deref(), a_o.as_deref());
+            let mut g = vec![0u32; self.t * 2 * self.d2];
+            digits_ntt(ctx, level, &minus, &mut g);
+            let mut a = plus;
+            add_keyswitch(ctx, inp.wa, level, &g, &mut a);
+            add_keyswitch(ctx, inp.wb, level, &g, &mut ks);
+            out.push((Some(a), Some(ks)));
         }
-        Some(out)
+        out
+    }
+}
+
+/// Level from which a static subtree's two halves run in parallel (64
+/// leaves and more).
+#[cfg(feature = "parallel")]
+const STATIC_FORK_LEVEL: usize = 6;
+
+/// KS sums of the static subtrees for a batch of queries
+/// ([`PackPrecomp::static_ks`]).
+#[derive(Clone, Debug)]
+pub struct StaticKs {
+    /// Per static root (in `PackPrecomp::static_roots` order), per query;
+    /// None where the root is a leaf.
+    ks: Vec<Vec<Option<Vec<u32>>>>,
+    queries: usize,
+}
+
+impl StaticKs {
+    fn of(&self, pre: &PackPrecomp, node: (usize, usize)) -> &[Option<Vec<u32>>] {
+        let i = pre
+            .static_roots
+            .iter()
+            .position(|&n| n == node)
+            .expect("static child of a dynamic node is a static root");
+        &self.ks[i]
     }
 }
 
@@ -666,13 +801,19 @@ mod tests {
         leaves[77] = Leaf::T(1);
         leaves[126] = Leaf::T(2);
         check(TOY, leaves);
-        // everything static but one leaf; and all leaves dynamic-free
+        // everything static but one leaf; one static and one dynamic leaf
         let mut leaves = vec![Leaf::Hint(0); d2];
         leaves[0] = Leaf::T(0);
         check(TOY, leaves);
         let mut leaves = vec![Leaf::Zero; d2];
         leaves[64] = Leaf::T(0);
         leaves[3] = Leaf::Hint(0);
+        check(TOY, leaves);
+        // no T leaf: the root itself is static
+        let mut leaves = vec![Leaf::Zero; d2];
+        for i in (1..d2).step_by(2) {
+            leaves[i] = Leaf::Hint(0);
+        }
         check(TOY, leaves);
     }
 }

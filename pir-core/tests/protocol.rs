@@ -156,6 +156,46 @@ fn batched_answers_equal_single_answers() {
     ));
 }
 
+/// With more than one thread the query-only work (hint rows' DoublePIR
+/// pass, the packing tree's static subtrees) runs beside the SimplePIR
+/// scan; the responses must be the same bytes as on one thread, where the
+/// steps run in order. Real Table 1 parameters (d2 = 2048), so the static
+/// subtrees are deep enough to fork.
+#[cfg(feature = "parallel")]
+#[test]
+fn overlapped_answers_equal_in_order_answers() {
+    let shape = DbShape {
+        ell1: 1100,
+        ell2: 2100,
+    };
+    let mut s = 5;
+    let db = Database::from_fn(shape, 8, |_, _| lcg(&mut s) as u8).unwrap();
+    let seed = PublicSeed::random().unwrap();
+    let server = Server::setup(TABLE1, db.clone(), seed).unwrap();
+    let client = Client::new(TABLE1, shape, seed).unwrap();
+    let positions = [(0, 0), (1099, 2099), (517, 1024)];
+    let (qs, keys): (Vec<Query>, Vec<_>) = positions
+        .iter()
+        .map(|&(r, c)| client.query(r, c).unwrap())
+        .unzip();
+    let pool = |n| {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(n)
+            .build()
+            .unwrap()
+    };
+    let (in_order, tm1) = pool(1).install(|| server.answer_batch_timed(&qs).unwrap());
+    assert_eq!(tm1.overlapped, 0.0);
+    let (overlapped, tm3) = pool(3).install(|| server.answer_batch_timed(&qs).unwrap());
+    assert!(tm3.overlapped > 0.0);
+    assert_eq!(in_order, overlapped);
+    let single = pool(3).install(|| server.answer(&qs[2]).unwrap());
+    assert_eq!(single, in_order[2]);
+    for ((k, r), &(i, j)) in keys.iter().zip(&overlapped).zip(&positions) {
+        assert_eq!(client.extract(k, r).unwrap(), db.get(i, j).unwrap());
+    }
+}
+
 #[test]
 fn measured_noise_is_below_the_bound_we_enforce() {
     // Real Table 1 parameters; the packing noise does not depend on ℓ.

@@ -156,7 +156,7 @@ fn run(args: &Args) -> Result<()> {
     let client = Client::new(params, shape, seed)?;
 
     let mut answer_ms = Vec::new();
-    let (mut sp, mut dp, mut pk) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut sp, mut dp, mut pk, mut ov) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let mut sp_frac = Vec::new();
     let (mut qms, mut ems) = (Vec::new(), Vec::new());
     let mut bw = Vec::new();
@@ -240,6 +240,7 @@ fn run(args: &Args) -> Result<()> {
         sp_frac.push(args.batch as f64 * db_bytes as f64 / tm.simplepir / 1e9 / plain.max(pf));
         dp.push(tm.doublepir * 1e3);
         pk.push(tm.packing * 1e3);
+        ov.push(tm.overlapped * 1e3);
         for (rb, (key, b, want)) in resp_bytes.iter().zip(&keys) {
             response_bytes = rb.len();
             let t = Instant::now();
@@ -350,6 +351,7 @@ fn run(args: &Args) -> Result<()> {
         "simplepir_bw_fraction_per_trial": median(&mut sp_frac),
         "doublepir_ms": median(&mut dp),
         "packing_ms": median(&mut pk),
+        "overlapped_ms": median(&mut ov),
         "throughput_gb_s": throughput,
         // --batch k: best single-query answer of the same trials, and
         // k · that ÷ the best batch answer (effective throughput ratio)
