@@ -785,6 +785,13 @@ impl Server {
         Ok(stats)
     }
 
+    /// Bytes one answer (or one batch) streams from memory: the database,
+    /// the dense hint rows (DoublePIR pass) and the packing tree's cached
+    /// digits. A memory-bound answer takes at least this ÷ the bandwidth.
+    pub fn answer_stream_bytes(&self) -> usize {
+        self.db.as_bytes().len() + self.hint.storage_bytes() + self.pack.size_bytes()
+    }
+
     /// The parameter set.
     pub fn params(&self) -> &Params {
         &self.ctx.params

@@ -46,6 +46,14 @@ fn pir_bench_reports_in_run_speedups() {
     // the speedups are exactly the ratios of the reported times
     assert!((f("batch_speedup") - 2.0 * single / batch).abs() < 1e-9);
     assert!((f("thread_speedup") - one / batch).abs() < 1e-9);
+    // on two threads the query-only steps ran beside the scan, and the
+    // ceiling ratio is the streamed bytes ÷ the best answer ÷ the
+    // all-threads bandwidth
+    assert!(f("overlapped_ms") > 0.0);
+    let stream = f("answer_stream_bytes");
+    assert!(stream > f("db_bytes"));
+    let ceiling = stream / (batch / 1e3) / 1e9 / f("mem_bw_all_threads_gb_s");
+    assert!((f("all_threads_bw_fraction") - ceiling).abs() < 1e-9 * ceiling);
 }
 
 #[test]
@@ -53,6 +61,9 @@ fn pir_bench_without_batch_or_threads_has_no_speedups() {
     let v = pir_bench(&["--db-bits", "20", "--trials", "1"]);
     assert!(v["batch_speedup"].is_null() && v["thread_speedup"].is_null());
     assert!(v["single_answer_ms_min"].is_null() && v["one_thread_answer_ms_min"].is_null());
+    // one thread: the steps run in order, and there is no all-threads ceiling
+    assert_eq!(v["overlapped_ms"].as_f64(), Some(0.0));
+    assert!(v["all_threads_bw_fraction"].is_null());
 }
 
 #[test]

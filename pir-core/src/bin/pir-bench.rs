@@ -368,6 +368,13 @@ fn run(args: &Args) -> Result<()> {
         "mem_bw_prefetch_gb_s": bw_prefetch,
         "mem_bw_all_threads_gb_s": bw_all.iter().cloned().reduce(f64::max),
         "bw_fraction": throughput / mem_bw,
+        // bytes one answer streams (database, hint rows, packing digits),
+        // and with --threads n that ÷ the best answer ÷ what the n threads
+        // read together: how close the answer is to the machine's ceiling
+        "answer_stream_bytes": server.answer_stream_bytes(),
+        "all_threads_bw_fraction": bw_all.iter().cloned().reduce(f64::max).map(|b| {
+            server.answer_stream_bytes() as f64 / (ans_min / 1e3) / 1e9 / b
+        }),
         "server_state_bytes": server.state_bytes(),
         "peak_rss_bytes": peak_rss_bytes(),
         "log2_delta": correctness.log2_delta,
