@@ -38,7 +38,7 @@ use crate::db::Database;
 use crate::digits::DigitMatrix;
 use crate::error::{Error, Result};
 use crate::kernel::{self, SplitQuery};
-use crate::packing::{Leaf, PackInputs, PackPrecomp};
+use crate::packing::{Leaf, PackInputs, PackPrecomp, StaticKs};
 use crate::params::{DbShape, Layout, Params, LOG_Q1};
 use crate::rns::{self, Context};
 use crate::sampler::{hex, PublicSeed};
@@ -1021,12 +1021,18 @@ impl Server {
             let t = Instant::now();
             let mut yh = vec![vec![[0u32; 2]; params.hint_rows()]; qs.len()];
             kernel::doublepir(&self.hint, &c2s, &mut yh);
-            let t_dp = t.elapsed().as_secs_f64();
+            let dp_secs = t.elapsed().as_secs_f64();
             let t = Instant::now();
             let wbs: Vec<Vec<u32>> = qs.iter().map(|q| self.ctx.to_mont(&q.pk_b)).collect();
             let wb_refs: Vec<&[u32]> = wbs.iter().map(Vec::as_slice).collect();
             let sks = self.pack.static_ks(&self.ctx, &wb_refs);
-            (yh, wbs, sks, t_dp, t.elapsed().as_secs_f64())
+            QueryOnly {
+                yh,
+                wbs,
+                sks,
+                dp_secs,
+                pack_secs: t.elapsed().as_secs_f64(),
+            }
         };
         // Step 1: SimplePIR pass, one scan for the whole batch.
         let scan = || {
@@ -1036,25 +1042,10 @@ impl Server {
             kernel::simplepir(&self.db, &split, &mut y1);
             (y1, t.elapsed().as_secs_f64())
         };
-        // With more than one thread the query-only work runs beside the scan:
-        // the scan is bound by memory bandwidth, so the thread that takes
-        // the query-only work leaves the other reading the database at one
-        // core's bandwidth, and then joins the scan. One thread keeps the
-        // steps in order, so its time breakdown compares with the paper's.
-        #[cfg(feature = "parallel")]
-        let overlap = rayon::current_num_threads() > 1;
-        #[cfg(not(feature = "parallel"))]
-        let overlap = false;
-        let ((y1, t_scan), (yh, wbs, sks, t_dp_hint, t_static)) = if overlap {
-            #[cfg(feature = "parallel")]
-            let both = rayon::join(scan, query_only);
-            #[cfg(not(feature = "parallel"))]
-            let both = (scan(), query_only());
-            tm.overlapped = both.1 .3 + both.1 .4;
-            both
-        } else {
-            (scan(), query_only())
-        };
+        let (((y1, scan_secs), qo), overlapped) = beside(scan, query_only);
+        if overlapped {
+            tm.overlapped = qo.dp_secs + qo.pack_secs;
+        }
         // T = g_p^{-1}(⌊c1ᵀD⌉_{q1,q̃1}), κ rows × ℓ2 per query.
         let t0 = Instant::now();
         let t_rows: Vec<DigitMatrix> = y1
@@ -1072,7 +1063,7 @@ impl Server {
                 DigitMatrix::from_row_major(kappa, ell2, &t)
             })
             .collect();
-        tm.simplepir = t_scan + t0.elapsed().as_secs_f64();
+        tm.simplepir = scan_secs + t0.elapsed().as_secs_f64();
 
         // Step 2: DoublePIR pass over each query's T rows (the hint rows
         // were done above, for the whole batch in one scan).
@@ -1085,13 +1076,14 @@ impl Server {
             yt.push(o.remove(0));
             t_leaf_a.push(Self::rows_a(&self.ctx, t, &self.a2));
         }
-        tm.doublepir = t_dp_hint + t1.elapsed().as_secs_f64();
+        tm.doublepir = qo.dp_secs + t1.elapsed().as_secs_f64();
 
         // Steps 3–4: packing with the §4.2 precomputation, modulus switching.
         let t2 = Instant::now();
         let d2 = params.d2;
         let mut out = Vec::with_capacity(qs.len());
-        let inputs: Vec<PackInputs<'_>> = wbs
+        let inputs: Vec<PackInputs<'_>> = qo
+            .wbs
             .iter()
             .zip(&t_leaf_a)
             .map(|(wb, ta)| PackInputs {
@@ -1100,7 +1092,7 @@ impl Server {
                 t_leaf_a: ta,
             })
             .collect();
-        let packed_all = self.pack.pack_dynamic(&self.ctx, &inputs, &sks);
+        let packed_all = self.pack.pack_dynamic(&self.ctx, &inputs, &qo.sks);
         for ((i, q), packed) in qs.iter().enumerate().zip(packed_all) {
             let mut a = packed.a;
             rns::inverse(&self.ctx.ntt2, &mut a);
@@ -1109,7 +1101,7 @@ impl Server {
             // leaf part d2·Σ b_i x^i = Σ_i y_i x^i (the d2^{-1} of Eq. 3.2 cancels)
             for (r, &pos) in self.layout.pos_hint.iter().enumerate() {
                 for h in 0..2 {
-                    b[h * d2 + pos] = MODS[h].add(b[h * d2 + pos], yh[i][r][h]);
+                    b[h * d2 + pos] = MODS[h].add(b[h * d2 + pos], qo.yh[i][r][h]);
                 }
             }
             for (r, &pos) in self.layout.pos_t.iter().enumerate() {
@@ -1132,9 +1124,47 @@ impl Server {
                 c1,
             });
         }
-        tm.packing = t_static + t2.elapsed().as_secs_f64();
+        tm.packing = qo.pack_secs + t2.elapsed().as_secs_f64();
         Ok((out, tm))
     }
+}
+
+/// The query-only part of steps 2–3 of one (batched) answer, with the time
+/// each took.
+struct QueryOnly {
+    /// c2ᵀ·H per query: the hint rows' DoublePIR outputs.
+    yh: Vec<Vec<[u32; 2]>>,
+    /// Each query's W_b rows in Montgomery form.
+    wbs: Vec<Vec<u32>>,
+    /// The static subtrees' key-switching sums.
+    sks: StaticKs,
+    dp_secs: f64,
+    pack_secs: f64,
+}
+
+/// Runs `a` and `b`, beside each other (`rayon::join`) when the pool has
+/// more than one thread, else in order; says which. `Answer` runs the
+/// memory-bound SimplePIR scan beside the query-only work this way: the
+/// thread that takes the latter leaves the other reading the database at
+/// one core's bandwidth, then joins the scan by work stealing. One thread
+/// keeps the steps in order, so its time breakdown compares with the
+/// paper's.
+#[cfg(feature = "parallel")]
+fn beside<RA: Send, RB: Send>(
+    a: impl FnOnce() -> RA + Send,
+    b: impl FnOnce() -> RB + Send,
+) -> ((RA, RB), bool) {
+    if rayon::current_num_threads() > 1 {
+        (rayon::join(a, b), true)
+    } else {
+        ((a(), b()), false)
+    }
+}
+
+/// Without the `parallel` feature: `a` then `b`.
+#[cfg(not(feature = "parallel"))]
+fn beside<RA, RB>(a: impl FnOnce() -> RA, b: impl FnOnce() -> RB) -> ((RA, RB), bool) {
+    ((a(), b()), false)
 }
 
 /// Writes the RNS residues (both halves of `buf`, d entries each) of the
