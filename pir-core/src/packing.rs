@@ -57,11 +57,11 @@ pub struct PackPrecomp {
     log_d2: usize,
     d2: usize,
     t: usize,
-    /// kinds[level][r], level 0 = leaves.
+    /// `kinds[level][r]`, level 0 = leaves.
     kinds: Vec<Vec<Kind>>,
-    /// leaves[i].
+    /// `leaves[i]`.
     leaves: Vec<Leaf>,
-    /// Cached digits of static nodes: g_off[level][r] indexes `g_data`
+    /// Cached digits of static nodes: `g_off[level][r]` indexes `g_data`
     /// (t·2·d2 words per node) or is usize::MAX.
     g_off: Vec<Vec<usize>>,
     g_data: Vec<u32>,
@@ -155,7 +155,7 @@ fn plus_minus(
     (plus, minus)
 }
 
-/// out += Σ_k W[level][k] ⊙ G[k]; `w` is in Montgomery form
+/// `out += Σ_k W[level][k] ⊙ G[k]`; `w` is in Montgomery form
 /// ([`Context::to_mont`]).
 fn add_keyswitch(ctx: &Context, w: &[u32], level: usize, g: &[u32], out: &mut [u32]) {
     let d2 = ctx.params.d2;

@@ -23,7 +23,7 @@ use crate::error::{Error, Result};
 /// below 2^-64 (beyond ≈ 9.4 standard deviations).
 #[derive(Clone, Debug)]
 pub struct GaussianSampler {
-    /// tail[k] = round(2^64 · Pr[|X| > k]); strictly decreasing, ends above 0.
+    /// `tail[k] = round(2^64 · Pr[|X| > k])`; strictly decreasing, ends above 0.
     tail: Vec<u64>,
     /// Gaussian parameter s.
     pub s: f64,

@@ -62,7 +62,7 @@ pub struct Server {
     pack: PackPrecomp,
     layout: Layout,
     /// a1 in coefficient form for the columns of A1 in `update`: per block,
-    /// 2·d1 words `[rev(a), −rev(a)]` (rev(a)[m] = a[d1 − 1 − m]), so that
+    /// 2·d1 words `[rev(a), −rev(a)]` (`rev(a)[m] = a[d1 − 1 − m]`), so that
     /// column ii of NCyclicMat(a) is the forward run starting at
     /// d1 − 1 − ii, negacyclic signs included (App. B).
     a1_ext: Vec<u32>,

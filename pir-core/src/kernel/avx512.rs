@@ -1,0 +1,237 @@
+use super::SplitQuery;
+use std::arch::x86_64::*;
+
+/// Columns processed together: the lo/hi query loads are shared by all.
+const NC: usize = 8;
+
+/// The kernel body, instantiated once per feature set so that the
+/// non-VNNI variant never contains VNNI instructions.
+macro_rules! columns_body {
+    ($name:ident, $features:literal, $mac:expr) => {
+        /// AVX-512 kernel: NC columns at a time, 32 rows per step.
+        ///
+        /// # Safety
+        /// The caller must have checked the CPU features in the
+        /// `target_feature` attribute at runtime.
+        #[target_feature(enable = $features)]
+        pub unsafe fn $name(
+            db: &[u8],
+            ell1: usize,
+            j0: usize,
+            j1: usize,
+            q: &SplitQuery,
+            out: &mut [u32],
+        ) {
+            let n32 = ell1 / 32 * 32;
+            let lo = q.lo.as_ptr();
+            let hi = q.hi.as_ptr();
+            let mut j = j0;
+            while j < j1 {
+                let nc = (j1 - j).min(NC);
+                let mut acc_lo = [_mm512_setzero_si512(); NC];
+                let mut acc_hi = [_mm512_setzero_si512(); NC];
+                let base = db.as_ptr().wrapping_add(j * ell1);
+                let mut i = 0;
+                while i < n32 {
+                    // SAFETY: i + 32 <= n32 <= ell1 and c < nc <= j1 - j,
+                    // so each 32-byte load reads column j + c inside `db`;
+                    // lo/hi hold at least n32 entries (padded to 64).
+                    unsafe {
+                        let l = _mm512_loadu_si512(lo.add(i) as *const __m512i);
+                        let h = _mm512_loadu_si512(hi.add(i) as *const __m512i);
+                        for c in 0..nc {
+                            let d = _mm512_cvtepi8_epi16(_mm256_loadu_si256(
+                                base.add(c * ell1 + i) as *const __m256i,
+                            ));
+                            acc_lo[c] = $mac(acc_lo[c], d, l);
+                            acc_hi[c] = $mac(acc_hi[c], d, h);
+                        }
+                    }
+                    i += 32;
+                }
+                for c in 0..nc {
+                    let mut l = _mm512_reduce_add_epi32(acc_lo[c]) as u32;
+                    let mut h = _mm512_reduce_add_epi32(acc_hi[c]) as u32;
+                    let col = &db[(j + c) * ell1..(j + c + 1) * ell1];
+                    for (r, &d) in col.iter().enumerate().skip(n32) {
+                        let d = d as i8 as i32;
+                        l = l.wrapping_add((q.lo[r] as i32 * d) as u32);
+                        h = h.wrapping_add((q.hi[r] as i32 * d) as u32);
+                    }
+                    out[j - j0 + c] = l.wrapping_add(h << 16);
+                }
+                j += nc;
+            }
+        }
+    };
+}
+
+/// Tile kernel body: the 8 columns of a tile are interleaved in 32-row
+/// blocks, so each step reads 256 contiguous bytes.
+macro_rules! block_body {
+    ($name:ident, $features:literal, $mac:expr) => {
+        /// AVX-512 tile kernel (8 columns × 32 rows per step), adding
+        /// into `out`.
+        ///
+        /// # Safety
+        /// The caller must have checked the CPU features in the
+        /// `target_feature` attribute at runtime; `lo` and `hi` have the
+        /// same length, a multiple of 32, and `tile` 8 times as many bytes.
+        #[target_feature(enable = $features)]
+        pub unsafe fn $name(tile: &[u8], lo: &[i16], hi: &[i16], out: &mut [u32; 8]) {
+            let rows = lo.len();
+            assert!(hi.len() == rows && rows.is_multiple_of(32) && tile.len() == 8 * rows);
+            let base = tile.as_ptr();
+            let pfd = super::prefetch_distance();
+            let mut acc_lo = [_mm512_setzero_si512(); 8];
+            let mut acc_hi = [_mm512_setzero_si512(); 8];
+            let mut i = 0;
+            while i < rows {
+                // SAFETY: i + 32 <= rows, so block i/32 spans bytes
+                // [8i, 8i + 256) of the 8·rows-byte tile, and lo/hi hold
+                // `rows` entries (asserted above).
+                unsafe {
+                    let l = _mm512_loadu_si512(lo.as_ptr().add(i) as *const __m512i);
+                    let h = _mm512_loadu_si512(hi.as_ptr().add(i) as *const __m512i);
+                    let blk = base.add(i * 8);
+                    // Software prefetch ahead of the sequential stream
+                    // (4 cache lines per step); a hint, it never faults.
+                    if pfd != 0 {
+                        let pf = blk.wrapping_add(pfd);
+                        _mm_prefetch::<_MM_HINT_T0>(pf as *const i8);
+                        _mm_prefetch::<_MM_HINT_T0>(pf.wrapping_add(64) as *const i8);
+                        _mm_prefetch::<_MM_HINT_T0>(pf.wrapping_add(128) as *const i8);
+                        _mm_prefetch::<_MM_HINT_T0>(pf.wrapping_add(192) as *const i8);
+                    }
+                    for c in 0..8 {
+                        let d = _mm512_cvtepi8_epi16(_mm256_loadu_si256(
+                            blk.add(c * 32) as *const __m256i
+                        ));
+                        acc_lo[c] = $mac(acc_lo[c], d, l);
+                        acc_hi[c] = $mac(acc_hi[c], d, h);
+                    }
+                }
+                i += 32;
+            }
+            for c in 0..8 {
+                let l = _mm512_reduce_add_epi32(acc_lo[c]) as u32;
+                let h = _mm512_reduce_add_epi32(acc_hi[c]) as u32;
+                out[c] = out[c].wrapping_add(l.wrapping_add(h << 16));
+            }
+        }
+    };
+}
+
+/// AVX-512 VNNI tile kernel on bytes: `vpdpbusd` multiplies 4 unsigned
+/// query bytes by 4 signed records and adds the 4 products to a 32-bit
+/// lane, so one instruction covers 64 records of one query limb and no
+/// sign extension of the records is needed (the `vpdpwssd` kernel
+/// widens every record to 16 bits first, and the widening costs as
+/// much as a multiply here). With `c1[r] = Σ_k 2^{8k}·u_k[r]`,
+/// `Σ_r c1[r]·d[r] = Σ_k 2^{8k}·Σ_r u_k[r]·d[r] mod 2^32`; `vpdpbusd`
+/// wraps mod 2^32 (it is the non-saturating form), so the four limb
+/// accumulators never need a reduction (YPIR §4.1: q1 = 2^32 is the
+/// machine word). A 64-byte load holds columns 2m and 2m + 1 of a
+/// 32-row block (lanes 0–7 and 8–15); the block's 32 limb bytes are
+/// broadcast to both halves. 16 accumulators + 4 limbs + 1 record
+/// vector stay in the 32 zmm registers. The cache lines of `ahead` (the
+/// batch's next run, see `panels_with`) are prefetched into L2 an equal
+/// number per step.
+///
+/// # Safety
+/// The caller must have checked avx512f, avx512bw and avx512vnni at
+/// runtime; `tile.len()` is a multiple of 256 and `limbs` holds 128
+/// bytes per 256 bytes of tile.
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+pub unsafe fn block_vnni(tile: &[u8], limbs: &[u8], ahead: &[u8], out: &mut [u32; 8]) {
+    let blocks = tile.len() / 256;
+    let ahead_lines = ahead.len().div_ceil(64);
+    let pf_per_block = ahead_lines.div_ceil(blocks.max(1));
+    let ap = ahead.as_ptr();
+    assert!(tile.len().is_multiple_of(256) && limbs.len() == blocks * super::LIMB_BLOCK);
+    let base = tile.as_ptr();
+    let pfd = super::prefetch_distance();
+    let zero = _mm512_setzero_si512();
+    let mut acc = [[zero; 4]; 4];
+    for b in 0..blocks {
+        // SAFETY: b < blocks, so bytes [256b, 256b + 256) of the tile
+        // and [128b, 128b + 128) of the limbs are in bounds (asserted
+        // above); 64·line < ahead.len() when line < ahead_lines, so the
+        // `ahead` addresses are inside it. The prefetches are hints
+        // that never fault.
+        unsafe {
+            let blk = base.add(b * 256);
+            if pfd != 0 {
+                let pf = blk.wrapping_add(pfd);
+                _mm_prefetch::<_MM_HINT_T0>(pf as *const i8);
+                _mm_prefetch::<_MM_HINT_T0>(pf.wrapping_add(64) as *const i8);
+                _mm_prefetch::<_MM_HINT_T0>(pf.wrapping_add(128) as *const i8);
+                _mm_prefetch::<_MM_HINT_T0>(pf.wrapping_add(192) as *const i8);
+            }
+            for t in 0..pf_per_block {
+                let line = b * pf_per_block + t;
+                if line < ahead_lines {
+                    _mm_prefetch::<_MM_HINT_T1>(ap.add(64 * line) as *const i8);
+                }
+            }
+            let lp = limbs.as_ptr().add(b * super::LIMB_BLOCK);
+            let u: [__m512i; 4] = std::array::from_fn(|k| {
+                _mm512_broadcast_i64x4(_mm256_loadu_si256(lp.add(32 * k) as *const __m256i))
+            });
+            for (m, a) in acc.iter_mut().enumerate() {
+                let d = _mm512_loadu_si512(blk.add(64 * m) as *const __m512i);
+                for k in 0..4 {
+                    a[k] = _mm512_dpbusd_epi32(a[k], u[k], d);
+                }
+            }
+        }
+    }
+    // Limbs combined per column pair: v[m] holds column 2m in lanes
+    // 0–7 and column 2m + 1 in lanes 8–15.
+    let v: [__m512i; 4] = std::array::from_fn(|m| {
+        let a = &acc[m];
+        _mm512_add_epi32(
+            _mm512_add_epi32(a[0], _mm512_slli_epi32::<8>(a[1])),
+            _mm512_add_epi32(_mm512_slli_epi32::<16>(a[2]), _mm512_slli_epi32::<24>(a[3])),
+        )
+    });
+    // Transposed reduction: these few shuffles and adds replace eight
+    // horizontal sums, which cost as much as a tenth of a tile's
+    // `vpdpbusd`s (they share its vector pipes). After the two unpack
+    // levels, 128-bit lane i of `u` holds [Σ v0, Σ v1, Σ v2, Σ v3] over
+    // lanes 4i..4i+3; lanes 0 + 1 then belong to columns 0, 2, 4, 6 and
+    // lanes 2 + 3 to columns 1, 3, 5, 7.
+    let t01 = _mm512_add_epi32(
+        _mm512_unpacklo_epi32(v[0], v[1]),
+        _mm512_unpackhi_epi32(v[0], v[1]),
+    );
+    let t23 = _mm512_add_epi32(
+        _mm512_unpacklo_epi32(v[2], v[3]),
+        _mm512_unpackhi_epi32(v[2], v[3]),
+    );
+    let u = _mm512_add_epi32(
+        _mm512_unpacklo_epi64(t01, t23),
+        _mm512_unpackhi_epi64(t01, t23),
+    );
+    let w = _mm512_add_epi32(u, _mm512_shuffle_i64x2::<0b10_11_00_01>(u, u));
+    let order = _mm512_setr_epi32(0, 8, 1, 9, 2, 10, 3, 11, 0, 0, 0, 0, 0, 0, 0, 0);
+    let sums = _mm512_castsi512_si256(_mm512_permutexvar_epi32(order, w));
+    // SAFETY: `out` is 8 u32s, exactly one 256-bit vector.
+    unsafe {
+        let o = _mm256_loadu_si256(out.as_ptr() as *const __m256i);
+        _mm256_storeu_si256(out.as_mut_ptr() as *mut __m256i, _mm256_add_epi32(o, sums));
+    }
+}
+
+block_body!(block_bw, "avx512f,avx512bw", |a, d, q| _mm512_add_epi32(
+    a,
+    _mm512_madd_epi16(d, q)
+));
+
+columns_body!(columns_vnni, "avx512f,avx512bw,avx512vnni", |a, d, q| {
+    _mm512_dpwssd_epi32(a, d, q)
+});
+columns_body!(columns_bw, "avx512f,avx512bw", |a, d, q| _mm512_add_epi32(
+    a,
+    _mm512_madd_epi16(d, q)
+));
