@@ -39,6 +39,68 @@ pub struct DigitMatrix {
     data: Vec<i16>,
 }
 
+/// Columns c0..c0 + cols of a [`DigitMatrix`] (one storage block of
+/// [`BLOCK_COLS`] columns), writable on its own.
+pub struct ColumnBlockMut<'a> {
+    /// First column of the block.
+    pub c0: usize,
+    /// Columns of the matrix in the block.
+    pub cols: usize,
+    /// Padded width of the block's storage.
+    w: usize,
+    rows: usize,
+    data: &'a mut [i16],
+}
+
+impl ColumnBlockMut<'_> {
+    /// Index in the block of (r, j), j a column of the block.
+    #[inline]
+    fn offset(&self, r: usize, j: usize) -> usize {
+        let jj = j - self.c0;
+        jj / CHUNK_COLS * QUAD_ROWS * CHUNK_COLS
+            + jj % CHUNK_COLS
+            + DigitMatrix::row_step(r, self.w)
+    }
+
+    /// [`DigitMatrix::write_cols`] for columns j0..j0 + n of this block.
+    ///
+    /// # Panics
+    /// If the columns are not in the block or `src` is too short.
+    pub fn write_cols(&mut self, j0: usize, n: usize, src: &[i16], stride: usize) {
+        assert!(
+            j0 >= self.c0 && j0 + n <= self.c0 + self.cols && n <= stride,
+            "column range"
+        );
+        assert!(
+            self.rows == 0 || src.len() >= (self.rows - 1) * stride + n,
+            "source rows"
+        );
+        let mut j = j0;
+        while j < j0 + n {
+            let m = (CHUNK_COLS - (j - self.c0) % CHUNK_COLS).min(j0 + n - j);
+            for r in 0..self.rows {
+                let o = self.offset(r, j);
+                let s0 = r * stride + (j - j0);
+                self.data[o..o + m].copy_from_slice(&src[s0..s0 + m]);
+            }
+            j += m;
+        }
+    }
+
+    /// Sets entry (r, j), j a column of this block.
+    ///
+    /// # Panics
+    /// If r or j is out of range.
+    pub fn set(&mut self, r: usize, j: usize, v: i16) {
+        assert!(
+            r < self.rows && j >= self.c0 && j < self.c0 + self.cols,
+            "digit index"
+        );
+        let o = self.offset(r, j);
+        self.data[o] = v;
+    }
+}
+
 impl std::fmt::Debug for DigitMatrix {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "DigitMatrix({}x{})", self.rows, self.cols)
@@ -181,21 +243,39 @@ impl DigitMatrix {
     /// If the column range is out of range or `src` is too short.
     pub fn write_cols(&mut self, j0: usize, w: usize, src: &[i16], stride: usize) {
         assert!(j0 + w <= self.cols && w <= stride, "column range");
-        assert!(
-            self.rows == 0 || src.len() >= (self.rows - 1) * stride + w,
-            "source rows"
-        );
         let mut j = j0;
-        while j < j0 + w {
-            let n = (CHUNK_COLS - j % CHUNK_COLS).min(j0 + w - j);
-            let (base, bw) = self.column_base(j);
-            for r in 0..self.rows {
-                let o = base + Self::row_step(r, bw);
-                let s0 = r * stride + (j - j0);
-                self.data[o..o + n].copy_from_slice(&src[s0..s0 + n]);
+        for mut blk in self.column_blocks_mut() {
+            let end = (j0 + w).min(blk.c0 + blk.cols);
+            if j < end {
+                blk.write_cols(j, end - j, &src[j - j0..], stride);
+                j = end;
             }
-            j += n;
         }
+    }
+
+    /// The column blocks as disjoint mutable views, so that blocks can be
+    /// written in parallel (`Server::update`).
+    pub fn column_blocks_mut(&mut self) -> Vec<ColumnBlockMut<'_>> {
+        let rows = self.rows;
+        let cols = self.cols;
+        let rows_pad = Self::padded_rows(rows);
+        if rows_pad == 0 {
+            return Vec::new();
+        }
+        self.data
+            .chunks_mut(BLOCK_COLS * rows_pad)
+            .enumerate()
+            .map(|(b, data)| {
+                let c0 = b * BLOCK_COLS;
+                ColumnBlockMut {
+                    c0,
+                    cols: BLOCK_COLS.min(cols - c0),
+                    w: data.len() / rows_pad,
+                    rows,
+                    data,
+                }
+            })
+            .collect()
     }
 
     /// Reads columns j0..j0 + dst.len() of row r into `dst`.
@@ -319,6 +399,28 @@ mod tests {
         let (_, _, last) = m.blocks().last().unwrap();
         assert_eq!(last[..32], rm[1024..1056]);
         assert_eq!(last[32..64], rm[cols + 1024..cols + 1056]);
+        // mutable column blocks: the same two blocks, each writable on its
+        // own (entry by entry, and by column ranges inside the block)
+        let mut m4 = DigitMatrix::zeros(rows, cols);
+        let mut blocks = m4.column_blocks_mut();
+        assert_eq!(
+            blocks.iter().map(|b| (b.c0, b.cols)).collect::<Vec<_>>(),
+            vec![(0, 1024), (1024, 76)]
+        );
+        for r in 0..rows {
+            for j in 0..1024 {
+                blocks[0].set(r, j, rm[r * cols + j]);
+            }
+        }
+        let stride = 80;
+        let mut src = vec![0i16; rows * stride];
+        for r in 0..rows {
+            src[r * stride..r * stride + 76].copy_from_slice(&rm[r * cols + 1024..(r + 1) * cols]);
+        }
+        blocks[1].write_cols(1024, 40, &src, stride);
+        blocks[1].write_cols(1064, 36, &src[40..], stride);
+        drop(blocks);
+        assert_eq!(m4, m);
     }
 
     #[test]

@@ -35,7 +35,7 @@ use sha2::{Digest, Sha256};
 
 use crate::arith::{round_mod, round_pow2, small_residue, MODS, Q2};
 use crate::db::Database;
-use crate::digits::DigitMatrix;
+use crate::digits::{ColumnBlockMut, DigitMatrix, BLOCK_COLS};
 use crate::error::{Error, Result};
 use crate::kernel::{self, SplitQuery};
 use crate::packing::{Leaf, PackInputs, PackPrecomp, StaticKs};
@@ -630,8 +630,11 @@ impl Server {
     /// A changed record (i, j) changes column j of A1·D by δ·A1[:, i], where
     /// A1[:, i] is a column of NCyclicMat(a1,b) (App. B), so the unrounded
     /// hint is updated in O(d1) per change; only the touched columns are
-    /// re-rounded and re-packed. H2 and the packing precomputation are then
-    /// rebuilt (a fixed cost independent of the database size). The result
+    /// re-rounded and re-packed (block by block of 1024 columns, in
+    /// parallel when the rayon pool has more than one thread; the records
+    /// themselves are replaced in one sequential pass). H2 and the packing
+    /// precomputation are then rebuilt (a fixed cost independent of the
+    /// database size). The result
     /// answers exactly like a fresh [`Server::setup`] of the new database
     /// with the same seed. All updates are validated before any is applied.
     ///
@@ -690,19 +693,16 @@ impl Server {
         drop(next);
         let mut stats = UpdateStats::default();
         let kh = params.hint_rows();
-        let mut dirty = Vec::new();
-        // Records are fetched AHEAD changes in advance; `pj` is the column of
-        // the change being fetched (buckets are in column order).
+        // Pass 1, in column order: replace the records (the database is one
+        // buffer, so this pass is sequential) and turn each change into its
+        // term in place: (δ << 32 | offset of the run of A1's column in
+        // a1_ext), δ = 0 for a record that kept its value. Records are
+        // fetched AHEAD changes in advance; `pj` is the column of the
+        // change being fetched (buckets are in column order).
         const AHEAD: usize = 16;
         let mut pj = 0;
-        let mut terms: Vec<(u32, usize)> = Vec::new();
         for j in 0..ell2 {
-            let (s0, s1) = (starts[j], starts[j + 1]);
-            if s0 == s1 {
-                continue;
-            }
-            terms.clear();
-            for n in s0..s1 {
+            for n in starts[j]..starts[j + 1] {
                 if let Some(&ahead) = sorted.get(n + AHEAD) {
                     while starts[pj + 1] <= n + AHEAD {
                         pj += 1;
@@ -713,69 +713,91 @@ impl Server {
                 let key = sorted[n];
                 let (row, value) = ((key >> 8) as usize, key as u8);
                 let old = self.db.replace(row, j, value)?;
-                if old == value {
-                    continue;
-                }
                 // column `row` of A1 scaled by the change of the record
                 let delta = (value as i8 as i32 - old as i8 as i32) as u32;
                 let (b, ii) = (row / d1, row % d1);
-                terms.push((delta, b * 2 * d1 + d1 - 1 - ii));
-                stats.changed_records += 1;
-            }
-            if !terms.is_empty() {
-                kernel::add_scaled_runs(&mut self.ad[j * d1..(j + 1) * d1], &terms, &self.a1_ext);
-                dirty.push(j);
+                sorted[n] = u64::from(delta) << 32 | (b * 2 * d1 + d1 - 1 - ii) as u64;
+                stats.changed_records += usize::from(delta != 0);
             }
         }
-        drop(sorted);
-        stats.dirty_columns = dirty.len();
-        // Re-round and re-pack the dirty columns, CHUNK at a time, into a
-        // row-major buffer (chunk k of the c-th column at k·CHUNK + c), then
-        // write each hint row's slice: one copy per row when the chunk's
-        // columns are consecutive (every column is dirty at 0.1 % changes).
+        // Pass 2, one block of BLOCK_COLS columns per task (in parallel
+        // with more than one thread: the blocks of A1·D and of the hint
+        // are disjoint): add the terms to each touched column of A1·D, then
+        // re-round and re-pack the touched columns, CHUNK at a time, into
+        // a row-major buffer (chunk k of the c-th column at k·CHUNK + c)
+        // and write each hint row's slice: one copy per row when the
+        // chunk's columns are consecutive (every column is touched at
+        // 0.1 % changes).
         const CHUNK: usize = 64;
         let plan = ChunkPlan::for_params(&params);
-        let mut scratch = Vec::with_capacity(8 * (d1 + 1));
-        let mut rows = vec![0i16; kh * CHUNK];
-        for chunk in dirty.chunks(CHUNK) {
-            let w = chunk.len();
-            // eight columns at a time when planned (one 16-byte store per
-            // chunk), the rest one by one
-            let eights = if plan.starts.is_empty() { 0 } else { w / 8 * 8 };
-            for c0 in (0..eights).step_by(8) {
-                let cols: [&[u32]; 8] = std::array::from_fn(|c| {
-                    let j = chunk[c0 + c];
-                    &self.ad[j * d1..(j + 1) * d1]
-                });
-                kernel::pack_columns8(
-                    cols,
-                    plan.w,
-                    plan.pb,
-                    &plan.starts,
-                    &mut scratch,
-                    &mut rows[c0..],
-                    CHUNK,
+        let (ad, a1_ext) = (&mut self.ad, &self.a1_ext);
+        let block = |(blk_ad, mut blk): (&mut [u32], ColumnBlockMut<'_>)| -> usize {
+            let mut terms: Vec<(u32, usize)> = Vec::new();
+            let mut dirty = Vec::new();
+            for (c, col) in blk_ad.chunks_exact_mut(d1).enumerate() {
+                let j = blk.c0 + c;
+                terms.clear();
+                terms.extend(
+                    sorted[starts[j]..starts[j + 1]]
+                        .iter()
+                        .filter(|&&t| t >> 32 != 0)
+                        .map(|&t| ((t >> 32) as u32, t as u32 as usize)),
                 );
+                if !terms.is_empty() {
+                    kernel::add_scaled_runs(col, &terms, a1_ext);
+                    dirty.push(c);
+                }
             }
-            for (c, &j) in chunk.iter().enumerate().skip(eights) {
-                plan.pack(
-                    &self.ad[j * d1..(j + 1) * d1],
-                    &mut scratch,
-                    &mut rows[c..],
-                    CHUNK,
-                );
-            }
-            let j0 = chunk[0];
-            if chunk[w - 1] - j0 == w - 1 {
-                self.hint.write_cols(j0, w, &rows, CHUNK);
-            } else {
-                for (r, src) in rows.chunks_exact(CHUNK).enumerate() {
-                    for (&j, &v) in chunk.iter().zip(src) {
-                        self.hint.set(r, j, v);
+            let mut scratch = Vec::with_capacity(8 * (d1 + 1));
+            let mut rows = vec![0i16; kh * CHUNK];
+            for chunk in dirty.chunks(CHUNK) {
+                let w = chunk.len();
+                let column = |c: usize| &blk_ad[c * d1..(c + 1) * d1];
+                // eight columns at a time when planned (one 16-byte store
+                // per chunk), the rest one by one
+                let eights = if plan.starts.is_empty() { 0 } else { w / 8 * 8 };
+                for c0 in (0..eights).step_by(8) {
+                    let cols: [&[u32]; 8] = std::array::from_fn(|c| column(chunk[c0 + c]));
+                    kernel::pack_columns8(
+                        cols,
+                        plan.w,
+                        plan.pb,
+                        &plan.starts,
+                        &mut scratch,
+                        &mut rows[c0..],
+                        CHUNK,
+                    );
+                }
+                for (c, &cc) in chunk.iter().enumerate().skip(eights) {
+                    plan.pack(column(cc), &mut scratch, &mut rows[c..], CHUNK);
+                }
+                let j0 = blk.c0 + chunk[0];
+                if chunk[w - 1] - chunk[0] == w - 1 {
+                    blk.write_cols(j0, w, &rows, CHUNK);
+                } else {
+                    for (r, src) in rows.chunks_exact(CHUNK).enumerate() {
+                        for (&c, &v) in chunk.iter().zip(src) {
+                            blk.set(r, blk.c0 + c, v);
+                        }
                     }
                 }
             }
+            dirty.len()
+        };
+        let blocks: Vec<(&mut [u32], ColumnBlockMut<'_>)> = ad
+            .chunks_mut(BLOCK_COLS * d1)
+            .zip(self.hint.column_blocks_mut())
+            .collect();
+        #[cfg(feature = "parallel")]
+        {
+            use rayon::prelude::*;
+            stats.dirty_columns = blocks.into_par_iter().map(block).sum();
         }
+        #[cfg(not(feature = "parallel"))]
+        {
+            stats.dirty_columns = blocks.into_iter().map(block).sum();
+        }
+        drop(sorted);
         stats.timings.hint = t0.elapsed().as_secs_f64();
         if stats.dirty_columns > 0 || hint_replaced {
             let (h2, packing) = self.rebuild_packing();
