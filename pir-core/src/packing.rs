@@ -273,6 +273,104 @@ fn order_static_roots(
     }
 }
 
+/// counts[level][r]: static non-leaf nodes in the subtree of (level, r),
+/// i.e. its share of the cached digits, in nodes.
+fn static_counts(kinds: &[Vec<Kind>], d2: usize) -> Vec<Vec<usize>> {
+    let mut counts: Vec<Vec<usize>> = vec![vec![0; d2]];
+    for level in 1..kinds.len() {
+        let n_nodes = d2 >> level;
+        let prev = &counts[level - 1];
+        let here = (0..n_nodes)
+            .map(|r| usize::from(kinds[level][r] == Kind::Static) + prev[r] + prev[r + n_nodes])
+            .collect();
+        counts.push(here);
+    }
+    counts
+}
+
+/// `a` output of a subtree's root (if static) and the `a` outputs of its
+/// static nodes whose parent is dynamic.
+type SubtreeA = (Option<Vec<u32>>, Vec<((usize, usize), Vec<u32>)>);
+
+/// What the setup of the packing tree reads while it recurses.
+struct BuildTree<'a> {
+    ctx: &'a Context,
+    kinds: &'a [Vec<Kind>],
+    counts: &'a [Vec<usize>],
+    d2: usize,
+    node_len: usize,
+    wa: &'a [u32],
+}
+
+impl BuildTree<'_> {
+    /// Builds the static nodes of subtree (level, r): `leaf_a[k]` is the
+    /// `a` part of its leaf r + k·2^{log d2 − level} (None unless a hint
+    /// leaf), `g` the subtree's run of cached digits (even subtree, odd
+    /// subtree, then the node itself, as [`dfs_order`] lays them out).
+    fn subtree(
+        &self,
+        level: usize,
+        r: usize,
+        mut leaf_a: Vec<Option<Vec<u32>>>,
+        g: &mut [u32],
+    ) -> SubtreeA {
+        let kind = self.kinds[level][r];
+        debug_assert_eq!(g.len(), self.counts[level][r] * self.node_len);
+        if kind == Kind::Zero {
+            return (None, Vec::new());
+        }
+        if level == 0 {
+            return (leaf_a.pop().flatten(), Vec::new());
+        }
+        let n_nodes = self.d2 >> level;
+        let (odd_r, even_r) = (r + n_nodes, r);
+        // the even child's leaves are the even k, the odd child's the odd k
+        let mut even_a = Vec::with_capacity(leaf_a.len() / 2);
+        let mut odd_a = Vec::with_capacity(leaf_a.len() / 2);
+        for (k, a) in leaf_a.into_iter().enumerate() {
+            if k % 2 == 0 {
+                even_a.push(a);
+            } else {
+                odd_a.push(a);
+            }
+        }
+        let (g_even, rest) = g.split_at_mut(self.counts[level - 1][even_r] * self.node_len);
+        let (g_odd, g_own) = rest.split_at_mut(self.counts[level - 1][odd_r] * self.node_len);
+        let children = |g_even: &mut [u32], g_odd: &mut [u32]| {
+            #[cfg(feature = "parallel")]
+            if level >= STATIC_FORK_LEVEL && rayon::current_num_threads() > 1 {
+                return rayon::join(
+                    || self.subtree(level - 1, even_r, even_a, g_even),
+                    || self.subtree(level - 1, odd_r, odd_a, g_odd),
+                );
+            }
+            (
+                self.subtree(level - 1, even_r, even_a, g_even),
+                self.subtree(level - 1, odd_r, odd_a, g_odd),
+            )
+        };
+        let ((a_e, mut below), (a_o, below_odd)) = children(g_even, g_odd);
+        below.extend(below_odd);
+        match kind {
+            Kind::Dynamic => {
+                for (child, a) in [(even_r, a_e), (odd_r, a_o)] {
+                    if let Some(a) = a {
+                        below.push(((level - 1, child), a));
+                    }
+                }
+                (None, below)
+            }
+            _ => {
+                let (plus, minus) = plus_minus(self.ctx, level, a_e.as_deref(), a_o.as_deref());
+                digits_ntt(self.ctx, level, &minus, g_own);
+                let mut a = plus;
+                add_keyswitch(self.ctx, self.wa, level, g_own, &mut a);
+                (Some(a), below)
+            }
+        }
+    }
+}
+
 impl PackPrecomp {
     /// Setup: builds the tree over `leaves` whose hint leaves have `a` parts
     /// `hint_a[r]` (NTT form), using the public W_a rows `wa` (NTT and
@@ -355,52 +453,28 @@ impl PackPrecomp {
             g_data.resize(n_static * node_len, 0);
         }
 
-        // a outputs of the current level (static nodes only)
+        // The leaves' a parts, by leaf position; the tree is built subtree
+        // by subtree (each subtree's static digits are one contiguous run
+        // of `g_data`, in the order above), forking across threads.
         let mut hint_a: Vec<Option<Vec<u32>>> = hint_a.into_iter().map(Some).collect();
-        let mut level_a: Vec<Option<Vec<u32>>> = leaves
+        let leaf_a: Vec<Option<Vec<u32>>> = leaves
             .iter()
             .map(|l| match l {
                 Leaf::Hint(r) => Some(hint_a[*r].take().expect("each hint row is one leaf")),
                 _ => None,
             })
             .collect();
-        let mut a_static = Vec::new();
-        for level in 1..=log_d2 {
-            let n_nodes = d2 >> level;
-            let mut a_here: Vec<Option<Vec<u32>>> = Vec::with_capacity(n_nodes);
-            for r in 0..n_nodes {
-                let (ke, ko) = (kinds[level - 1][r], kinds[level - 1][r + n_nodes]);
-                match kinds[level][r] {
-                    Kind::Zero => a_here.push(None),
-                    Kind::Dynamic => {
-                        for (child, kc) in [(r, ke), (r + n_nodes, ko)] {
-                            if kc == Kind::Static {
-                                let a = level_a[child].take().expect("static child has a");
-                                a_static.push(((level - 1, child), a));
-                            }
-                        }
-                        a_here.push(None);
-                    }
-                    Kind::Static => {
-                        let (plus, minus) = plus_minus(
-                            ctx,
-                            level,
-                            level_a[r].as_deref(),
-                            level_a[r + n_nodes].as_deref(),
-                        );
-                        let off = g_off[level][r];
-                        let g = &mut g_data[off..off + node_len];
-                        digits_ntt(ctx, level, &minus, g);
-                        let mut a = plus;
-                        add_keyswitch(ctx, wa, level, g, &mut a);
-                        a_here.push(Some(a));
-                    }
-                }
-            }
-            level_a = a_here;
-        }
-        if kinds[log_d2][0] == Kind::Static {
-            let a = level_a[0].take().expect("static root has a");
+        let counts = static_counts(&kinds, d2);
+        let tree = BuildTree {
+            ctx,
+            kinds: &kinds,
+            counts: &counts,
+            d2,
+            node_len,
+            wa,
+        };
+        let (root_a, mut a_static) = tree.subtree(log_d2, 0, leaf_a, &mut g_data);
+        if let Some(a) = root_a {
             a_static.push(((log_d2, 0), a));
         }
         let static_roots = order_static_roots(&kinds, d2, log_d2, 0);
