@@ -273,7 +273,7 @@ fn order_static_roots(
     }
 }
 
-/// counts[level][r]: static non-leaf nodes in the subtree of (level, r),
+/// `counts[level][r]`: static non-leaf nodes in the subtree of (level, r),
 /// i.e. its share of the cached digits, in nodes.
 fn static_counts(kinds: &[Vec<Kind>], d2: usize) -> Vec<Vec<usize>> {
     let mut counts: Vec<Vec<usize>> = vec![vec![0; d2]];
