@@ -99,3 +99,31 @@ pub mod server;
 pub mod wire;
 
 pub use error::{Error, Result};
+
+/// Runs `a` and `b` beside each other (`rayon::join`) when `fork` holds and
+/// the pool has more than one thread, else in order; says whether they
+/// forked. Every fork of pir-core's recursive and overlapped work goes
+/// through here, so one thread (and wasm32, without the `parallel`
+/// feature) always runs the same code in order.
+#[cfg(feature = "parallel")]
+pub(crate) fn join_if<RA: Send, RB: Send>(
+    fork: bool,
+    a: impl FnOnce() -> RA + Send,
+    b: impl FnOnce() -> RB + Send,
+) -> ((RA, RB), bool) {
+    if fork && rayon::current_num_threads() > 1 {
+        (rayon::join(a, b), true)
+    } else {
+        ((a(), b()), false)
+    }
+}
+
+/// Without the `parallel` feature: `a` then `b`.
+#[cfg(not(feature = "parallel"))]
+pub(crate) fn join_if<RA, RB>(
+    _fork: bool,
+    a: impl FnOnce() -> RA,
+    b: impl FnOnce() -> RB,
+) -> ((RA, RB), bool) {
+    ((a(), b()), false)
+}

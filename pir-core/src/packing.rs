@@ -235,25 +235,40 @@ fn combine_b(ctx: &Context, level: usize, e: Option<Vec<u32>>, o: Option<&[u32]>
     })
 }
 
-/// Post-order (even subtree, odd subtree, node) of the non-leaf nodes.
-fn dfs_order(
+/// Offsets in the digit cache (in words, `node_len` per node) of the
+/// static nodes of subtree (level, r), whose run starts at node `start`:
+/// post-order (even subtree, odd subtree, then the node), the order Answer
+/// visits them, so the online pass streams the cache sequentially. Derived
+/// from the same [`static_counts`] that the setup splits the cache by.
+fn digit_offsets(
+    counts: &[Vec<usize>],
     kinds: &[Vec<Kind>],
-    d2: usize,
-    level: usize,
-    r: usize,
-    out: &mut Vec<(usize, usize)>,
+    node_len: usize,
+    (level, r): (usize, usize),
+    start: usize,
+    g_off: &mut [Vec<usize>],
 ) {
     if level == 0 || kinds[level][r] == Kind::Zero {
         return;
     }
-    let n_nodes = d2 >> level;
-    dfs_order(kinds, d2, level - 1, r, out);
-    dfs_order(kinds, d2, level - 1, r + n_nodes, out);
-    out.push((level, r));
+    let odd_r = r + counts[level].len();
+    let (even, odd) = (counts[level - 1][r], counts[level - 1][odd_r]);
+    digit_offsets(counts, kinds, node_len, (level - 1, r), start, g_off);
+    digit_offsets(
+        counts,
+        kinds,
+        node_len,
+        (level - 1, odd_r),
+        start + even,
+        g_off,
+    );
+    if kinds[level][r] == Kind::Static {
+        g_off[level][r] = (start + even + odd) * node_len;
+    }
 }
 
 /// Static nodes whose parent is dynamic (or the root if static), even
-/// child first: the order [`dfs_order`] visits their subtrees.
+/// child first: the order Answer visits their subtrees.
 fn order_static_roots(
     kinds: &[Vec<Kind>],
     d2: usize,
@@ -306,7 +321,7 @@ impl BuildTree<'_> {
     /// Builds the static nodes of subtree (level, r): `leaf_a[k]` is the
     /// `a` part of its leaf r + k·2^{log d2 − level} (None unless a hint
     /// leaf), `g` the subtree's run of cached digits (even subtree, odd
-    /// subtree, then the node itself, as [`dfs_order`] lays them out).
+    /// subtree, then the node itself, as [`digit_offsets`] lays them out).
     fn subtree(
         &self,
         level: usize,
@@ -336,20 +351,11 @@ impl BuildTree<'_> {
         }
         let (g_even, rest) = g.split_at_mut(self.counts[level - 1][even_r] * self.node_len);
         let (g_odd, g_own) = rest.split_at_mut(self.counts[level - 1][odd_r] * self.node_len);
-        let children = |g_even: &mut [u32], g_odd: &mut [u32]| {
-            #[cfg(feature = "parallel")]
-            if level >= STATIC_FORK_LEVEL && rayon::current_num_threads() > 1 {
-                return rayon::join(
-                    || self.subtree(level - 1, even_r, even_a, g_even),
-                    || self.subtree(level - 1, odd_r, odd_a, g_odd),
-                );
-            }
-            (
-                self.subtree(level - 1, even_r, even_a, g_even),
-                self.subtree(level - 1, odd_r, odd_a, g_odd),
-            )
-        };
-        let ((a_e, mut below), (a_o, below_odd)) = children(g_even, g_odd);
+        let (((a_e, mut below), (a_o, below_odd)), _) = crate::join_if(
+            level >= STATIC_FORK_LEVEL,
+            || self.subtree(level - 1, even_r, even_a, g_even),
+            || self.subtree(level - 1, odd_r, odd_a, g_odd),
+        );
         below.extend(below_odd);
         match kind {
             Kind::Dynamic => {
@@ -434,16 +440,10 @@ impl PackPrecomp {
         // (depth first, even child first, node after its children), so the
         // online pass streams them sequentially; offsets are fixed up front
         // and the buffer is allocated once.
-        let mut order = Vec::new();
-        dfs_order(&kinds, d2, log_d2, 0, &mut order);
+        let counts = static_counts(&kinds, d2);
+        let n_static = counts[log_d2][0];
         let mut g_off: Vec<Vec<usize>> = (0..=log_d2).map(|l| vec![usize::MAX; d2 >> l]).collect();
-        let mut n_static = 0;
-        for &(level, r) in &order {
-            if kinds[level][r] == Kind::Static {
-                g_off[level][r] = n_static * node_len;
-                n_static += 1;
-            }
-        }
+        digit_offsets(&counts, &kinds, node_len, (log_d2, 0), 0, &mut g_off);
         // (a first build allocates it with the transparent-huge-page advice:
         // the online pass streams all of it per query)
         if g_data.capacity() < n_static * node_len {
@@ -464,7 +464,6 @@ impl PackPrecomp {
                 _ => None,
             })
             .collect();
-        let counts = static_counts(&kinds, d2);
         let tree = BuildTree {
             ctx,
             kinds: &kinds,
@@ -620,25 +619,13 @@ impl PackPrecomp {
             Kind::Static => {}
         }
         let n_nodes = self.d2 >> level;
-        let children = || {
-            (
-                self.eval_static(ctx, wbs, level - 1, r),
-                self.eval_static(ctx, wbs, level - 1, r + n_nodes),
-            )
-        };
         // Subtrees of ≥ 64 leaves fork, so the static sums of one query
         // spread over the threads (a node costs ~10 µs; a fork ~1 µs).
-        #[cfg(feature = "parallel")]
-        let (e, o) = if level >= STATIC_FORK_LEVEL && rayon::current_num_threads() > 1 {
-            rayon::join(
-                || self.eval_static(ctx, wbs, level - 1, r),
-                || self.eval_static(ctx, wbs, level - 1, r + n_nodes),
-            )
-        } else {
-            children()
-        };
-        #[cfg(not(feature = "parallel"))]
-        let (e, o) = children();
+        let ((e, o), _) = crate::join_if(
+            level >= STATIC_FORK_LEVEL,
+            || self.eval_static(ctx, wbs, level - 1, r),
+            || self.eval_static(ctx, wbs, level - 1, r + n_nodes),
+        );
         let none = || vec![None; wbs.len()];
         let (e, o) = (e.unwrap_or_else(none), o.unwrap_or_else(none));
         let off = self.g_off[level][r];
@@ -690,17 +677,9 @@ impl PackPrecomp {
             }
         };
         // where two T paths meet, they run in parallel
-        #[cfg(feature = "parallel")]
-        let (e, o) = if self.kinds[level - 1][r] == Kind::Dynamic
-            && self.kinds[level - 1][r + n_nodes] == Kind::Dynamic
-            && rayon::current_num_threads() > 1
-        {
-            rayon::join(|| child(r), || child(r + n_nodes))
-        } else {
-            (child(r), child(r + n_nodes))
-        };
-        #[cfg(not(feature = "parallel"))]
-        let (e, o) = (child(r), child(r + n_nodes));
+        let both_dynamic = self.kinds[level - 1][r] == Kind::Dynamic
+            && self.kinds[level - 1][r + n_nodes] == Kind::Dynamic;
+        let ((e, o), _) = crate::join_if(both_dynamic, || child(r), || child(r + n_nodes));
         let mut out = Vec::with_capacity(inps.len());
         for ((inp, (a_e, ks_e)), (a_o, ks_o)) in inps.iter().zip(e).zip(o) {
             let mut ks = combine_b(ctx, level, ks_e, ks_o.as_deref());
@@ -718,7 +697,6 @@ impl PackPrecomp {
 
 /// Level from which a static subtree's two halves run in parallel (64
 /// leaves and more).
-#[cfg(feature = "parallel")]
 const STATIC_FORK_LEVEL: usize = 6;
 
 /// KS sums of the static subtrees for a batch of queries

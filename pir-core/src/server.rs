@@ -1064,7 +1064,12 @@ impl Server {
             kernel::simplepir(&self.db, &split, &mut y1);
             (y1, t.elapsed().as_secs_f64())
         };
-        let (((y1, scan_secs), qo), overlapped) = beside(scan, query_only);
+        // With more than one thread the memory-bound scan runs beside the
+        // query-only work: the thread that takes the latter leaves the
+        // other reading the database at one core's bandwidth, then joins
+        // the scan by work stealing. One thread keeps the steps in order,
+        // so its time breakdown compares with the paper's.
+        let (((y1, scan_secs), qo), overlapped) = crate::join_if(true, scan, query_only);
         if overlapped {
             tm.overlapped = qo.dp_secs + qo.pack_secs;
         }
@@ -1162,31 +1167,6 @@ struct QueryOnly {
     sks: StaticKs,
     dp_secs: f64,
     pack_secs: f64,
-}
-
-/// Runs `a` and `b`, beside each other (`rayon::join`) when the pool has
-/// more than one thread, else in order; says which. `Answer` runs the
-/// memory-bound SimplePIR scan beside the query-only work this way: the
-/// thread that takes the latter leaves the other reading the database at
-/// one core's bandwidth, then joins the scan by work stealing. One thread
-/// keeps the steps in order, so its time breakdown compares with the
-/// paper's.
-#[cfg(feature = "parallel")]
-fn beside<RA: Send, RB: Send>(
-    a: impl FnOnce() -> RA + Send,
-    b: impl FnOnce() -> RB + Send,
-) -> ((RA, RB), bool) {
-    if rayon::current_num_threads() > 1 {
-        (rayon::join(a, b), true)
-    } else {
-        ((a(), b()), false)
-    }
-}
-
-/// Without the `parallel` feature: `a` then `b`.
-#[cfg(not(feature = "parallel"))]
-fn beside<RA, RB>(a: impl FnOnce() -> RA, b: impl FnOnce() -> RB) -> ((RA, RB), bool) {
-    ((a(), b()), false)
 }
 
 /// Writes the RNS residues (both halves of `buf`, d entries each) of the
