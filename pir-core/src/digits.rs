@@ -255,17 +255,14 @@ impl DigitMatrix {
 
     /// The column blocks as disjoint mutable views, so that blocks can be
     /// written in parallel (`Server::update`).
-    pub fn column_blocks_mut(&mut self) -> Vec<ColumnBlockMut<'_>> {
-        let rows = self.rows;
-        let cols = self.cols;
+    pub fn column_blocks_mut(&mut self) -> impl Iterator<Item = ColumnBlockMut<'_>> {
+        let (rows, cols) = (self.rows, self.cols);
         let rows_pad = Self::padded_rows(rows);
-        if rows_pad == 0 {
-            return Vec::new();
-        }
+        // (no rows: no storage, no blocks)
         self.data
-            .chunks_mut(BLOCK_COLS * rows_pad)
+            .chunks_mut((BLOCK_COLS * rows_pad).max(1))
             .enumerate()
-            .map(|(b, data)| {
+            .map(move |(b, data)| {
                 let c0 = b * BLOCK_COLS;
                 ColumnBlockMut {
                     c0,
@@ -275,7 +272,6 @@ impl DigitMatrix {
                     data,
                 }
             })
-            .collect()
     }
 
     /// Reads columns j0..j0 + dst.len() of row r into `dst`.
@@ -402,7 +398,7 @@ mod tests {
         // mutable column blocks: the same two blocks, each writable on its
         // own (entry by entry, and by column ranges inside the block)
         let mut m4 = DigitMatrix::zeros(rows, cols);
-        let mut blocks = m4.column_blocks_mut();
+        let mut blocks: Vec<_> = m4.column_blocks_mut().collect();
         assert_eq!(
             blocks.iter().map(|b| (b.c0, b.cols)).collect::<Vec<_>>(),
             vec![(0, 1024), (1024, 76)]
