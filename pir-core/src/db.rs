@@ -300,6 +300,60 @@ impl Database {
         Ok(std::mem::replace(&mut self.data[off], value))
     }
 
+    /// The records as disjoint mutable views of `block_cols` columns each
+    /// (the last narrower), so that blocks of columns can be rewritten in
+    /// parallel (`Server::update`). A block of the tiled part is one run of
+    /// bytes per panel; columns stored column-major are one run.
+    ///
+    /// # Panics
+    /// If `block_cols` is not a positive multiple of [`GROUP_COLS`] (a
+    /// caller bug: a tile group would straddle two blocks).
+    pub fn column_blocks_mut(&mut self, block_cols: usize) -> Vec<ColumnsMut<'_>> {
+        assert!(
+            block_cols > 0 && block_cols.is_multiple_of(GROUP_COLS),
+            "column block width"
+        );
+        let DbShape { ell1, ell2 } = self.shape;
+        let map = self.map;
+        // columns stored tiled: 0..tiled_cols
+        let tiled_cols = if map.tiled && ell1 > 0 { map.full } else { 0 };
+        let (tiled, plain) = self.data.split_at_mut(tiled_cols * ell1);
+        let mut blocks: Vec<ColumnsMut<'_>> = (0..ell2.div_ceil(block_cols))
+            .map(|k| {
+                let c0 = k * block_cols;
+                ColumnsMut {
+                    c0,
+                    cols: block_cols.min(ell2 - c0),
+                    map,
+                    tiled_cols,
+                    record_bits: self.record_bits,
+                    panels: Vec::new(),
+                    plain: &mut [],
+                    plain_c0: c0.max(tiled_cols),
+                }
+            })
+            .collect();
+        if tiled_cols > 0 {
+            for panel in tiled.chunks_mut(map.panel * tiled_cols) {
+                let mut rest = panel;
+                for blk in blocks.iter_mut().take_while(|b| b.c0 < tiled_cols) {
+                    let width = (blk.c0 + blk.cols).min(tiled_cols) - blk.c0;
+                    let (run, tail) = std::mem::take(&mut rest).split_at_mut(width * map.panel);
+                    blk.panels.push(run);
+                    rest = tail;
+                }
+            }
+        }
+        let mut rest = plain;
+        for blk in blocks.iter_mut() {
+            let width = (blk.c0 + blk.cols).saturating_sub(blk.plain_c0);
+            let (run, tail) = std::mem::take(&mut rest).split_at_mut(width * ell1);
+            blk.plain = run;
+            rest = tail;
+        }
+        blocks
+    }
+
     fn check(&self, row: usize, col: usize) -> Result<()> {
         if row >= self.shape.ell1 || col >= self.shape.ell2 {
             return Err(Error::IndexOutOfRange {
@@ -336,6 +390,79 @@ impl Database {
     /// Whether the storage is tiled (see module docs).
     pub fn is_tiled(&self) -> bool {
         self.map.tiled
+    }
+}
+
+/// Columns c0..c0 + cols of a [`Database`], writable on their own
+/// ([`Database::column_blocks_mut`]).
+pub struct ColumnsMut<'a> {
+    /// First column of the block.
+    pub c0: usize,
+    /// Columns in the block.
+    pub cols: usize,
+    map: OffsetMap,
+    /// Columns stored tiled (0 when nothing is).
+    tiled_cols: usize,
+    record_bits: u32,
+    /// Per panel p: the block's tiled columns, from storage offset
+    /// p·P·tiled_cols + c0·P on.
+    panels: Vec<&'a mut [u8]>,
+    /// The block's column-major columns plain_c0.., from storage offset
+    /// plain_c0·ℓ1 on.
+    plain: &'a mut [u8],
+    plain_c0: usize,
+}
+
+impl ColumnsMut<'_> {
+    /// (panel index or `None` for the column-major run, index in it) of a
+    /// record of the block.
+    #[inline]
+    fn locate(&self, row: usize, col: usize) -> (Option<usize>, usize) {
+        if col < self.tiled_cols {
+            let p = match self.map.panel_shift {
+                Some(sh) => row >> sh,
+                None => row / self.map.panel,
+            };
+            let base = (p * self.tiled_cols + self.c0) * self.map.panel;
+            (Some(p), self.map.at(row, col) - base)
+        } else {
+            (None, (col - self.plain_c0) * self.map.ell1 + row)
+        }
+    }
+
+    /// [`Database::replace`] for a record of this block.
+    pub fn replace(&mut self, row: usize, col: usize, value: u8) -> Result<u8> {
+        if row >= self.map.ell1 || col < self.c0 || col >= self.c0 + self.cols {
+            return Err(Error::IndexOutOfRange {
+                index: (col * self.map.ell1 + row) as u64,
+                len: (self.map.ell1 * (self.c0 + self.cols)) as u64,
+            });
+        }
+        if self.record_bits < 8 && value as u32 >= 1 << self.record_bits {
+            return Err(Error::RecordOutOfRange {
+                index: col * self.map.ell1 + row,
+                value,
+                modulus: 1 << self.record_bits,
+            });
+        }
+        let (piece, i) = self.locate(row, col);
+        let run = match piece {
+            Some(p) => &mut *self.panels[p],
+            None => &mut *self.plain,
+        };
+        Ok(std::mem::replace(&mut run[i], value))
+    }
+
+    /// Prefetch hint for record (row, col) of this block (no effect for
+    /// a record outside it).
+    #[inline]
+    pub fn prefetch(&self, row: usize, col: usize) {
+        if row < self.map.ell1 && col >= self.c0 && col < self.c0 + self.cols {
+            match self.locate(row, col) {
+                (Some(p), i) => kernel::prefetch(self.panels[p], i),
+                (None, i) => kernel::prefetch(self.plain, i),
+            }
+        }
     }
 }
 
@@ -529,6 +656,50 @@ mod tests {
             sorted.sort();
             want.sort();
             assert_eq!(sorted, want);
+        }
+    }
+
+    #[test]
+    fn column_blocks_replace_like_the_whole_database() {
+        // tiled with column-major tail columns, several panels, a panel
+        // height that is not a power of two, nothing tiled, 4-bit records
+        for (ell1, ell2, block, bits) in [
+            (64usize, 19usize, 8usize, 8u32),
+            (8192, 24, 16, 8),
+            (3072, 27, 8, 8),
+            (33, 16, 8, 8),
+            (96, 7, 8, 4),
+            (64, 40, 64, 8),
+        ] {
+            let shape = DbShape { ell1, ell2 };
+            let n = 1usize << bits;
+            let cm: Vec<u8> = (0..ell1 * ell2)
+                .map(|k| ((k * 7 + k / 13) % n) as u8)
+                .collect();
+            let mut whole = Database::from_column_major(shape, bits, cm.clone()).unwrap();
+            let mut blocked = whole.clone();
+            let mut blocks = blocked.column_blocks_mut(block);
+            assert_eq!(blocks.len(), ell2.div_ceil(block));
+            for blk in blocks.iter_mut() {
+                for j in blk.c0..blk.c0 + blk.cols {
+                    for i in 0..ell1 {
+                        let v = ((i * 5 + j * 3) % n) as u8;
+                        blk.prefetch(i, j);
+                        assert_eq!(blk.replace(i, j, v), whole.replace(i, j, v), "{i} {j}");
+                    }
+                }
+                // records outside the block, and values ≥ N, are refused
+                assert!(blk.replace(0, blk.c0 + blk.cols, 0).is_err());
+                assert!(blk.replace(ell1, blk.c0, 0).is_err());
+                if blk.c0 > 0 {
+                    assert!(blk.replace(0, blk.c0 - 1, 0).is_err());
+                }
+                if bits < 8 {
+                    assert!(blk.replace(0, blk.c0, n as u8).is_err());
+                }
+            }
+            drop(blocks);
+            assert!(whole == blocked);
         }
     }
 

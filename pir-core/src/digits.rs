@@ -274,6 +274,43 @@ impl DigitMatrix {
             })
     }
 
+    /// Reads the whole rows 4q .. 4q + 4 (quad q) into `dst`, row-major
+    /// (row 4q + i at `dst[i·cols ..][..cols]`; rows past [`Self::rows`]
+    /// read as the zero padding they are). One pass over the quad's
+    /// storage, front to back: reading the four rows one by one would read
+    /// every 256-byte run four times, a quarter at a time (H2 reads the
+    /// whole hint this way, `Server::update`).
+    ///
+    /// # Panics
+    /// If q is not a quad of the matrix or `dst` is shorter than 4 rows.
+    pub fn read_quad(&self, q: usize, dst: &mut [i16]) {
+        let cols = self.cols;
+        assert!(q * QUAD_ROWS < self.rows, "quad index");
+        assert!(dst.len() >= QUAD_ROWS * cols, "quad buffer");
+        for (c0, w, blk) in self.blocks() {
+            let quad = &blk[q * QUAD_ROWS * w..(q + 1) * QUAD_ROWS * w];
+            for (k, chunk) in quad.chunks_exact(QUAD_ROWS * CHUNK_COLS).enumerate() {
+                let j = c0 + k * CHUNK_COLS;
+                let n = cols.saturating_sub(j).min(CHUNK_COLS);
+                if n == 0 {
+                    break;
+                }
+                for (i, src) in chunk.chunks_exact(CHUNK_COLS).enumerate() {
+                    let d = &mut dst[i * cols + j..i * cols + j + n];
+                    if let (Ok(d), Ok(src)) = (
+                        <&mut [i16; CHUNK_COLS]>::try_from(&mut *d),
+                        <&[i16; CHUNK_COLS]>::try_from(src),
+                    ) {
+                        // (a whole chunk: one fixed-size copy, no call)
+                        *d = *src;
+                    } else {
+                        d.copy_from_slice(&src[..n]);
+                    }
+                }
+            }
+        }
+    }
+
     /// Reads columns j0..j0 + dst.len() of row r into `dst`.
     ///
     /// # Panics

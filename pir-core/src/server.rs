@@ -34,8 +34,8 @@ use std::time::Instant;
 use sha2::{Digest, Sha256};
 
 use crate::arith::{round_mod, round_pow2, small_residue, MODS, Q2};
-use crate::db::Database;
-use crate::digits::{ColumnBlockMut, DigitMatrix, BLOCK_COLS};
+use crate::db::{ColumnsMut, Database};
+use crate::digits::{ColumnBlockMut, DigitMatrix, BLOCK_COLS, QUAD_ROWS};
 use crate::error::{Error, Result};
 use crate::kernel::{self, SplitQuery};
 use crate::packing::{Leaf, PackInputs, PackPrecomp, StaticKs};
@@ -128,6 +128,16 @@ pub struct AnswerTimings {
     /// hint rows' DoublePIR pass and the packing tree's static subtrees):
     /// zero on one thread, where the steps run in order.
     pub overlapped: f64,
+}
+
+/// One block of columns as `Server::update` rewrites it: its columns of
+/// A1·D (column-major), of the hint, of the records, and its sorted
+/// changes.
+struct UpdateBlock<'a> {
+    ad: &'a mut [u32],
+    hint: ColumnBlockMut<'a>,
+    db: ColumnsMut<'a>,
+    terms: &'a mut [u64],
 }
 
 impl std::fmt::Debug for Server {
@@ -630,9 +640,9 @@ impl Server {
     /// A changed record (i, j) changes column j of A1·D by δ·A1[:, i], where
     /// A1[:, i] is a column of NCyclicMat(a1,b) (App. B), so the unrounded
     /// hint is updated in O(d1) per change; only the touched columns are
-    /// re-rounded and re-packed (block by block of 1024 columns, in
-    /// parallel when the rayon pool has more than one thread; the records
-    /// themselves are replaced in one sequential pass). H2 and the packing
+    /// re-rounded and re-packed. The records, A1·D and the hint are
+    /// rewritten block by block of 1024 columns, in parallel when the rayon
+    /// pool has more than one thread. H2 and the packing
     /// precomputation are then rebuilt (a fixed cost independent of the
     /// database size). The result
     /// answers exactly like a fresh [`Server::setup`] of the new database
@@ -693,52 +703,64 @@ impl Server {
         drop(next);
         let mut stats = UpdateStats::default();
         let kh = params.hint_rows();
-        // Pass 1, in column order: replace the records (the database is one
-        // buffer, so this pass is sequential) and turn each change into its
-        // term in place: (δ << 32 | offset of the run of A1's column in
-        // a1_ext), δ = 0 for a record that kept its value. Records are
-        // fetched AHEAD changes in advance; `pj` is the column of the
-        // change being fetched (buckets are in column order).
+        // One task per block of BLOCK_COLS columns (in parallel with more
+        // than one thread: the blocks of the records, of the sorted
+        // changes, of A1·D and of the hint are disjoint):
+        // 1. in column order, replace the block's records and turn each
+        //    change into its term in place: (δ << 32 | offset of the run of
+        //    A1's column in a1_ext), δ = 0 for a record that kept its
+        //    value. The records are scattered over the database; each is
+        //    prefetched AHEAD changes earlier (`pj` is the column of the
+        //    change being fetched). A pass of its own: interleaved with
+        //    the arithmetic of step 2, whose runs of A1 stream from L2, the
+        //    misses slowed both down (one thread, B = 33: +7 ms);
+        // 2. add the terms to each touched column of A1·D;
+        // 3. re-round and re-pack the touched columns, CHUNK at a time,
+        //    into a row-major buffer (chunk k of the c-th column at
+        //    k·CHUNK + c) and write each hint row's slice: one copy per row
+        //    when the chunk's columns are consecutive (every column is
+        //    touched at 0.1 % changes).
         const AHEAD: usize = 16;
-        let mut pj = 0;
-        for j in 0..ell2 {
-            for n in starts[j]..starts[j + 1] {
-                if let Some(&ahead) = sorted.get(n + AHEAD) {
-                    while starts[pj + 1] <= n + AHEAD {
-                        pj += 1;
-                    }
-                    let r = (ahead >> 8) as usize;
-                    kernel::prefetch(self.db.as_bytes(), self.db.record_offset(r, pj));
-                }
-                let key = sorted[n];
-                let (row, value) = ((key >> 8) as usize, key as u8);
-                let old = self.db.replace(row, j, value)?;
-                // column `row` of A1 scaled by the change of the record
-                let delta = (value as i8 as i32 - old as i8 as i32) as u32;
-                let (b, ii) = (row / d1, row % d1);
-                sorted[n] = u64::from(delta) << 32 | (b * 2 * d1 + d1 - 1 - ii) as u64;
-                stats.changed_records += usize::from(delta != 0);
-            }
-        }
-        // Pass 2, one block of BLOCK_COLS columns per task (in parallel
-        // with more than one thread: the blocks of A1·D and of the hint
-        // are disjoint): add the terms to each touched column of A1·D, then
-        // re-round and re-pack the touched columns, CHUNK at a time, into
-        // a row-major buffer (chunk k of the c-th column at k·CHUNK + c)
-        // and write each hint row's slice: one copy per row when the
-        // chunk's columns are consecutive (every column is touched at
-        // 0.1 % changes).
         const CHUNK: usize = 64;
         let plan = ChunkPlan::for_params(&params);
         let (ad, a1_ext) = (&mut self.ad, &self.a1_ext);
-        let block = |(blk_ad, mut blk): (&mut [u32], ColumnBlockMut<'_>)| -> usize {
+        let block = |blk: UpdateBlock<'_>| -> Result<(usize, usize)> {
+            let UpdateBlock {
+                ad: blk_ad,
+                hint: mut blk,
+                db: mut blk_db,
+                terms: blk_terms,
+            } = blk;
+            let (c0, c1) = (blk.c0, blk.c0 + blk.cols);
+            // this block's changes: blk_terms[starts[j] - base ..] for j
+            let base = starts[c0];
+            let bucket = |j: usize| starts[j] - base..starts[j + 1] - base;
+            let mut changed = 0;
+            let mut pj = c0;
+            for j in c0..c1 {
+                for n in bucket(j) {
+                    if let Some(&ahead) = blk_terms.get(n + AHEAD) {
+                        while starts[pj + 1] - base <= n + AHEAD {
+                            pj += 1;
+                        }
+                        blk_db.prefetch((ahead >> 8) as usize, pj);
+                    }
+                    let key = blk_terms[n];
+                    let (row, value) = ((key >> 8) as usize, key as u8);
+                    let old = blk_db.replace(row, j, value)?;
+                    // column `row` of A1 scaled by the change of the record
+                    let delta = (value as i8 as i32 - old as i8 as i32) as u32;
+                    let (b, ii) = (row / d1, row % d1);
+                    blk_terms[n] = u64::from(delta) << 32 | (b * 2 * d1 + d1 - 1 - ii) as u64;
+                    changed += usize::from(delta != 0);
+                }
+            }
             let mut terms: Vec<(u32, usize)> = Vec::new();
             let mut dirty = Vec::new();
             for (c, col) in blk_ad.chunks_exact_mut(d1).enumerate() {
-                let j = blk.c0 + c;
                 terms.clear();
                 terms.extend(
-                    sorted[starts[j]..starts[j + 1]]
+                    blk_terms[bucket(c0 + c)]
                         .iter()
                         .filter(|&&t| t >> 32 != 0)
                         .map(|&t| ((t >> 32) as u32, t as u32 as usize)),
@@ -782,20 +804,38 @@ impl Server {
                     }
                 }
             }
-            dirty.len()
+            Ok((dirty.len(), changed))
         };
-        let blocks: Vec<(&mut [u32], ColumnBlockMut<'_>)> = ad
+        // the sorted changes, cut at the blocks' first columns
+        let mut rest = &mut sorted[..];
+        let block_terms = (0..ell2).step_by(BLOCK_COLS).map(|c0| {
+            let c1 = (c0 + BLOCK_COLS).min(ell2);
+            let (head, tail) = std::mem::take(&mut rest).split_at_mut(starts[c1] - starts[c0]);
+            rest = tail;
+            head
+        });
+        let blocks: Vec<_> = ad
             .chunks_mut(BLOCK_COLS * d1)
             .zip(self.hint.column_blocks_mut())
+            .zip(self.db.column_blocks_mut(BLOCK_COLS))
+            .zip(block_terms)
+            .map(|(((ad, hint), db), terms)| UpdateBlock {
+                ad,
+                hint,
+                db,
+                terms,
+            })
             .collect();
         #[cfg(feature = "parallel")]
-        {
+        let counts: Vec<(usize, usize)> = {
             use rayon::prelude::*;
-            stats.dirty_columns = blocks.into_par_iter().map(block).sum();
-        }
+            blocks.into_par_iter().map(block).collect::<Result<_>>()?
+        };
         #[cfg(not(feature = "parallel"))]
-        {
-            stats.dirty_columns = blocks.into_iter().map(block).sum();
+        let counts: Vec<(usize, usize)> = blocks.into_iter().map(block).collect::<Result<_>>()?;
+        for (dirty, changed) in counts {
+            stats.dirty_columns += dirty;
+            stats.changed_records += changed;
         }
         drop(sorted);
         stats.timings.hint = t0.elapsed().as_secs_f64();
@@ -945,29 +985,47 @@ impl Server {
         let (n_rows, ell2) = (rows.rows(), rows.cols());
         let d2 = ctx.params.d2;
         let m2 = ell2.div_ceil(d2);
-        let scratch = || (vec![0i16; ell2], vec![0u32; 2 * d2], vec![0u64; 2 * d2]);
-        let one = |(row, buf, acc): &mut (Vec<i16>, Vec<u32>, Vec<u64>), r: usize| {
-            rows.read_row(r, 0, row);
-            acc.fill(0);
-            for b in 0..m2 {
-                let src = &row[b * d2..((b + 1) * d2).min(ell2)];
-                kernel::reversed_residues_i16(src, buf);
-                rns::forward(&ctx.ntt2, buf);
-                rns::mul_acc_lazy(&a2s[b * 2 * d2..(b + 1) * 2 * d2], buf, acc);
-            }
-            let mut out = vec![0u32; 2 * d2];
-            rns::reduce_acc(acc, &mut out);
-            out
+        // Rows are read a quad at a time (one pass over its storage).
+        let scratch = || {
+            (
+                vec![0i16; QUAD_ROWS * ell2],
+                vec![0u32; 2 * d2],
+                vec![0u64; 2 * d2],
+            )
         };
+        let quad = |(quad, buf, acc): &mut (Vec<i16>, Vec<u32>, Vec<u64>), q: usize| {
+            rows.read_quad(q, quad);
+            let in_quad = n_rows.min((q + 1) * QUAD_ROWS) - q * QUAD_ROWS;
+            quad.chunks_exact(ell2)
+                .take(in_quad)
+                .map(|row| {
+                    acc.fill(0);
+                    for b in 0..m2 {
+                        let src = &row[b * d2..((b + 1) * d2).min(ell2)];
+                        kernel::reversed_residues_i16(src, buf);
+                        rns::forward(&ctx.ntt2, buf);
+                        rns::mul_acc_lazy(&a2s[b * 2 * d2..(b + 1) * 2 * d2], buf, acc);
+                    }
+                    let mut out = vec![0u32; 2 * d2];
+                    rns::reduce_acc(acc, &mut out);
+                    out
+                })
+                .collect::<Vec<_>>()
+        };
+        let n_quads = n_rows.div_ceil(QUAD_ROWS);
         #[cfg(feature = "parallel")]
         {
             use rayon::prelude::*;
-            (0..n_rows).into_par_iter().map_init(scratch, one).collect()
+            (0..n_quads)
+                .into_par_iter()
+                .map_init(scratch, quad)
+                .flatten_iter()
+                .collect()
         }
         #[cfg(not(feature = "parallel"))]
         {
             let mut s = scratch();
-            (0..n_rows).map(|r| one(&mut s, r)).collect()
+            (0..n_quads).flat_map(|q| quad(&mut s, q)).collect()
         }
     }
 
