@@ -870,6 +870,11 @@ impl Server {
     pub fn database(&self) -> &Database {
         &self.db
     }
+    /// Gives the database back, dropping the server's state (hint rows,
+    /// A1·D, packing precomputation), e.g. to rebuild it from scratch.
+    pub fn into_database(self) -> Database {
+        self.db
+    }
     /// Bytes of server state beyond the database (hint rows, packing
     /// precomputation, expanded public randomness).
     pub fn state_bytes(&self) -> usize {
