@@ -87,6 +87,27 @@ impl ColumnBlockMut<'_> {
         }
     }
 
+    /// The storage from entry (0, j) on, and where each row of column j
+    /// lies in it ([`crate::kernel::RowStride`]): entry (r, j + c) is at
+    /// `stride.at(r) + c` for c < 8 when j is a multiple of 8 (eight
+    /// columns of one 32-column chunk), so
+    /// [`crate::kernel::pack_columns8`] can write them in place.
+    ///
+    /// # Panics
+    /// If j is not a column of this block.
+    pub fn column_run(&mut self, j: usize) -> (&mut [i16], crate::kernel::RowStride) {
+        assert!(
+            j >= self.c0 && j < self.c0 + self.cols,
+            "column of the block"
+        );
+        let o = self.offset(0, j);
+        let stride = crate::kernel::RowStride {
+            row: CHUNK_COLS,
+            quad: QUAD_ROWS * self.w,
+        };
+        (&mut self.data[o..], stride)
+    }
+
     /// Sets entry (r, j), j a column of this block.
     ///
     /// # Panics

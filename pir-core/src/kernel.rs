@@ -1738,10 +1738,40 @@ pub fn pack_groups_scalar(
 #[cfg(target_arch = "x86_64")]
 mod pack_simd;
 
+/// Where [`pack_columns8`] puts chunk k of its eight columns in `out`:
+/// at `(k / 4)·quad + (k mod 4)·row`. A row-major buffer of stride s is
+/// [`RowStride::plain`]`(s)` (quad = 4s); the hint's own storage
+/// (`crate::digits`: rows in quads of 4, one 32-column chunk of each row
+/// after the other) is row = 32, quad = 4 × the block width, so the
+/// packer can write into it directly.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RowStride {
+    /// Between rows 4q + i and 4q + i + 1.
+    pub row: usize,
+    /// Between rows 4q and 4q + 4.
+    pub quad: usize,
+}
+
+impl RowStride {
+    /// Row k at k·stride.
+    pub fn plain(stride: usize) -> Self {
+        RowStride {
+            row: stride,
+            quad: 4 * stride,
+        }
+    }
+
+    /// Index of row k's first entry.
+    #[inline]
+    pub fn at(self, k: usize) -> usize {
+        (k >> 2) * self.quad + (k & 3) * self.row
+    }
+}
+
 /// Rounds eight columns of A1·D from 2^32 to 2^w and packs each into
 /// `starts.len()` chunks of `pb` bits (App. B; see `server::ChunkPlan`):
 /// chunk k of column c — the `pb` bits at `off_k` of the window
-/// `r[i_k] | r[i_k+1]·2^w`, sign-extended — goes to `out[k·stride + c]`.
+/// `r[i_k] | r[i_k+1]·2^w`, sign-extended — goes to `out[stride.at(k) + c]`.
 /// Eight columns at a time so that each chunk index is one 16-byte store
 /// into the row-major hint rows instead of eight 2-byte stores eight rows
 /// apart. `scratch` holds the rounded values interleaved (value i of column
@@ -1750,7 +1780,8 @@ mod pack_simd;
 ///
 /// # Panics
 /// If the columns differ in length, a window reads past the last value + 1,
-/// `w ∉ [1, 32)`, `pb ∉ [1, 16]`, or `out` is too short (caller bugs).
+/// `w ∉ [1, 32)`, `pb ∉ [1, 16]`, rows of `stride` overlap
+/// (`row < 8` or `quad < 3·row + 8`), or `out` is too short (caller bugs).
 pub fn pack_columns8(
     cols: [&[u32]; 8],
     w: u32,
@@ -1758,15 +1789,17 @@ pub fn pack_columns8(
     starts: &[(u32, u32)],
     scratch: &mut Vec<u32>,
     out: &mut [i16],
-    stride: usize,
+    stride: RowStride,
 ) {
     let n = cols[0].len();
     assert!(cols.iter().all(|c| c.len() == n));
-    assert!((1..32).contains(&w) && (1..=16).contains(&pb) && stride >= 8);
+    assert!((1..32).contains(&w) && (1..=16).contains(&pb));
+    // (rows do not overlap, and the last row is the furthest)
+    assert!(stride.row >= 8 && stride.quad >= 3 * stride.row + 8);
     assert!(starts
         .iter()
         .all(|&(i, off)| (i as usize) < n.max(1) && off < w));
-    assert!(starts.is_empty() || out.len() >= (starts.len() - 1) * stride + 8);
+    assert!(starts.is_empty() || out.len() >= stride.at(starts.len() - 1) + 8);
     // interleave and round, plus one zero row for the last window (every
     // other word is written below: no need to clear the rest)
     if scratch.len() != 8 * (n + 1) {
@@ -1821,7 +1854,7 @@ pub fn pack_columns8_scalar(
     pb: u32,
     starts: &[(u32, u32)],
     out: &mut [i16],
-    stride: usize,
+    stride: RowStride,
 ) {
     let n = cols[0].len();
     let mut r = vec![0u32; 8 * (n + 1)];
@@ -1840,12 +1873,12 @@ fn pack_columns8_chunks(
     pb: u32,
     starts: &[(u32, u32)],
     out: &mut [i16],
-    stride: usize,
+    stride: RowStride,
 ) {
     for (k, &(i, off)) in starts.iter().enumerate() {
         let i = i as usize;
         for c in 0..8 {
-            out[k * stride + c] = window_chunk(r[8 * i + c], r[8 * (i + 1) + c], w, off, pb);
+            out[stride.at(k) + c] = window_chunk(r[8 * i + c], r[8 * (i + 1) + c], w, off, pb);
         }
     }
 }

@@ -715,13 +715,11 @@ impl Server {
         //    the arithmetic of step 2, whose runs of A1 stream from L2, the
         //    misses slowed both down (one thread, B = 33: +7 ms);
         // 2. add the terms to each touched column of A1·D;
-        // 3. re-round and re-pack the touched columns, CHUNK at a time,
-        //    into a row-major buffer (chunk k of the c-th column at
-        //    k·CHUNK + c) and write each hint row's slice: one copy per row
-        //    when the chunk's columns are consecutive (every column is
-        //    touched at 0.1 % changes).
+        // 3. re-round and re-pack the touched columns, eight at a time
+        //    straight into the hint's storage when they are eight columns
+        //    of one 32-column chunk (every column is touched at 0.1 %
+        //    changes), the others one by one.
         const AHEAD: usize = 16;
-        const CHUNK: usize = 64;
         let plan = ChunkPlan::for_params(&params);
         let (ad, a1_ext) = (&mut self.ad, &self.a1_ext);
         let block = |blk: UpdateBlock<'_>| -> Result<(usize, usize)> {
@@ -771,37 +769,32 @@ impl Server {
                 }
             }
             let mut scratch = Vec::with_capacity(8 * (d1 + 1));
-            let mut rows = vec![0i16; kh * CHUNK];
-            for chunk in dirty.chunks(CHUNK) {
-                let w = chunk.len();
-                let column = |c: usize| &blk_ad[c * d1..(c + 1) * d1];
-                // eight columns at a time when planned (one 16-byte store
-                // per chunk), the rest one by one
-                let eights = if plan.starts.is_empty() { 0 } else { w / 8 * 8 };
-                for c0 in (0..eights).step_by(8) {
-                    let cols: [&[u32]; 8] = std::array::from_fn(|c| column(chunk[c0 + c]));
+            let mut one = vec![0i16; kh];
+            let column = |c: usize| &blk_ad[c * d1..(c + 1) * d1];
+            let mut i = 0;
+            while i < dirty.len() {
+                let c = dirty[i];
+                if !plan.starts.is_empty() && c % 8 == 0 && dirty.get(i + 7) == Some(&(c + 7)) {
+                    // eight touched columns of one 32-column chunk of the
+                    // hint storage: packed in place
+                    let cols: [&[u32]; 8] = std::array::from_fn(|t| column(c + t));
+                    let (out, stride) = blk.column_run(c0 + c);
                     kernel::pack_columns8(
                         cols,
                         plan.w,
                         plan.pb,
                         &plan.starts,
                         &mut scratch,
-                        &mut rows[c0..],
-                        CHUNK,
+                        out,
+                        stride,
                     );
-                }
-                for (c, &cc) in chunk.iter().enumerate().skip(eights) {
-                    plan.pack(column(cc), &mut scratch, &mut rows[c..], CHUNK);
-                }
-                let j0 = blk.c0 + chunk[0];
-                if chunk[w - 1] - chunk[0] == w - 1 {
-                    blk.write_cols(j0, w, &rows, CHUNK);
+                    i += 8;
                 } else {
-                    for (r, src) in rows.chunks_exact(CHUNK).enumerate() {
-                        for (&c, &v) in chunk.iter().zip(src) {
-                            blk.set(r, blk.c0 + c, v);
-                        }
+                    plan.pack(column(c), &mut scratch, &mut one, 1);
+                    for (r, &v) in one.iter().enumerate() {
+                        blk.set(r, c0 + c, v);
                     }
+                    i += 1;
                 }
             }
             Ok((dirty.len(), changed))
@@ -990,29 +983,46 @@ impl Server {
         let (n_rows, ell2) = (rows.rows(), rows.cols());
         let d2 = ctx.params.d2;
         let m2 = ell2.div_ceil(d2);
-        // Rows are read a quad at a time (one pass over its storage).
+        // Rows are read a quad at a time (one pass over its storage). Each
+        // row's m2 blocks are transformed first, then summed against a2s
+        // LANES lanes at a time, so the 64-bit sums stay in L1 (one
+        // d2 × 2 × u64 accumulator, 32 KiB, shared the L1 with the
+        // transform and a2s and went to L2 on every block).
+        const LANES: usize = 256;
         let scratch = || {
             (
                 vec![0i16; QUAD_ROWS * ell2],
-                vec![0u32; 2 * d2],
-                vec![0u64; 2 * d2],
+                vec![0u32; m2 * 2 * d2],
+                vec![0u64; LANES],
             )
         };
-        let quad = |(quad, buf, acc): &mut (Vec<i16>, Vec<u32>, Vec<u64>), q: usize| {
+        let quad = |(quad, ntts, acc): &mut (Vec<i16>, Vec<u32>, Vec<u64>), q: usize| {
             rows.read_quad(q, quad);
             let in_quad = n_rows.min((q + 1) * QUAD_ROWS) - q * QUAD_ROWS;
             quad.chunks_exact(ell2)
                 .take(in_quad)
                 .map(|row| {
-                    acc.fill(0);
-                    for b in 0..m2 {
+                    for (b, buf) in ntts.chunks_exact_mut(2 * d2).enumerate() {
                         let src = &row[b * d2..((b + 1) * d2).min(ell2)];
                         kernel::reversed_residues_i16(src, buf);
                         rns::forward(&ctx.ntt2, buf);
-                        rns::mul_acc_lazy(&a2s[b * 2 * d2..(b + 1) * 2 * d2], buf, acc);
                     }
                     let mut out = vec![0u32; 2 * d2];
-                    rns::reduce_acc(acc, &mut out);
+                    // lanes of prime h: h·d2 .. (h + 1)·d2 (d2 is a power
+                    // of two: no run straddles the primes)
+                    let lanes = LANES.min(d2);
+                    for (l0, o) in (0..2 * d2).step_by(lanes).zip(out.chunks_mut(lanes)) {
+                        let acc = &mut acc[..o.len()];
+                        acc.fill(0);
+                        for b in 0..m2 {
+                            let at = b * 2 * d2 + l0;
+                            rns::mul_acc_lazy(&a2s[at..], &ntts[at..], acc);
+                        }
+                        let m = &MODS[l0 / d2];
+                        for (o, &x) in o.iter_mut().zip(acc.iter()) {
+                            *o = m.reduce(x);
+                        }
+                    }
                     out
                 })
                 .collect::<Vec<_>>()

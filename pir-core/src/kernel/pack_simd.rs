@@ -72,13 +72,13 @@ pub unsafe fn columns8_512(
     pb: u32,
     starts: &[(u32, u32)],
     out: &mut [i16],
-    stride: usize,
+    stride: super::RowStride,
 ) {
     let wc = _mm_cvtsi32_si128(w as i32);
     let sh = _mm_cvtsi32_si128(64 - pb as i32);
     for (k, &(i, off)) in starts.iter().enumerate() {
         let i = i as usize;
-        // SAFETY: 8(i + 1) + 8 ≤ r.len() and k·stride + 8 ≤ out.len()
+        // SAFETY: 8(i + 1) + 8 ≤ r.len() and stride.at(k) + 8 ≤ out.len()
         // (asserted by the caller).
         unsafe {
             let lo =
@@ -90,7 +90,7 @@ pub unsafe fn columns8_512(
             let x = _mm512_srl_epi64(win, _mm_cvtsi32_si128(off as i32));
             let c = _mm512_sra_epi64(_mm512_sll_epi64(x, sh), sh);
             _mm_storeu_si128(
-                out.as_mut_ptr().add(k * stride) as *mut __m128i,
+                out.as_mut_ptr().add(stride.at(k)) as *mut __m128i,
                 _mm512_cvtepi64_epi16(c),
             );
         }
@@ -175,19 +175,19 @@ pub unsafe fn columns8_256(
     pb: u32,
     starts: &[(u32, u32)],
     out: &mut [i16],
-    stride: usize,
+    stride: super::RowStride,
 ) {
     let wv = _mm256_set1_epi32(w as i32);
     let sh = _mm_cvtsi32_si128(32 - pb as i32);
     for (k, &(i, off)) in starts.iter().enumerate() {
         let i = i as usize;
-        // SAFETY: 8(i + 1) + 8 ≤ r.len() and k·stride + 8 ≤ out.len()
+        // SAFETY: 8(i + 1) + 8 ≤ r.len() and stride.at(k) + 8 ≤ out.len()
         // (asserted by the caller).
         unsafe {
             let lo = _mm256_loadu_si256(r.as_ptr().add(8 * i) as *const __m256i);
             let hi = _mm256_loadu_si256(r.as_ptr().add(8 * (i + 1)) as *const __m256i);
             let c = chunks8(lo, hi, _mm256_set1_epi32(off as i32), wv, sh);
-            _mm_storeu_si128(out.as_mut_ptr().add(k * stride) as *mut __m128i, c);
+            _mm_storeu_si128(out.as_mut_ptr().add(stride.at(k)) as *mut __m128i, c);
         }
     }
 }

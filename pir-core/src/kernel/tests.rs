@@ -545,12 +545,32 @@ fn pack_columns8_matches_scalar() {
                 .filter(|&(i, _)| (i as usize) < n)
                 .collect();
             let refs: [&[u32]; 8] = std::array::from_fn(|c| cols[c].as_slice());
-            for stride in [8usize, 13] {
-                let len = starts.len() * stride;
+            let mut packed = vec![0i16; 8 * starts.len()];
+            pack_columns8_scalar(refs, w, pb, &starts, &mut packed, RowStride::plain(8));
+            // row-major buffers, and the hint's quad layout (a 32-column
+            // block, a 1024-column one)
+            let quads = [
+                RowStride { row: 32, quad: 128 },
+                RowStride {
+                    row: 32,
+                    quad: 4096,
+                },
+            ];
+            for stride in [RowStride::plain(8), RowStride::plain(13)]
+                .into_iter()
+                .chain(quads)
+            {
+                let len = stride.at(starts.len());
                 let (mut a, mut b) = (vec![0i16; len], vec![0i16; len]);
                 pack_columns8(refs, w, pb, &starts, &mut scratch, &mut a, stride);
                 pack_columns8_scalar(refs, w, pb, &starts, &mut b, stride);
-                assert_eq!(a, b, "w={w} pb={pb} n={n} stride={stride}");
+                assert_eq!(a, b, "w={w} pb={pb} n={n} stride={stride:?}");
+                // chunk k of column c at stride.at(k) + c, nothing else
+                let mut want = vec![0i16; len];
+                for k in 0..starts.len() {
+                    want[stride.at(k)..stride.at(k) + 8].copy_from_slice(&packed[8 * k..8 * k + 8]);
+                }
+                assert_eq!(a, want, "w={w} pb={pb} n={n} stride={stride:?}");
             }
         }
     }
@@ -641,14 +661,15 @@ fn pack_avx2_kernels_match_scalar() {
                         })
                         .filter(|&(i, _)| (i as usize) < n)
                         .collect();
-                    for stride in [8usize, 13] {
-                        let len = starts.len() * stride;
+                    let quad = RowStride { row: 32, quad: 128 };
+                    for stride in [RowStride::plain(8), RowStride::plain(13), quad] {
+                        let len = stride.at(starts.len());
                         let (mut a, mut b) = (vec![0i16; len], vec![0i16; len]);
                         // SAFETY: AVX2 detected; every window i + 1 ≤ n is
                         // inside r, every store inside out, off < w.
                         unsafe { pack_simd::columns8_256(&r, w, pb, &starts, &mut a, stride) };
                         pack_columns8_chunks(&r, w, pb, &starts, &mut b, stride);
-                        assert_eq!(a, b, "columns8 w={w} pb={pb} n={n} stride={stride}");
+                        assert_eq!(a, b, "columns8 w={w} pb={pb} n={n} stride={stride:?}");
                     }
                 }
             }
@@ -695,7 +716,7 @@ fn mul_acc_lazy_avx2_matches_scalar() {
 #[test]
 fn add_scaled_runs_matches_scalar() {
     let mut s = 4;
-    for n in [0usize, 7, 8, 17, 1023, 1024] {
+    for n in [0usize, 7, 8, 17, 40, 145, 1023, 1024] {
         let g: Vec<u32> = (0..3 * n + 5).map(|_| lcg(&mut s) as u32).collect();
         let init: Vec<u32> = (0..n).map(|_| lcg(&mut s) as u32).collect();
         for nt in [0usize, 1, 2, 33] {
@@ -714,6 +735,22 @@ fn add_scaled_runs_matches_scalar() {
                 }
             }
             assert_eq!(a, c);
+            // every SIMD variant this machine has, whatever is selected
+            #[cfg(target_arch = "x86_64")]
+            {
+                if avx2() {
+                    let mut x = init.clone();
+                    // SAFETY: AVX2 detected; every run has ≥ n elements.
+                    unsafe { runs_simd::runs256(&mut x, &terms, &g) };
+                    assert_eq!(x, c, "avx2 n={n} terms={nt}");
+                }
+                if avx512() {
+                    let mut x = init.clone();
+                    // SAFETY: AVX-512F detected; every run has ≥ n elements.
+                    unsafe { runs_simd::runs512(&mut x, &terms, &g) };
+                    assert_eq!(x, c, "avx512 n={n} terms={nt}");
+                }
+            }
         }
     }
 }
