@@ -1474,6 +1474,57 @@ pub fn mul_acc_lazy_scalar(a: &[u32], b: &[u32], acc: &mut [u64], from: usize) {
     }
 }
 
+/// `acc[l] += Σ_{b < blocks} a[b·stride + l]·x[b·stride + l]` for every
+/// slot l of `acc` (64-bit lazy sums, each term < 2^56, as
+/// [`mul_acc_lazy`]): the sum over a row's blocks in H2
+/// (`Server::rows_a`). The SIMD versions keep 64 (AVX-512) or 32 (AVX2)
+/// slots in registers across all the blocks, so the sums are loaded and
+/// stored once instead of once per block. Scalar twin:
+/// [`mul_acc_blocks_scalar`].
+///
+/// # Panics
+/// If `a` or `x` is shorter than `(blocks − 1)·stride + acc.len()`.
+pub fn mul_acc_blocks(a: &[u32], x: &[u32], stride: usize, blocks: usize, acc: &mut [u64]) {
+    if blocks == 0 || acc.is_empty() {
+        return;
+    }
+    let need = (blocks - 1) * stride + acc.len();
+    assert!(a.len() >= need && x.len() >= need, "blocks past the inputs");
+    #[cfg(target_arch = "x86_64")]
+    {
+        match simd() {
+            Simd::Avx512 => {
+                // SAFETY: avx512f detected at runtime; every block's slots
+                // are inside `a` and `x` (asserted above).
+                unsafe { rns_simd::mul_acc_blocks_avx512(a, x, stride, blocks, acc) };
+                return;
+            }
+            Simd::Avx2 => {
+                // SAFETY: avx2 detected at runtime; bounds asserted above.
+                unsafe { rns_simd::mul_acc_blocks_avx2(a, x, stride, blocks, acc) };
+                return;
+            }
+            Simd::None => {}
+        }
+    }
+    mul_acc_blocks_scalar(a, x, stride, blocks, acc, 0);
+}
+
+/// Scalar twin of [`mul_acc_blocks`] from slot `from`.
+pub fn mul_acc_blocks_scalar(
+    a: &[u32],
+    x: &[u32],
+    stride: usize,
+    blocks: usize,
+    acc: &mut [u64],
+    from: usize,
+) {
+    for b in 0..blocks {
+        let o = b * stride;
+        mul_acc_lazy_scalar(&a[o..], &x[o..], acc, from);
+    }
+}
+
 #[cfg(target_arch = "x86_64")]
 mod rns_simd;
 

@@ -985,9 +985,10 @@ impl Server {
         let m2 = ell2.div_ceil(d2);
         // Rows are read a quad at a time (one pass over its storage). Each
         // row's m2 blocks are transformed first, then summed against a2s
-        // LANES lanes at a time, so the 64-bit sums stay in L1 (one
-        // d2 × 2 × u64 accumulator, 32 KiB, shared the L1 with the
-        // transform and a2s and went to L2 on every block).
+        // LANES slots at a time (kernel::mul_acc_blocks keeps the 64-bit
+        // sums in registers across the blocks; one d2 × 2 × u64
+        // accumulator, 32 KiB, updated block after block, shared the L1
+        // with the transform and a2s and spilled to L2).
         const LANES: usize = 256;
         let scratch = || {
             (
@@ -1014,10 +1015,7 @@ impl Server {
                     for (l0, o) in (0..2 * d2).step_by(lanes).zip(out.chunks_mut(lanes)) {
                         let acc = &mut acc[..o.len()];
                         acc.fill(0);
-                        for b in 0..m2 {
-                            let at = b * 2 * d2 + l0;
-                            rns::mul_acc_lazy(&a2s[at..], &ntts[at..], acc);
-                        }
+                        kernel::mul_acc_blocks(&a2s[l0..], &ntts[l0..], 2 * d2, m2, acc);
                         let m = &MODS[l0 / d2];
                         for (o, &x) in o.iter_mut().zip(acc.iter()) {
                             *o = m.reduce(x);

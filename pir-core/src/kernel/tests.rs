@@ -853,3 +853,53 @@ fn huge_page_advice_keeps_contents() {
     assert_eq!(collapse_huge_pages(&mut small), PageAdvice::Skipped);
     assert_eq!(small, vec![7u8; 100]);
 }
+
+#[test]
+fn mul_acc_blocks_matches_naive() {
+    let mut s = 23;
+    for (n, stride, blocks) in [
+        (0usize, 8usize, 3usize),
+        (1, 1, 4),
+        (7, 9, 2),
+        (64, 64, 16),
+        (256, 4096, 16),
+        (100, 130, 5),
+        (33, 40, 0),
+    ] {
+        let len = blocks.saturating_sub(1) * stride + n;
+        let r =
+            |s: &mut u64| -> Vec<u32> { (0..len).map(|_| (lcg(s) % (1 << 28)) as u32).collect() };
+        let (a, x) = (r(&mut s), r(&mut s));
+        let init: Vec<u64> = (0..n).map(|_| lcg(&mut s) >> 8).collect();
+        let mut want = init.clone();
+        for b in 0..blocks {
+            for l in 0..n {
+                want[l] += a[b * stride + l] as u64 * x[b * stride + l] as u64;
+            }
+        }
+        let mut got = init.clone();
+        mul_acc_blocks(&a, &x, stride, blocks, &mut got);
+        assert_eq!(
+            got, want,
+            "dispatched n={n} stride={stride} blocks={blocks}"
+        );
+        let mut sc = init.clone();
+        mul_acc_blocks_scalar(&a, &x, stride, blocks, &mut sc, 0);
+        assert_eq!(sc, want);
+        #[cfg(target_arch = "x86_64")]
+        {
+            if avx2() {
+                let mut v = init.clone();
+                // SAFETY: AVX2 detected; a, x hold (blocks − 1)·stride + n words.
+                unsafe { rns_simd::mul_acc_blocks_avx2(&a, &x, stride, blocks, &mut v) };
+                assert_eq!(v, want, "avx2 n={n} stride={stride} blocks={blocks}");
+            }
+            if avx512() {
+                let mut v = init.clone();
+                // SAFETY: AVX-512F detected; bounds as above.
+                unsafe { rns_simd::mul_acc_blocks_avx512(&a, &x, stride, blocks, &mut v) };
+                assert_eq!(v, want, "avx512 n={n} stride={stride} blocks={blocks}");
+            }
+        }
+    }
+}
