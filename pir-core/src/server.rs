@@ -753,32 +753,35 @@ impl Server {
                     changed += usize::from(delta != 0);
                 }
             }
+            // steps 2 and 3 eight columns at a time, so that the columns
+            // are packed while still in the cache (a whole block of A1·D
+            // is 4 MiB)
             let mut terms: Vec<(u32, usize)> = Vec::new();
-            let mut dirty = Vec::new();
-            for (c, col) in blk_ad.chunks_exact_mut(d1).enumerate() {
-                terms.clear();
-                terms.extend(
-                    blk_terms[bucket(c0 + c)]
-                        .iter()
-                        .filter(|&&t| t >> 32 != 0)
-                        .map(|&t| ((t >> 32) as u32, t as u32 as usize)),
-                );
-                if !terms.is_empty() {
-                    kernel::add_scaled_runs(col, &terms, a1_ext);
-                    dirty.push(c);
-                }
-            }
             let mut scratch = Vec::with_capacity(8 * (d1 + 1));
             let mut one = vec![0i16; kh];
-            let column = |c: usize| &blk_ad[c * d1..(c + 1) * d1];
-            let mut i = 0;
-            while i < dirty.len() {
-                let c = dirty[i];
-                if !plan.starts.is_empty() && c % 8 == 0 && dirty.get(i + 7) == Some(&(c + 7)) {
+            let mut n_dirty = 0;
+            for (g, group) in blk_ad.chunks_mut(8 * d1).enumerate() {
+                let mut dirty = [false; 8];
+                for (t, col) in group.chunks_exact_mut(d1).enumerate() {
+                    terms.clear();
+                    terms.extend(
+                        blk_terms[bucket(c0 + 8 * g + t)]
+                            .iter()
+                            .filter(|&&t| t >> 32 != 0)
+                            .map(|&t| ((t >> 32) as u32, t as u32 as usize)),
+                    );
+                    if !terms.is_empty() {
+                        kernel::add_scaled_runs(col, &terms, a1_ext);
+                        dirty[t] = true;
+                    }
+                }
+                n_dirty += dirty.iter().filter(|&&d| d).count();
+                let column = |t: usize| &group[t * d1..(t + 1) * d1];
+                if !plan.starts.is_empty() && group.len() == 8 * d1 && dirty.iter().all(|&d| d) {
                     // eight touched columns of one 32-column chunk of the
                     // hint storage: packed in place
-                    let cols: [&[u32]; 8] = std::array::from_fn(|t| column(c + t));
-                    let (out, stride) = blk.column_run(c0 + c);
+                    let cols: [&[u32]; 8] = std::array::from_fn(column);
+                    let (out, stride) = blk.column_run(c0 + 8 * g);
                     kernel::pack_columns8(
                         cols,
                         plan.w,
@@ -788,16 +791,16 @@ impl Server {
                         out,
                         stride,
                     );
-                    i += 8;
                 } else {
-                    plan.pack(column(c), &mut scratch, &mut one, 1);
-                    for (r, &v) in one.iter().enumerate() {
-                        blk.set(r, c0 + c, v);
+                    for t in (0..group.len() / d1).filter(|&t| dirty[t]) {
+                        plan.pack(column(t), &mut scratch, &mut one, 1);
+                        for (r, &v) in one.iter().enumerate() {
+                            blk.set(r, c0 + 8 * g + t, v);
+                        }
                     }
-                    i += 1;
                 }
             }
-            Ok((dirty.len(), changed))
+            Ok((n_dirty, changed))
         };
         // the sorted changes, cut at the blocks' first columns
         let mut rest = &mut sorted[..];
