@@ -416,13 +416,13 @@ pub struct ColumnsMut<'a> {
 /// Where a record of a [`ColumnsMut`] block lives: (run, index in it);
 /// run `u32::MAX` is the column-major run, any other the panel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct RecordLoc(u32, usize);
+struct RecordLoc(u32, usize);
 
 impl ColumnsMut<'_> {
     /// Locates record (row, col) of this block, or the error
     /// [`Database::replace`] gives for it.
     #[inline]
-    pub fn locate(&self, row: usize, col: usize, value: u8) -> Result<RecordLoc> {
+    fn locate(&self, row: usize, col: usize, value: u8) -> Result<RecordLoc> {
         if row >= self.map.ell1 || col < self.c0 || col >= self.c0 + self.cols {
             return Err(Error::IndexOutOfRange {
                 index: (col * self.map.ell1 + row) as u64,
@@ -459,7 +459,7 @@ impl ColumnsMut<'_> {
     /// Writes the record at `loc` (from [`Self::locate`] on this block)
     /// and returns the value it held.
     #[inline]
-    pub fn replace_at(&mut self, loc: RecordLoc, value: u8) -> u8 {
+    fn replace_at(&mut self, loc: RecordLoc, value: u8) -> u8 {
         let run = match loc.0 {
             u32::MAX => &mut *self.plain,
             p => &mut *self.panels[p as usize],
@@ -469,7 +469,7 @@ impl ColumnsMut<'_> {
 
     /// Prefetch hint for the record at `loc`.
     #[inline]
-    pub fn prefetch_at(&self, loc: RecordLoc) {
+    fn prefetch_at(&self, loc: RecordLoc) {
         kernel::prefetch(self.run(loc), loc.1);
     }
 
