@@ -339,7 +339,7 @@ impl DigitMatrix {
     pub fn read_row(&self, r: usize, j0: usize, dst: &mut [i16]) {
         assert!(r < self.rows && j0 + dst.len() <= self.cols, "row segment");
         if j0 == 0 && dst.len() == self.cols {
-            // A whole row (H2, hint files): walk the blocks and chunks
+            // A whole row (hint files): walk the blocks and chunks
             // directly, whole chunks as fixed-size copies.
             let mut done = 0;
             for (_, w, blk) in self.blocks() {
@@ -424,6 +424,20 @@ mod tests {
             let mut seg = vec![0i16; 100];
             m.read_row(r, 470, &mut seg);
             assert_eq!(seg, rm[r * cols + 470..r * cols + 570]);
+        }
+        // whole quads (the second one half padding: rows 6 and 7 are zero)
+        let mut quad = vec![1i16; QUAD_ROWS * cols];
+        for q in 0..rows.div_ceil(QUAD_ROWS) {
+            m.read_quad(q, &mut quad);
+            for i in 0..QUAD_ROWS {
+                let r = q * QUAD_ROWS + i;
+                let got = &quad[i * cols..(i + 1) * cols];
+                if r < rows {
+                    assert_eq!(got, &rm[r * cols..(r + 1) * cols], "row {r}");
+                } else {
+                    assert!(got.iter().all(|&v| v == 0), "padding row {r}");
+                }
+            }
         }
         let mut m2 = DigitMatrix::zeros(rows, cols);
         for r in 0..rows {
