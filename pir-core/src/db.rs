@@ -474,6 +474,7 @@ impl ColumnsMut<'_> {
     }
 
     /// [`Database::replace`] for a record of this block.
+    #[inline]
     pub fn replace(&mut self, row: usize, col: usize, value: u8) -> Result<u8> {
         let loc = self.locate(row, col, value)?;
         Ok(self.replace_at(loc, value))
