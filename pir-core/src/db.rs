@@ -413,16 +413,12 @@ pub struct ColumnsMut<'a> {
     plain_c0: usize,
 }
 
-/// Where a record of a [`ColumnsMut`] block lives: (run, index in it);
-/// run `u32::MAX` is the column-major run, any other the panel.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct RecordLoc(u32, usize);
-
 impl ColumnsMut<'_> {
-    /// Locates record (row, col) of this block, or the error
+    /// Locates record (row, col) of this block — (panel, or `None` for the
+    /// column-major run; index in that run) — or gives the error
     /// [`Database::replace`] gives for it.
     #[inline]
-    fn locate(&self, row: usize, col: usize, value: u8) -> Result<RecordLoc> {
+    fn locate(&self, row: usize, col: usize, value: u8) -> Result<(Option<usize>, usize)> {
         if row >= self.map.ell1 || col < self.c0 || col >= self.c0 + self.cols {
             return Err(Error::IndexOutOfRange {
                 index: (col * self.map.ell1 + row) as u64,
@@ -442,50 +438,31 @@ impl ColumnsMut<'_> {
                 None => row / self.map.panel,
             };
             let base = (p * self.tiled_cols + self.c0) * self.map.panel;
-            RecordLoc(p as u32, self.map.at(row, col) - base)
+            (Some(p), self.map.at(row, col) - base)
         } else {
-            RecordLoc(u32::MAX, (col - self.plain_c0) * self.map.ell1 + row)
+            (None, (col - self.plain_c0) * self.map.ell1 + row)
         })
-    }
-
-    #[inline]
-    fn run(&self, loc: RecordLoc) -> &[u8] {
-        match loc.0 {
-            u32::MAX => self.plain,
-            p => self.panels[p as usize],
-        }
-    }
-
-    /// Writes the record at `loc` (from [`Self::locate`] on this block)
-    /// and returns the value it held.
-    #[inline]
-    fn replace_at(&mut self, loc: RecordLoc, value: u8) -> u8 {
-        let run = match loc.0 {
-            u32::MAX => &mut *self.plain,
-            p => &mut *self.panels[p as usize],
-        };
-        std::mem::replace(&mut run[loc.1], value)
-    }
-
-    /// Prefetch hint for the record at `loc`.
-    #[inline]
-    fn prefetch_at(&self, loc: RecordLoc) {
-        kernel::prefetch(self.run(loc), loc.1);
     }
 
     /// [`Database::replace`] for a record of this block.
     #[inline]
     pub fn replace(&mut self, row: usize, col: usize, value: u8) -> Result<u8> {
-        let loc = self.locate(row, col, value)?;
-        Ok(self.replace_at(loc, value))
+        let (panel, i) = self.locate(row, col, value)?;
+        let run = match panel {
+            Some(p) => &mut *self.panels[p],
+            None => &mut *self.plain,
+        };
+        Ok(std::mem::replace(&mut run[i], value))
     }
 
     /// Prefetch hint for record (row, col) of this block (no effect for
     /// a record outside it).
     #[inline]
     pub fn prefetch(&self, row: usize, col: usize) {
-        if let Ok(loc) = self.locate(row, col, 0) {
-            self.prefetch_at(loc);
+        match self.locate(row, col, 0) {
+            Ok((Some(p), i)) => kernel::prefetch(self.panels[p], i),
+            Ok((None, i)) => kernel::prefetch(self.plain, i),
+            Err(_) => {}
         }
     }
 }
