@@ -79,30 +79,25 @@ fn pir_bench_times_every_update_round() {
     let u = &v["update"];
     assert_eq!(u["answers_correct_after_update"], true);
     assert_eq!(u["rounds"], 3);
-    let all: Vec<f64> = u["update_seconds_all"]
-        .as_array()
-        .expect("per-round times")
-        .iter()
-        .map(|x| x.as_f64().expect("seconds"))
-        .collect();
-    assert_eq!(all.len(), 3);
-    assert!(all.windows(2).all(|w| w[0] <= w[1]), "sorted: {all:?}");
+    // a sorted list of three timings
+    let times = |key: &str| -> Vec<f64> {
+        let t: Vec<f64> = u[key]
+            .as_array()
+            .unwrap_or_else(|| panic!("{key} missing"))
+            .iter()
+            .map(|x| x.as_f64().expect("seconds"))
+            .collect();
+        assert_eq!(t.len(), 3, "{key}");
+        assert!(t.windows(2).all(|w| w[0] <= w[1]), "{key} sorted: {t:?}");
+        t
+    };
+    let all = times("update_seconds_all");
     let f = |k: &str| u[k].as_f64().unwrap_or_else(|| panic!("{k} missing"));
     // the median and the best of the rounds
     assert_eq!(f("update_seconds"), all[1]);
     assert_eq!(f("update_seconds_min"), all[0]);
     // DBSetup timed as often, and the ratios: median ÷ median, best ÷ best
-    let setups: Vec<f64> = u["setup_seconds_all"]
-        .as_array()
-        .expect("per-setup times")
-        .iter()
-        .map(|x| x.as_f64().expect("seconds"))
-        .collect();
-    assert_eq!(setups.len(), 3);
-    assert!(
-        setups.windows(2).all(|w| w[0] <= w[1]),
-        "sorted: {setups:?}"
-    );
+    let setups = times("setup_seconds_all");
     assert!(setups[0] > 0.0);
     assert_eq!(f("setup_seconds"), setups[1]);
     let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * b.abs().max(1.0);
