@@ -1,15 +1,9 @@
 //! AVX2 twins of `avx512_ks` (the online packing of YPIR §4.2): 8 slots
 //! per step, 32×32→64 products on the even and odd lanes with
 //! `vpmuludq`.
+use super::ntt_avx2::csub;
 use super::Mont;
 use std::arch::x86_64::*;
-
-/// x − m if x ≥ m (unsigned 32-bit lanes).
-#[inline]
-#[target_feature(enable = "avx2")]
-fn csub(x: __m256i, m: __m256i) -> __m256i {
-    _mm256_min_epu32(x, _mm256_sub_epi32(x, m))
-}
 
 /// `src[perm[i..i+8]]`: with `within8`, one aligned block load and
 /// `vpermd` (low 3 bits of each index), otherwise a gather.

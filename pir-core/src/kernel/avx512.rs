@@ -1,6 +1,20 @@
 use super::SplitQuery;
 use std::arch::x86_64::*;
 
+/// Software prefetch of the 256 bytes `pfd` past `blk` (four cache
+/// lines; none when `pfd` is 0). Prefetches are hints: they never fault,
+/// whatever the address (the pointer is only offset with `wrapping_add`).
+#[inline(always)]
+fn prefetch_block(blk: *const u8, pfd: usize) {
+    if pfd != 0 {
+        let pf = blk.wrapping_add(pfd);
+        for line in [0, 64, 128, 192] {
+            // SAFETY: a prefetch cannot fault; no memory is accessed.
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(pf.wrapping_add(line) as *const i8) };
+        }
+    }
+}
+
 /// Columns processed together: the lo/hi query loads are shared by all.
 const NC: usize = 8;
 
@@ -96,13 +110,7 @@ macro_rules! block_body {
                     let blk = base.add(i * 8);
                     // Software prefetch ahead of the sequential stream
                     // (4 cache lines per step); a hint, it never faults.
-                    if pfd != 0 {
-                        let pf = blk.wrapping_add(pfd);
-                        _mm_prefetch::<_MM_HINT_T0>(pf as *const i8);
-                        _mm_prefetch::<_MM_HINT_T0>(pf.wrapping_add(64) as *const i8);
-                        _mm_prefetch::<_MM_HINT_T0>(pf.wrapping_add(128) as *const i8);
-                        _mm_prefetch::<_MM_HINT_T0>(pf.wrapping_add(192) as *const i8);
-                    }
+                    prefetch_block(blk, pfd);
                     for c in 0..8 {
                         let d = _mm512_cvtepi8_epi16(_mm256_loadu_si256(
                             blk.add(c * 32) as *const __m256i
@@ -161,13 +169,7 @@ pub unsafe fn block_vnni(tile: &[u8], limbs: &[u8], ahead: &[u8], out: &mut [u32
         // that never fault.
         unsafe {
             let blk = base.add(b * 256);
-            if pfd != 0 {
-                let pf = blk.wrapping_add(pfd);
-                _mm_prefetch::<_MM_HINT_T0>(pf as *const i8);
-                _mm_prefetch::<_MM_HINT_T0>(pf.wrapping_add(64) as *const i8);
-                _mm_prefetch::<_MM_HINT_T0>(pf.wrapping_add(128) as *const i8);
-                _mm_prefetch::<_MM_HINT_T0>(pf.wrapping_add(192) as *const i8);
-            }
+            prefetch_block(blk, pfd);
             for t in 0..pf_per_block {
                 let line = b * pf_per_block + t;
                 if line < ahead_lines {

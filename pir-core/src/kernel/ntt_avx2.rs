@@ -29,10 +29,10 @@ fn mul_shoup_lazy(
     _mm256_sub_epi32(_mm256_mullo_epi32(x, w), _mm256_mullo_epi32(q, p))
 }
 
-/// x − m if x ≥ m (unsigned lanes).
+/// x − m if x ≥ m (unsigned lanes; also the key switch's, `avx2_ks`).
 #[inline]
 #[target_feature(enable = "avx2")]
-fn csub(x: __m256i, m: __m256i) -> __m256i {
+pub(super) fn csub(x: __m256i, m: __m256i) -> __m256i {
     _mm256_min_epu32(x, _mm256_sub_epi32(x, m))
 }
 
