@@ -62,31 +62,6 @@ impl ColumnBlockMut<'_> {
             + DigitMatrix::row_step(r, self.w)
     }
 
-    /// [`DigitMatrix::write_cols`] for columns j0..j0 + n of this block.
-    ///
-    /// # Panics
-    /// If the columns are not in the block or `src` is too short.
-    pub fn write_cols(&mut self, j0: usize, n: usize, src: &[i16], stride: usize) {
-        assert!(
-            j0 >= self.c0 && j0 + n <= self.c0 + self.cols && n <= stride,
-            "column range"
-        );
-        assert!(
-            self.rows == 0 || src.len() >= (self.rows - 1) * stride + n,
-            "source rows"
-        );
-        let mut j = j0;
-        while j < j0 + n {
-            let m = (CHUNK_COLS - (j - self.c0) % CHUNK_COLS).min(j0 + n - j);
-            for r in 0..self.rows {
-                let o = self.offset(r, j);
-                let s0 = r * stride + (j - j0);
-                self.data[o..o + m].copy_from_slice(&src[s0..s0 + m]);
-            }
-            j += m;
-        }
-    }
-
     /// The storage from entry (0, j) on, and where each row of column j
     /// lies in it ([`crate::kernel::RowStride`]): entry (r, j + c) is at
     /// `stride.at(r) + c` for c < 8 when j is a multiple of 8 (eight
@@ -252,25 +227,6 @@ impl DigitMatrix {
             self.data[o..o + n].copy_from_slice(&rest[..n]);
             rest = &rest[n..];
             j += n;
-        }
-    }
-
-    /// Writes columns j0..j0 + w of every row from the row-major `src`
-    /// (row r's values at `src[r·stride ..][..w]`), in storage order: for
-    /// each 32-column chunk, quad by quad, so the writes of 4 rows land in
-    /// one 256-byte run instead of one row at a time across the matrix.
-    ///
-    /// # Panics
-    /// If the column range is out of range or `src` is too short.
-    pub fn write_cols(&mut self, j0: usize, w: usize, src: &[i16], stride: usize) {
-        assert!(j0 + w <= self.cols && w <= stride, "column range");
-        let mut j = j0;
-        for mut blk in self.column_blocks_mut() {
-            let end = (j0 + w).min(blk.c0 + blk.cols);
-            if j < end {
-                blk.write_cols(j, end - j, &src[j - j0..], stride);
-                j = end;
-            }
         }
     }
 
@@ -445,19 +401,6 @@ mod tests {
             m2.write_row(r, 45, &rm[r * cols + 45..(r + 1) * cols]);
         }
         assert_eq!(m2, m);
-        // column ranges (unaligned, across chunk and block edges) from a
-        // row-major buffer with a stride wider than the range
-        let mut m3 = DigitMatrix::zeros(rows, cols);
-        for (j0, j1) in [(0, 45), (45, 64), (64, 1030), (1030, 1100)] {
-            let stride = j1 - j0 + 3;
-            let mut src = vec![0i16; rows * stride];
-            for r in 0..rows {
-                src[r * stride..r * stride + j1 - j0]
-                    .copy_from_slice(&rm[r * cols + j0..r * cols + j1]);
-            }
-            m3.write_cols(j0, j1 - j0, &src, stride);
-        }
-        assert_eq!(m3, m);
         // blocks: widths 1024 and 96 (1100 padded to 1120), contiguous
         assert_eq!(BLOCK_COLS, 1024);
         let blocks: Vec<(usize, usize, usize)> =
@@ -468,7 +411,7 @@ mod tests {
         assert_eq!(last[..32], rm[1024..1056]);
         assert_eq!(last[32..64], rm[cols + 1024..cols + 1056]);
         // mutable column blocks: the same two blocks, each writable on its
-        // own (entry by entry, and by column ranges inside the block)
+        // own (entry by entry, and by column runs inside the block)
         let mut m4 = DigitMatrix::zeros(rows, cols);
         let mut blocks: Vec<_> = m4.column_blocks_mut().collect();
         assert_eq!(
@@ -480,13 +423,21 @@ mod tests {
                 blocks[0].set(r, j, rm[r * cols + j]);
             }
         }
-        let stride = 80;
-        let mut src = vec![0i16; rows * stride];
-        for r in 0..rows {
-            src[r * stride..r * stride + 76].copy_from_slice(&rm[r * cols + 1024..(r + 1) * cols]);
+        // the second through its column runs: columns j..j + 8 of row r at
+        // stride.at(r) + c (the last four entry by entry)
+        for j in (1024..1096).step_by(8) {
+            let (run, stride) = blocks[1].column_run(j);
+            for r in 0..rows {
+                for c in 0..8 {
+                    run[stride.at(r) + c] = rm[r * cols + j + c];
+                }
+            }
         }
-        blocks[1].write_cols(1024, 40, &src, stride);
-        blocks[1].write_cols(1064, 36, &src[40..], stride);
+        for r in 0..rows {
+            for j in 1096..1100 {
+                blocks[1].set(r, j, rm[r * cols + j]);
+            }
+        }
         drop(blocks);
         assert_eq!(m4, m);
     }

@@ -295,6 +295,38 @@ impl ChunkPlan {
             out[k * stride] = kernel::window_chunk(r[i], r[i + 1], self.w, off, self.pb);
         }
     }
+
+    /// Rounds and packs into the hint block `blk` the columns j + t of
+    /// `group` (up to eight columns of A1·D, column-major, j a multiple of
+    /// 8) that are `touched`: all eight in place, with one 16-byte store
+    /// per chunk, when every one is (`kernel::pack_columns8` writing the
+    /// hint's storage layout), otherwise one by one. `values` and `column`
+    /// are scratch reused between calls. DBSetup packs every column this
+    /// way, an update its touched ones.
+    pub(crate) fn pack_group(
+        &self,
+        group: &[u32],
+        touched: [bool; 8],
+        blk: &mut ColumnBlockMut<'_>,
+        j: usize,
+        (values, column): (&mut Vec<u32>, &mut Vec<i16>),
+    ) {
+        let d1 = self.d1;
+        let col = |t: usize| &group[t * d1..(t + 1) * d1];
+        if !self.starts.is_empty() && group.len() == 8 * d1 && touched.iter().all(|&d| d) {
+            let cols: [&[u32]; 8] = std::array::from_fn(col);
+            let (out, stride) = blk.column_run(j);
+            kernel::pack_columns8(cols, self.w, self.pb, &self.starts, values, out, stride);
+            return;
+        }
+        column.resize(self.chunks, 0);
+        for t in (0..group.len() / d1).filter(|&t| touched[t]) {
+            self.pack(col(t), values, column, 1);
+            for (r, &v) in column.iter().enumerate() {
+                blk.set(r, j + t, v);
+            }
+        }
+    }
 }
 
 /// Inverse of [`pack_chunks`] on unsigned chunk values.
@@ -702,7 +734,6 @@ impl Server {
         }
         drop(next);
         let mut stats = UpdateStats::default();
-        let kh = params.hint_rows();
         // One task per block of BLOCK_COLS columns (in parallel with more
         // than one thread: the blocks of the records, of the sorted
         // changes, of A1·D and of the hint are disjoint):
@@ -757,8 +788,7 @@ impl Server {
             // are packed while still in the cache (a whole block of A1·D
             // is 4 MiB)
             let mut terms: Vec<(u32, usize)> = Vec::new();
-            let mut scratch = Vec::with_capacity(8 * (d1 + 1));
-            let mut one = vec![0i16; kh];
+            let (mut values, mut column) = (Vec::with_capacity(8 * (d1 + 1)), Vec::new());
             let mut n_dirty = 0;
             for (g, group) in blk_ad.chunks_mut(8 * d1).enumerate() {
                 let mut dirty = [false; 8];
@@ -776,29 +806,13 @@ impl Server {
                     }
                 }
                 n_dirty += dirty.iter().filter(|&&d| d).count();
-                let column = |t: usize| &group[t * d1..(t + 1) * d1];
-                if !plan.starts.is_empty() && group.len() == 8 * d1 && dirty.iter().all(|&d| d) {
-                    // eight touched columns of one 32-column chunk of the
-                    // hint storage: packed in place
-                    let cols: [&[u32]; 8] = std::array::from_fn(column);
-                    let (out, stride) = blk.column_run(c0 + 8 * g);
-                    kernel::pack_columns8(
-                        cols,
-                        plan.w,
-                        plan.pb,
-                        &plan.starts,
-                        &mut scratch,
-                        out,
-                        stride,
-                    );
-                } else {
-                    for t in (0..group.len() / d1).filter(|&t| dirty[t]) {
-                        plan.pack(column(t), &mut scratch, &mut one, 1);
-                        for (r, &v) in one.iter().enumerate() {
-                            blk.set(r, c0 + 8 * g + t, v);
-                        }
-                    }
-                }
+                plan.pack_group(
+                    group,
+                    dirty,
+                    &mut blk,
+                    c0 + 8 * g,
+                    (&mut values, &mut column),
+                );
             }
             Ok((n_dirty, changed))
         };
@@ -900,10 +914,8 @@ impl Server {
         let (a1, a1_ntt) = ctx.a1_ntt(seed, m1);
         // Blocks summed per inverse NTT so that |Σ| ≤ G·d1·2^31·2^7 < q2/2.
         let group = ((1usize << 16) / d1).max(1);
-        let plan = ChunkPlan::for_params(&params);
-        let column = |j: usize, out: &mut [i16], hsum: &mut [u32]| {
+        let column = |j: usize, hsum: &mut [u32]| {
             let mut col = vec![0u8; ell1];
-            let mut scratch = Vec::with_capacity(d1 + 1);
             db.column_into(j, &mut col);
             let mut buf = vec![0u32; 2 * d1];
             let mut acc = vec![0u64; 2 * d1];
@@ -928,44 +940,42 @@ impl Server {
                 }
                 b = b_end;
             }
-            plan.pack(hsum, &mut scratch, out, 1);
         };
         let mut hint = DigitMatrix::zeros(kh, ell2);
         // read and written 4 KiB column by column by `update`: ordinary pages
         let mut ad = vec![0u32; d1 * ell2];
-        const CHUNK: usize = 64;
-        let mut cols = vec![0i16; CHUNK * kh];
-        let mut rows = vec![0i16; kh * CHUNK];
-        let mut j0 = 0;
-        while j0 < ell2 {
-            let j1 = (j0 + CHUNK).min(ell2);
-            #[cfg(feature = "parallel")]
-            {
-                use rayon::prelude::*;
-                cols[..(j1 - j0) * kh]
-                    .par_chunks_mut(kh)
-                    .zip(ad[j0 * d1..j1 * d1].par_chunks_mut(d1))
-                    .enumerate()
-                    .for_each(|(k, (out, h))| column(j0 + k, out, h));
-            }
-            #[cfg(not(feature = "parallel"))]
-            for (k, (out, h)) in cols[..(j1 - j0) * kh]
-                .chunks_mut(kh)
-                .zip(ad[j0 * d1..j1 * d1].chunks_mut(d1))
+        #[cfg(feature = "parallel")]
+        {
+            use rayon::prelude::*;
+            ad.par_chunks_mut(d1)
                 .enumerate()
-            {
-                column(j0 + k, out, h);
-            }
-            // transpose to row-major (row r's 64 entries at r·CHUNK), then
-            // one storage-order write of the column run, as `update` does
-            for (k, col) in cols[..(j1 - j0) * kh].chunks_exact(kh).enumerate() {
-                for (r, &v) in col.iter().enumerate() {
-                    rows[r * CHUNK + k] = v;
-                }
-            }
-            hint.write_cols(j0, j1 - j0, &rows, CHUNK);
-            j0 = j1;
+                .for_each(|(j, h)| column(j, h));
         }
+        #[cfg(not(feature = "parallel"))]
+        for (j, h) in ad.chunks_mut(d1).enumerate() {
+            column(j, h);
+        }
+        // then round and pack every column into the hint, block by block
+        // (as `update` packs the columns it touched)
+        let plan = ChunkPlan::for_params(&params);
+        let pack_block = |(blk_ad, mut blk): (&[u32], ColumnBlockMut<'_>)| {
+            let (mut values, mut column) = (Vec::with_capacity(8 * (d1 + 1)), Vec::new());
+            for (g, group) in blk_ad.chunks(8 * d1).enumerate() {
+                let j = blk.c0 + 8 * g;
+                plan.pack_group(group, [true; 8], &mut blk, j, (&mut values, &mut column));
+            }
+        };
+        let blocks: Vec<(&[u32], ColumnBlockMut<'_>)> = ad
+            .chunks(BLOCK_COLS * d1)
+            .zip(hint.column_blocks_mut())
+            .collect();
+        #[cfg(feature = "parallel")]
+        {
+            use rayon::prelude::*;
+            blocks.into_par_iter().for_each(pack_block);
+        }
+        #[cfg(not(feature = "parallel"))]
+        blocks.into_iter().for_each(pack_block);
         (hint, ad, a1)
     }
 
