@@ -17,7 +17,7 @@ fn mul_shoup_lazy(x: __m512i, w: __m512i, ws: __m512i, p: __m512i) -> __m512i {
 /// x − m if x ≥ m (unsigned lanes).
 #[inline]
 #[target_feature(enable = "avx512f")]
-fn csub(x: __m512i, m: __m512i) -> __m512i {
+pub(super) fn csub(x: __m512i, m: __m512i) -> __m512i {
     _mm512_min_epu32(x, _mm512_sub_epi32(x, m))
 }
 

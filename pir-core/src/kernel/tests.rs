@@ -855,50 +855,64 @@ fn huge_page_advice_keeps_contents() {
 }
 
 #[test]
-fn mul_acc_blocks_matches_naive() {
+fn mul_sum_blocks_mod_matches_naive() {
+    use crate::arith::{P0, P1};
     let mut s = 23;
-    for (n, stride, blocks) in [
-        (0usize, 8usize, 3usize),
-        (1, 1, 4),
-        (7, 9, 2),
-        (64, 64, 16),
-        (256, 4096, 16),
-        (100, 130, 5),
-        (33, 40, 0),
+    for (n, stride, blocks, p) in [
+        (0usize, 8usize, 3usize, P0),
+        (1, 1, 4, P1),
+        (7, 9, 2, P0),
+        (64, 64, 16, P1),
+        (2048, 4096, 16, P0),
+        (100, 130, 5, P1),
+        (33, 40, 0, P0),
+        (80, 80, 257, P1),
+        (48, 48, 600, 1 << 28),
+        (40, 41, 3, 97),
     ] {
         let len = blocks.saturating_sub(1) * stride + n;
-        let r =
-            |s: &mut u64| -> Vec<u32> { (0..len).map(|_| (lcg(s) % (1 << 28)) as u32).collect() };
+        // inputs up to 2^28 − 1 (the contract), the extremes included
+        let r = |s: &mut u64| -> Vec<u32> {
+            (0..len)
+                .map(|i| match i % 7 {
+                    0 => (1 << 28) - 1,
+                    _ => (lcg(s) % (1 << 28)) as u32,
+                })
+                .collect()
+        };
         let (a, x) = (r(&mut s), r(&mut s));
-        let init: Vec<u64> = (0..n).map(|_| lcg(&mut s) >> 8).collect();
-        let mut want = init.clone();
-        for b in 0..blocks {
-            for l in 0..n {
-                want[l] += a[b * stride + l] as u64 * x[b * stride + l] as u64;
-            }
+        let want: Vec<u32> = (0..n)
+            .map(|l| {
+                let sum: u128 = (0..blocks)
+                    .map(|b| a[b * stride + l] as u128 * x[b * stride + l] as u128)
+                    .sum();
+                (sum % p as u128) as u32
+            })
+            .collect();
+        let what = format!("n={n} stride={stride} blocks={blocks} p={p}");
+        let mut got = vec![u32::MAX; n];
+        mul_sum_blocks_mod(&a, &x, stride, blocks, p, &mut got);
+        assert_eq!(got, want, "dispatched {what}");
+        if blocks > SUM_BLOCKS_MAX {
+            continue; // the variants below take one run of blocks
         }
-        let mut got = init.clone();
-        mul_acc_blocks(&a, &x, stride, blocks, &mut got);
-        assert_eq!(
-            got, want,
-            "dispatched n={n} stride={stride} blocks={blocks}"
-        );
-        let mut sc = init.clone();
-        mul_acc_blocks_scalar(&a, &x, stride, blocks, &mut sc, 0);
-        assert_eq!(sc, want);
+        let mut sc = vec![u32::MAX; n];
+        mul_sum_blocks_mod_scalar(&a, &x, stride, blocks, p, &mut sc, 0);
+        assert_eq!(sc, want, "scalar {what}");
         #[cfg(target_arch = "x86_64")]
         {
             if avx2() {
-                let mut v = init.clone();
-                // SAFETY: AVX2 detected; a, x hold (blocks − 1)·stride + n words.
-                unsafe { rns_simd::mul_acc_blocks_avx2(&a, &x, stride, blocks, &mut v) };
-                assert_eq!(v, want, "avx2 n={n} stride={stride} blocks={blocks}");
+                let mut v = vec![u32::MAX; n];
+                // SAFETY: AVX2 detected; a, x hold (blocks − 1)·stride + n
+                // words below 2^28; blocks ≤ SUM_BLOCKS_MAX.
+                unsafe { rns_simd::mul_sum_blocks_mod_avx2(&a, &x, stride, blocks, p, &mut v) };
+                assert_eq!(v, want, "avx2 {what}");
             }
             if avx512() {
-                let mut v = init.clone();
+                let mut v = vec![u32::MAX; n];
                 // SAFETY: AVX-512F detected; bounds as above.
-                unsafe { rns_simd::mul_acc_blocks_avx512(&a, &x, stride, blocks, &mut v) };
-                assert_eq!(v, want, "avx512 n={n} stride={stride} blocks={blocks}");
+                unsafe { rns_simd::mul_sum_blocks_mod_avx512(&a, &x, stride, blocks, p, &mut v) };
+                assert_eq!(v, want, "avx512 {what}");
             }
         }
     }
