@@ -1834,7 +1834,7 @@ pub fn pack_groups_scalar(
 #[cfg(target_arch = "x86_64")]
 mod pack_simd;
 
-/// Where [`pack_columns8`] puts chunk k of its eight columns in `out`:
+/// Where [`pack_columns`] puts chunk k of its columns in `out`:
 /// at `(k / 4)·quad + (k mod 4)·row`. A row-major buffer of stride s is
 /// [`RowStride::plain`]`(s)` (quad = 4s); the hint's own storage
 /// (`crate::digits`: rows in quads of 4, one 32-column chunk of each row
@@ -1864,22 +1864,31 @@ impl RowStride {
     }
 }
 
-/// Rounds eight columns of A1·D from 2^32 to 2^w and packs each into
-/// `starts.len()` chunks of `pb` bits (App. B; see `server::ChunkPlan`):
-/// chunk k of column c — the `pb` bits at `off_k` of the window
-/// `r[i_k] | r[i_k+1]·2^w`, sign-extended — goes to `out[stride.at(k) + c]`.
-/// Eight columns at a time so that each chunk index is one 16-byte store
-/// into the row-major hint rows instead of eight 2-byte stores eight rows
-/// apart. `scratch` holds the rounded values interleaved (value i of column
-/// c at 8i + c). Runtime-dispatched: AVX-512F or AVX2, with
-/// [`pack_columns8_scalar`] as the twin.
+/// Most columns [`pack_columns`] takes: one 32-column chunk of the hint's
+/// storage (a row's 32 digits are one 64-byte line there).
+pub const PACK_COLS_MAX: usize = 32;
+
+/// Rounds 8·G columns of A1·D (G = 1..=4) from 2^32 to 2^w and packs each
+/// into `starts.len()` chunks of `pb` bits (App. B; see
+/// `server::ChunkPlan`): chunk k of column c — the `pb` bits at `off_k` of
+/// the window `r[i_k] | r[i_k+1]·2^w`, sign-extended — goes to
+/// `out[stride.at(k) + c]`. Eight columns at a time make each chunk index
+/// one 16-byte store instead of eight 2-byte stores eight rows apart; all
+/// 32 columns of a hint chunk at once make each row's stores fill its
+/// 64-byte line before the next row's (eight at a time, each line was
+/// written in four visits a full pass over the rows apart, and the lines,
+/// one quad stride = a multiple of 4 KiB apart, were evicted in between).
+/// `scratch` holds each group's rounded values interleaved (value i of
+/// column 8g + c at g·8(n + 1) + 8i + c). Runtime-dispatched: AVX-512F or
+/// AVX2, with [`pack_columns_scalar`] as the twin.
 ///
 /// # Panics
-/// If the columns differ in length, a window reads past the last value + 1,
-/// `w ∉ [1, 32)`, `pb ∉ [1, 16]`, rows of `stride` overlap
-/// (`row < 8` or `quad < 3·row + 8`), or `out` is too short (caller bugs).
-pub fn pack_columns8(
-    cols: [&[u32]; 8],
+/// If `cols.len()` is not 8, 16, 24 or 32, the columns differ in length, a
+/// window reads past the last value + 1, `w ∉ [1, 32)`, `pb ∉ [1, 16]`,
+/// rows of `stride` overlap (`row < cols.len()` or
+/// `quad < 3·row + cols.len()`), or `out` is too short (caller bugs).
+pub fn pack_columns(
+    cols: &[&[u32]],
     w: u32,
     pb: u32,
     starts: &[(u32, u32)],
@@ -1887,38 +1896,44 @@ pub fn pack_columns8(
     out: &mut [i16],
     stride: RowStride,
 ) {
+    let width = cols.len();
+    assert!(width % 8 == 0 && (8..=PACK_COLS_MAX).contains(&width));
     let n = cols[0].len();
     assert!(cols.iter().all(|c| c.len() == n));
     assert!((1..32).contains(&w) && (1..=16).contains(&pb));
     // (rows do not overlap, and the last row is the furthest)
-    assert!(stride.row >= 8 && stride.quad >= 3 * stride.row + 8);
+    assert!(stride.row >= width && stride.quad >= 3 * stride.row + width);
     assert!(starts
         .iter()
         .all(|&(i, off)| (i as usize) < n.max(1) && off < w));
-    assert!(starts.is_empty() || out.len() >= stride.at(starts.len() - 1) + 8);
-    // interleave and round, plus one zero row for the last window (every
-    // other word is written below: no need to clear the rest)
-    if scratch.len() != 8 * (n + 1) {
+    assert!(starts.is_empty() || out.len() >= stride.at(starts.len() - 1) + width);
+    // interleave and round each group, plus one zero row for the last
+    // window (every other word is written below: no need to clear the rest)
+    let len = 8 * (n + 1);
+    if scratch.len() != width / 8 * len {
         scratch.clear();
-        scratch.resize(8 * (n + 1), 0);
+        scratch.resize(width / 8 * len, 0);
     }
-    scratch[8 * n..].fill(0);
-    #[cfg(target_arch = "x86_64")]
-    let from = if simd() != Simd::None {
-        // SAFETY: avx2 detected (any SIMD selection implies it); the
-        // columns have n values each and scratch holds 8(n + 1).
-        unsafe { pack_simd::interleave_round8(cols, w, scratch) }
-    } else {
-        0
-    };
-    #[cfg(not(target_arch = "x86_64"))]
-    let from = 0;
     let (shift, half) = (32 - w, 1u32 << (31 - w));
-    for (c, col) in cols.iter().enumerate() {
-        for (i, &h) in col.iter().enumerate().skip(from) {
-            // round_pow2 from q1 = 2^32: the carry out of bit 31 is the
-            // wrap-around mod 2^w
-            scratch[8 * i + c] = h.wrapping_add(half) >> shift;
+    for (group, r) in cols.chunks_exact(8).zip(scratch.chunks_exact_mut(len)) {
+        let group: [&[u32]; 8] = std::array::from_fn(|c| group[c]);
+        r[8 * n..].fill(0);
+        #[cfg(target_arch = "x86_64")]
+        let from = if simd() != Simd::None {
+            // SAFETY: avx2 detected (any SIMD selection implies it); the
+            // columns have n values each and r holds 8(n + 1).
+            unsafe { pack_simd::interleave_round8(group, w, r) }
+        } else {
+            0
+        };
+        #[cfg(not(target_arch = "x86_64"))]
+        let from = 0;
+        for (c, col) in group.iter().enumerate() {
+            for (i, &h) in col.iter().enumerate().skip(from) {
+                // round_pow2 from q1 = 2^32: the carry out of bit 31 is
+                // the wrap-around mod 2^w
+                r[8 * i + c] = h.wrapping_add(half) >> shift;
+            }
         }
     }
     #[cfg(target_arch = "x86_64")]
@@ -1926,26 +1941,27 @@ pub fn pack_columns8(
         match simd() {
             Simd::Avx512 => {
                 // SAFETY: avx512f detected at runtime; every window row
-                // i + 1 ≤ n is inside `scratch` (8(n + 1) values) and every
-                // 8-word store inside `out` (asserted above).
-                unsafe { pack_simd::columns8_512(scratch, w, pb, starts, out, stride) };
+                // i + 1 ≤ n of every group is inside `scratch` (width/8
+                // runs of 8(n + 1) values) and every store inside `out`
+                // (asserted above).
+                unsafe { pack_simd::columns8_512(scratch, len, w, pb, starts, out, stride) };
                 return;
             }
             Simd::Avx2 => {
                 // SAFETY: avx2 detected at runtime; bounds and off < w as
                 // for the AVX-512 kernel (asserted above).
-                unsafe { pack_simd::columns8_256(scratch, w, pb, starts, out, stride) };
+                unsafe { pack_simd::columns8_256(scratch, len, w, pb, starts, out, stride) };
                 return;
             }
             Simd::None => {}
         }
     }
-    pack_columns8_chunks(scratch, w, pb, starts, out, stride);
+    pack_columns_chunks(scratch, len, w, pb, starts, out, stride);
 }
 
-/// Scalar twin of [`pack_columns8`] (rounding included).
-pub fn pack_columns8_scalar(
-    cols: [&[u32]; 8],
+/// Scalar twin of [`pack_columns`] (rounding included).
+pub fn pack_columns_scalar(
+    cols: &[&[u32]],
     w: u32,
     pb: u32,
     starts: &[(u32, u32)],
@@ -1953,18 +1969,23 @@ pub fn pack_columns8_scalar(
     stride: RowStride,
 ) {
     let n = cols[0].len();
-    let mut r = vec![0u32; 8 * (n + 1)];
-    for (c, col) in cols.iter().enumerate() {
-        for (i, &h) in col.iter().enumerate() {
-            r[8 * i + c] = crate::arith::round_pow2(u64::from(h), 32, w) as u32;
+    let len = 8 * (n + 1);
+    let mut r = vec![0u32; cols.len() / 8 * len];
+    for (g, group) in cols.chunks(8).enumerate() {
+        for (c, col) in group.iter().enumerate() {
+            for (i, &h) in col.iter().enumerate() {
+                r[g * len + 8 * i + c] = crate::arith::round_pow2(u64::from(h), 32, w) as u32;
+            }
         }
     }
-    pack_columns8_chunks(&r, w, pb, starts, out, stride);
+    pack_columns_chunks(&r, len, w, pb, starts, out, stride);
 }
 
-/// The chunk step of [`pack_columns8`] on interleaved rounded values.
-fn pack_columns8_chunks(
+/// The chunk step of [`pack_columns`] on interleaved rounded values: group
+/// g's values at `r[g·len..]`, len = 8(n + 1).
+fn pack_columns_chunks(
     r: &[u32],
+    len: usize,
     w: u32,
     pb: u32,
     starts: &[(u32, u32)],
@@ -1973,8 +1994,11 @@ fn pack_columns8_chunks(
 ) {
     for (k, &(i, off)) in starts.iter().enumerate() {
         let i = i as usize;
-        for c in 0..8 {
-            out[stride.at(k) + c] = window_chunk(r[8 * i + c], r[8 * (i + 1) + c], w, off, pb);
+        for (g, r) in r.chunks_exact(len).enumerate() {
+            for c in 0..8 {
+                let v = window_chunk(r[8 * i + c], r[8 * (i + 1) + c], w, off, pb);
+                out[stride.at(k) + 8 * g + c] = v;
+            }
         }
     }
 }

@@ -35,7 +35,7 @@ use sha2::{Digest, Sha256};
 
 use crate::arith::{round_mod, round_pow2, small_residue, MODS, Q2};
 use crate::db::{ColumnsMut, Database};
-use crate::digits::{ColumnBlockMut, DigitMatrix, BLOCK_COLS, QUAD_ROWS};
+use crate::digits::{ColumnBlockMut, DigitMatrix, BLOCK_COLS, CHUNK_COLS, QUAD_ROWS};
 use crate::error::{Error, Result};
 use crate::kernel::{self, SplitQuery};
 use crate::packing::{Leaf, PackInputs, PackPrecomp, StaticKs};
@@ -307,33 +307,58 @@ impl ChunkPlan {
     }
 
     /// Rounds and packs into the hint block `blk` the columns j + t of
-    /// `group` (up to eight columns of A1·D, column-major, j a multiple of
-    /// 8) that are `touched`: all eight in place, with one 16-byte store
-    /// per chunk, when every one is (`kernel::pack_columns8` writing the
-    /// hint's storage layout), otherwise one by one. `values` and `column`
-    /// are scratch reused between calls. DBSetup packs every column this
-    /// way, an update its touched ones.
+    /// `group` (up to [`kernel::PACK_COLS_MAX`] = 32 columns of A1·D,
+    /// column-major, starting at a column j that is a multiple of 32, so
+    /// all of them lie in one 32-column chunk of the hint's storage) that
+    /// are `touched[t]`. When all are touched (and their number is a
+    /// multiple of 8) they are packed in place in one
+    /// `kernel::pack_columns` call, which fills each row's 64-byte line of
+    /// the chunk at once; otherwise each eight-column run that is all
+    /// touched goes in place on its own, and the remaining touched columns
+    /// one by one. `values` and `column` are scratch reused between calls.
+    /// DBSetup packs every column this way, an update its touched ones.
     pub(crate) fn pack_group(
         &self,
         group: &[u32],
-        touched: [bool; 8],
+        touched: &[bool],
         blk: &mut ColumnBlockMut<'_>,
         j: usize,
         (values, column): (&mut Vec<u32>, &mut Vec<i16>),
     ) {
         let d1 = self.d1;
+        let n = group.len() / d1;
+        assert!(n <= kernel::PACK_COLS_MAX && touched.len() == n && j % CHUNK_COLS == 0);
         let col = |t: usize| &group[t * d1..(t + 1) * d1];
-        if !self.starts.is_empty() && group.len() == 8 * d1 && touched.iter().all(|&d| d) {
-            let cols: [&[u32]; 8] = std::array::from_fn(col);
+        let cols: [&[u32]; kernel::PACK_COLS_MAX] =
+            std::array::from_fn(|t| if t < n { col(t) } else { &[] });
+        let in_place = !self.starts.is_empty();
+        if in_place && n % 8 == 0 && n > 0 && touched.iter().all(|&t| t) {
             let (out, stride) = blk.column_run(j);
-            kernel::pack_columns8(cols, self.w, self.pb, &self.starts, values, out, stride);
+            kernel::pack_columns(
+                &cols[..n],
+                self.w,
+                self.pb,
+                &self.starts,
+                values,
+                out,
+                stride,
+            );
             return;
         }
-        column.resize(self.chunks, 0);
-        for t in (0..group.len() / d1).filter(|&t| touched[t]) {
-            self.pack(col(t), values, column, 1);
-            for (r, &v) in column.iter().enumerate() {
-                blk.set(r, j + t, v);
+        for t0 in (0..n).step_by(8) {
+            let run = t0..(t0 + 8).min(n);
+            if in_place && run.len() == 8 && touched[run.clone()].iter().all(|&t| t) {
+                let (out, stride) = blk.column_run(j + t0);
+                let eight = &cols[run];
+                kernel::pack_columns(eight, self.w, self.pb, &self.starts, values, out, stride);
+                continue;
+            }
+            column.resize(self.chunks, 0);
+            for t in run.filter(|&t| touched[t]) {
+                self.pack(col(t), values, column, 1);
+                for (r, &v) in column.iter().enumerate() {
+                    blk.set(r, j + t, v);
+                }
             }
         }
     }
@@ -794,18 +819,19 @@ impl Server {
                     changed += usize::from(delta != 0);
                 }
             }
-            // steps 2 and 3 eight columns at a time, so that the columns
-            // are packed while still in the cache (a whole block of A1·D
-            // is 4 MiB)
+            // steps 2 and 3 one 32-column chunk of the hint at a time, so
+            // that the columns are packed while still in the cache (a
+            // whole block of A1·D is 4 MiB, a chunk's columns 128 KiB)
             let mut terms: Vec<(u32, usize)> = Vec::new();
-            let (mut values, mut column) = (Vec::with_capacity(8 * (d1 + 1)), Vec::new());
+            let (mut values, mut column) = (Vec::new(), Vec::new());
             let mut n_dirty = 0;
-            for (g, group) in blk_ad.chunks_mut(8 * d1).enumerate() {
-                let mut dirty = [false; 8];
+            for (g, group) in blk_ad.chunks_mut(CHUNK_COLS * d1).enumerate() {
+                let j = c0 + CHUNK_COLS * g;
+                let mut dirty = [false; CHUNK_COLS];
                 for (t, col) in group.chunks_exact_mut(d1).enumerate() {
                     terms.clear();
                     terms.extend(
-                        blk_terms[bucket(c0 + 8 * g + t)]
+                        blk_terms[bucket(j + t)]
                             .iter()
                             .filter(|&&t| t >> 32 != 0)
                             .map(|&t| ((t >> 32) as u32, t as u32 as usize)),
@@ -816,13 +842,8 @@ impl Server {
                     }
                 }
                 n_dirty += dirty.iter().filter(|&&d| d).count();
-                plan.pack_group(
-                    group,
-                    dirty,
-                    &mut blk,
-                    c0 + 8 * g,
-                    (&mut values, &mut column),
-                );
+                let dirty = &dirty[..group.len() / d1];
+                plan.pack_group(group, dirty, &mut blk, j, (&mut values, &mut column));
             }
             Ok((n_dirty, changed))
         };
@@ -969,10 +990,11 @@ impl Server {
         // (as `update` packs the columns it touched)
         let plan = ChunkPlan::for_params(&params);
         let pack_block = |(blk_ad, mut blk): (&[u32], ColumnBlockMut<'_>)| {
-            let (mut values, mut column) = (Vec::with_capacity(8 * (d1 + 1)), Vec::new());
-            for (g, group) in blk_ad.chunks(8 * d1).enumerate() {
-                let j = blk.c0 + 8 * g;
-                plan.pack_group(group, [true; 8], &mut blk, j, (&mut values, &mut column));
+            let (mut values, mut column) = (Vec::new(), Vec::new());
+            let all = [true; kernel::PACK_COLS_MAX];
+            for (g, group) in blk_ad.chunks(CHUNK_COLS * d1).enumerate() {
+                let (j, n) = (blk.c0 + CHUNK_COLS * g, group.len() / d1);
+                plan.pack_group(group, &all[..n], &mut blk, j, (&mut values, &mut column));
             }
         };
         let blocks: Vec<(&[u32], ColumnBlockMut<'_>)> = ad

@@ -339,7 +339,28 @@ fn update_answers_like_a_fresh_setup() {
             new_db.set(c.row, c.col, c.value).unwrap();
         }
         assert_eq!(server.database(), &new_db);
+        // a second round touching all of the first 32-column chunk of the
+        // hint (packed in place at once), all of columns 40..48 (one run
+        // of eight in place) and a few single columns
+        let cols = (0..32).chain(40..48).chain([50, 61, shape.ell2 - 1]);
+        let second: Vec<RecordUpdate> = cols
+            .map(|col| RecordUpdate {
+                row: lcg(&mut s) as usize % shape.ell1,
+                col,
+                value: lcg(&mut s) as u8 | 1,
+            })
+            .collect();
+        server.update(&second).unwrap();
+        for c in &second {
+            new_db.set(c.row, c.col, c.value).unwrap();
+        }
+        assert_eq!(server.database(), &new_db);
         let fresh = Server::setup(params, new_db.clone(), seed).unwrap();
+        // the same hint rows, byte for byte
+        let (mut mine, mut theirs) = (Vec::new(), Vec::new());
+        server.write_hint(&mut mine).unwrap();
+        fresh.write_hint(&mut theirs).unwrap();
+        assert!(mine == theirs, "hint after updates {shape:?}");
         let client = Client::new(params, shape, seed).unwrap();
         for &(r, c) in &[
             (5usize, 7usize),

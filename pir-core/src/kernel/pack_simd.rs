@@ -1,7 +1,7 @@
 use super::PackGroup;
 use std::arch::x86_64::*;
 
-/// Rounding and interleaving step of [`super::pack_columns8`] for the
+/// Rounding and interleaving step of [`super::pack_columns`] for the
 /// first n/8·8 values: eight values of each column are rounded
 /// (`(h + 2^{31−w}) ≫ (32 − w)`) and transposed as an 8×8 block, so
 /// value i of column c lands at `scratch[8i + c]` with 8-word stores.
@@ -58,16 +58,18 @@ pub unsafe fn interleave_round8(cols: [&[u32]; 8], w: u32, scratch: &mut [u32]) 
     n8
 }
 
-/// AVX-512F chunk step of [`super::pack_columns8`]: lanes are columns,
-/// so every chunk is two 8-word loads, a few 64-bit shifts and one
-/// 16-byte store.
+/// AVX-512F chunk step of [`super::pack_columns`]: lanes are columns,
+/// so every chunk of a group is two 8-word loads, a few 64-bit shifts and
+/// one 16-byte store; a row's groups are stored one after the other.
 ///
 /// # Safety
 /// avx512f must be available, and the bounds asserted by
-/// [`super::pack_columns8`] must hold.
+/// [`super::pack_columns`] must hold (`r` is its scratch, `len` = 8(n + 1)
+/// words per group).
 #[target_feature(enable = "avx512f")]
 pub unsafe fn columns8_512(
     r: &[u32],
+    len: usize,
     w: u32,
     pb: u32,
     starts: &[(u32, u32)],
@@ -76,23 +78,25 @@ pub unsafe fn columns8_512(
 ) {
     let wc = _mm_cvtsi32_si128(w as i32);
     let sh = _mm_cvtsi32_si128(64 - pb as i32);
+    let groups = r.len() / len;
     for (k, &(i, off)) in starts.iter().enumerate() {
         let i = i as usize;
-        // SAFETY: 8(i + 1) + 8 ≤ r.len() and stride.at(k) + 8 ≤ out.len()
-        // (asserted by the caller).
-        unsafe {
-            let lo =
-                _mm512_cvtepu32_epi64(_mm256_loadu_si256(r.as_ptr().add(8 * i) as *const __m256i));
-            let hi = _mm512_cvtepu32_epi64(_mm256_loadu_si256(
-                r.as_ptr().add(8 * (i + 1)) as *const __m256i
-            ));
-            let win = _mm512_or_si512(lo, _mm512_sll_epi64(hi, wc));
-            let x = _mm512_srl_epi64(win, _mm_cvtsi32_si128(off as i32));
-            let c = _mm512_sra_epi64(_mm512_sll_epi64(x, sh), sh);
-            _mm_storeu_si128(
-                out.as_mut_ptr().add(stride.at(k)) as *mut __m128i,
-                _mm512_cvtepi64_epi16(c),
-            );
+        let offc = _mm_cvtsi32_si128(off as i32);
+        for g in 0..groups {
+            // SAFETY: g·len + 8(i + 1) + 8 ≤ (g + 1)·len ≤ r.len() and
+            // stride.at(k) + 8g + 8 ≤ out.len() (asserted by the caller).
+            unsafe {
+                let at = r.as_ptr().add(g * len + 8 * i);
+                let lo = _mm512_cvtepu32_epi64(_mm256_loadu_si256(at as *const __m256i));
+                let hi = _mm512_cvtepu32_epi64(_mm256_loadu_si256(at.add(8) as *const __m256i));
+                let win = _mm512_or_si512(lo, _mm512_sll_epi64(hi, wc));
+                let x = _mm512_srl_epi64(win, offc);
+                let c = _mm512_sra_epi64(_mm512_sll_epi64(x, sh), sh);
+                _mm_storeu_si128(
+                    out.as_mut_ptr().add(stride.at(k) + 8 * g) as *mut __m128i,
+                    _mm512_cvtepi64_epi16(c),
+                );
+            }
         }
     }
 }
@@ -161,16 +165,18 @@ fn chunks8(lo: __m256i, hi: __m256i, off: __m256i, w: __m256i, sh: __m128i) -> _
     _mm_packs_epi32(_mm256_castsi256_si128(c), _mm256_extracti128_si256::<1>(c))
 }
 
-/// AVX2 chunk step of [`super::pack_columns8`]: lanes are columns, so
-/// every chunk is two 8-word loads, a few 32-bit shifts and one 16-byte
-/// store.
+/// AVX2 chunk step of [`super::pack_columns`]: lanes are columns, so
+/// every chunk of a group is two 8-word loads, a few 32-bit shifts and
+/// one 16-byte store.
 ///
 /// # Safety
 /// avx2 must be available, and the bounds asserted by
-/// [`super::pack_columns8`] must hold (including off < w < 32).
+/// [`super::pack_columns`] must hold (including off < w < 32; `len` as
+/// for [`columns8_512`]).
 #[target_feature(enable = "avx2")]
 pub unsafe fn columns8_256(
     r: &[u32],
+    len: usize,
     w: u32,
     pb: u32,
     starts: &[(u32, u32)],
@@ -179,15 +185,22 @@ pub unsafe fn columns8_256(
 ) {
     let wv = _mm256_set1_epi32(w as i32);
     let sh = _mm_cvtsi32_si128(32 - pb as i32);
+    let groups = r.len() / len;
     for (k, &(i, off)) in starts.iter().enumerate() {
         let i = i as usize;
-        // SAFETY: 8(i + 1) + 8 ≤ r.len() and stride.at(k) + 8 ≤ out.len()
-        // (asserted by the caller).
-        unsafe {
-            let lo = _mm256_loadu_si256(r.as_ptr().add(8 * i) as *const __m256i);
-            let hi = _mm256_loadu_si256(r.as_ptr().add(8 * (i + 1)) as *const __m256i);
-            let c = chunks8(lo, hi, _mm256_set1_epi32(off as i32), wv, sh);
-            _mm_storeu_si128(out.as_mut_ptr().add(stride.at(k)) as *mut __m128i, c);
+        let offv = _mm256_set1_epi32(off as i32);
+        for g in 0..groups {
+            // SAFETY: as in columns8_512.
+            unsafe {
+                let at = r.as_ptr().add(g * len + 8 * i);
+                let lo = _mm256_loadu_si256(at as *const __m256i);
+                let hi = _mm256_loadu_si256(at.add(8) as *const __m256i);
+                let c = chunks8(lo, hi, offv, wv, sh);
+                _mm_storeu_si128(
+                    out.as_mut_ptr().add(stride.at(k) + 8 * g) as *mut __m128i,
+                    c,
+                );
+            }
         }
     }
 }

@@ -524,55 +524,92 @@ fn keyswitch_avx2_kernels_match_scalar() {
 }
 
 #[test]
-fn pack_columns8_matches_scalar() {
+fn pack_columns_matches_scalar() {
     let mut s = 12;
-    // one scratch for every call: reused at equal n (stale words from
-    // the previous call must not leak into the chunks), regrown otherwise
+    // one scratch for every call: reused at equal n and width (stale words
+    // from the previous call must not leak into the chunks), regrown
+    // otherwise
     let mut scratch = Vec::new();
     for (w, pb) in [(28u32, 15u32), (31, 16), (9, 9), (20, 3)] {
         for n in [1usize, 5, 8, 13, 64, 64, 1024] {
-            let cols: Vec<Vec<u32>> = (0..8)
-                .map(|_| (0..n).map(|_| lcg(&mut s) as u32).collect())
-                .collect();
-            let chunks = (n * w as usize).div_ceil(pb as usize);
-            let starts: Vec<(u32, u32)> = (0..chunks)
-                .map(|k| {
-                    (
-                        (k * pb as usize / w as usize) as u32,
-                        (k * pb as usize % w as usize) as u32,
-                    )
-                })
-                .filter(|&(i, _)| (i as usize) < n)
-                .collect();
-            let refs: [&[u32]; 8] = std::array::from_fn(|c| cols[c].as_slice());
-            let mut packed = vec![0i16; 8 * starts.len()];
-            pack_columns8_scalar(refs, w, pb, &starts, &mut packed, RowStride::plain(8));
-            // row-major buffers, and the hint's quad layout (a 32-column
-            // block, a 1024-column one)
-            let quads = [
-                RowStride { row: 32, quad: 128 },
-                RowStride {
-                    row: 32,
-                    quad: 4096,
-                },
-            ];
-            for stride in [RowStride::plain(8), RowStride::plain(13)]
-                .into_iter()
-                .chain(quads)
-            {
-                let len = stride.at(starts.len());
-                let (mut a, mut b) = (vec![0i16; len], vec![0i16; len]);
-                pack_columns8(refs, w, pb, &starts, &mut scratch, &mut a, stride);
-                pack_columns8_scalar(refs, w, pb, &starts, &mut b, stride);
-                assert_eq!(a, b, "w={w} pb={pb} n={n} stride={stride:?}");
-                // chunk k of column c at stride.at(k) + c, nothing else
-                let mut want = vec![0i16; len];
-                for k in 0..starts.len() {
-                    want[stride.at(k)..stride.at(k) + 8].copy_from_slice(&packed[8 * k..8 * k + 8]);
+            for width in [8usize, 16, 32, 32, 24] {
+                let cols: Vec<Vec<u32>> = (0..width)
+                    .map(|_| (0..n).map(|_| lcg(&mut s) as u32).collect())
+                    .collect();
+                let chunks = (n * w as usize).div_ceil(pb as usize);
+                let starts: Vec<(u32, u32)> = (0..chunks)
+                    .map(|k| {
+                        (
+                            (k * pb as usize / w as usize) as u32,
+                            (k * pb as usize % w as usize) as u32,
+                        )
+                    })
+                    .filter(|&(i, _)| (i as usize) < n)
+                    .collect();
+                let refs: Vec<&[u32]> = cols.iter().map(|c| c.as_slice()).collect();
+                // naive: column by column, chunk k of column c at width·k + c
+                let mut packed = vec![0i16; width * starts.len()];
+                for (c, col) in cols.iter().enumerate() {
+                    let r: Vec<u32> = col
+                        .iter()
+                        .map(|&h| crate::arith::round_pow2(u64::from(h), 32, w) as u32)
+                        .chain([0])
+                        .collect();
+                    for (k, &(i, off)) in starts.iter().enumerate() {
+                        let (i, o) = (i as usize, off);
+                        packed[width * k + c] = window_chunk(r[i], r[i + 1], w, o, pb);
+                    }
                 }
-                assert_eq!(a, want, "w={w} pb={pb} n={n} stride={stride:?}");
+                // row-major buffers, and the hint's quad layout (a 32-column
+                // block, a 1024-column one)
+                let quads = [
+                    RowStride { row: 32, quad: 128 },
+                    RowStride {
+                        row: 32,
+                        quad: 4096,
+                    },
+                ];
+                for stride in [RowStride::plain(width), RowStride::plain(width + 5)]
+                    .into_iter()
+                    .chain(quads)
+                {
+                    let what = format!("w={w} pb={pb} n={n} width={width} stride={stride:?}");
+                    let len = stride.at(starts.len());
+                    let (mut a, mut b) = (vec![0i16; len], vec![0i16; len]);
+                    pack_columns(&refs, w, pb, &starts, &mut scratch, &mut a, stride);
+                    pack_columns_scalar(&refs, w, pb, &starts, &mut b, stride);
+                    assert_eq!(a, b, "{what}");
+                    // chunk k of column c at stride.at(k) + c, nothing else
+                    let mut want = vec![0i16; len];
+                    for k in 0..starts.len() {
+                        want[stride.at(k)..stride.at(k) + width]
+                            .copy_from_slice(&packed[width * k..width * (k + 1)]);
+                    }
+                    assert_eq!(a, want, "{what}");
+                }
             }
         }
+    }
+}
+
+#[test]
+fn pack_columns_refuses_bad_widths_and_strides() {
+    let col = vec![1u32; 4];
+    let starts = [(0u32, 0u32)];
+    let mut scratch = Vec::new();
+    let mut out = vec![0i16; 1 << 12];
+    for (width, stride) in [
+        (0usize, RowStride::plain(8)),
+        (4, RowStride::plain(8)),
+        (40, RowStride::plain(40)),
+        (16, RowStride::plain(8)),
+        (32, RowStride { row: 32, quad: 100 }),
+    ] {
+        let cols = vec![col.as_slice(); width];
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            pack_columns(&cols, 20, 10, &starts, &mut scratch, &mut out, stride)
+        }));
+        assert!(r.is_err(), "width={width} stride={stride:?}");
     }
 }
 
@@ -646,12 +683,13 @@ fn pack_avx2_kernels_match_scalar() {
                         assert_eq!(a, b, "groups w={w} pb={pb} ng={ng} stride={stride}");
                     }
                 }
-                // pack_columns8's chunk step on interleaved values
+                // pack_columns' chunk step on interleaved values
                 if w == 32 {
-                    continue; // pack_columns8 takes w < 32
+                    continue; // pack_columns takes w < 32
                 }
-                for n in [1usize, 5, 64, 300] {
-                    let r: Vec<u32> = (0..8 * (n + 1))
+                for (n, groups) in [(1usize, 1usize), (5, 4), (64, 2), (300, 1), (300, 4)] {
+                    let len = 8 * (n + 1);
+                    let r: Vec<u32> = (0..groups * len)
                         .map(|_| (lcg(&mut s) as u32) & mask)
                         .collect();
                     let starts: Vec<(u32, u32)> = (0..(n * w as usize).div_ceil(pb as usize))
@@ -662,14 +700,17 @@ fn pack_avx2_kernels_match_scalar() {
                         .filter(|&(i, _)| (i as usize) < n)
                         .collect();
                     let quad = RowStride { row: 32, quad: 128 };
-                    for stride in [RowStride::plain(8), RowStride::plain(13), quad] {
-                        let len = stride.at(starts.len());
-                        let (mut a, mut b) = (vec![0i16; len], vec![0i16; len]);
-                        // SAFETY: AVX2 detected; every window i + 1 ≤ n is
-                        // inside r, every store inside out, off < w.
-                        unsafe { pack_simd::columns8_256(&r, w, pb, &starts, &mut a, stride) };
-                        pack_columns8_chunks(&r, w, pb, &starts, &mut b, stride);
-                        assert_eq!(a, b, "columns8 w={w} pb={pb} n={n} stride={stride:?}");
+                    let width = 8 * groups;
+                    for stride in [RowStride::plain(width), RowStride::plain(width + 5), quad] {
+                        let out_len = stride.at(starts.len());
+                        let (mut a, mut b) = (vec![0i16; out_len], vec![0i16; out_len]);
+                        // SAFETY: AVX2 detected; every window i + 1 ≤ n of
+                        // every group is inside r, every store inside out,
+                        // off < w.
+                        unsafe { pack_simd::columns8_256(&r, len, w, pb, &starts, &mut a, stride) };
+                        pack_columns_chunks(&r, len, w, pb, &starts, &mut b, stride);
+                        let what = format!("w={w} pb={pb} n={n} groups={groups} {stride:?}");
+                        assert_eq!(a, b, "columns8 {what}");
                     }
                 }
             }
