@@ -1897,7 +1897,7 @@ pub fn pack_columns(
     stride: RowStride,
 ) {
     let width = cols.len();
-    assert!(width % 8 == 0 && (8..=PACK_COLS_MAX).contains(&width));
+    assert!(width.is_multiple_of(8) && (8..=PACK_COLS_MAX).contains(&width));
     let n = cols[0].len();
     assert!(cols.iter().all(|c| c.len() == n));
     assert!((1..32).contains(&w) && (1..=16).contains(&pb));

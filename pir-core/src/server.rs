@@ -327,12 +327,12 @@ impl ChunkPlan {
     ) {
         let d1 = self.d1;
         let n = group.len() / d1;
-        assert!(n <= kernel::PACK_COLS_MAX && touched.len() == n && j % CHUNK_COLS == 0);
+        assert!(n <= kernel::PACK_COLS_MAX && touched.len() == n && j.is_multiple_of(CHUNK_COLS));
         let col = |t: usize| &group[t * d1..(t + 1) * d1];
         let cols: [&[u32]; kernel::PACK_COLS_MAX] =
             std::array::from_fn(|t| if t < n { col(t) } else { &[] });
         let in_place = !self.starts.is_empty();
-        if in_place && n % 8 == 0 && n > 0 && touched.iter().all(|&t| t) {
+        if in_place && n.is_multiple_of(8) && n > 0 && touched.iter().all(|&t| t) {
             let (out, stride) = blk.column_run(j);
             kernel::pack_columns(
                 &cols[..n],
