@@ -751,21 +751,28 @@ impl Server {
             self.ad = ad;
         }
         // Counting sort by column, so that each column of A1·D stays in L1
-        // while its changes are applied. Stable, so a later change to the
-        // same record still wins. A change is kept as one word
-        // (row·2^8 + value); its bucket gives the column.
-        let mut starts = vec![0usize; ell2 + 1];
+        // while its changes are applied, in two stable passes: by block of
+        // BLOCK_COLS columns here (one output stream per block), then by
+        // column inside each block's task below (its share of the changes
+        // sorts in L2, and on every core). Stable, so a later change to the
+        // same record still wins. A change is kept as one word:
+        // (column in its block)·2^48 + row·2^8 + value (rows < 2^40: a
+        // database of ℓ1 ≥ 2^40 rows would not fit in memory).
+        debug_assert!((ell1 as u64) < 1 << 40 && BLOCK_COLS <= 1 << 16);
+        let n_blocks = ell2.div_ceil(BLOCK_COLS);
+        let mut starts = vec![0usize; n_blocks + 1];
         for c in changes {
-            starts[c.col + 1] += 1;
+            starts[c.col / BLOCK_COLS + 1] += 1;
         }
-        for j in 0..ell2 {
-            starts[j + 1] += starts[j];
+        for b in 0..n_blocks {
+            starts[b + 1] += starts[b];
         }
         let mut next = starts.clone();
         let mut sorted = vec![0u64; changes.len()];
         for c in changes {
-            sorted[next[c.col]] = (c.row as u64) << 8 | u64::from(c.value);
-            next[c.col] += 1;
+            let (b, jj) = (c.col / BLOCK_COLS, c.col % BLOCK_COLS);
+            sorted[next[b]] = (jj as u64) << 48 | (c.row as u64) << 8 | u64::from(c.value);
+            next[b] += 1;
         }
         drop(next);
         let mut stats = UpdateStats::default();
@@ -781,10 +788,11 @@ impl Server {
         //    the arithmetic of step 2, whose runs of A1 stream from L2, the
         //    misses slowed both down (one thread, B = 33: +7 ms);
         // 2. add the terms to each touched column of A1·D;
-        // 3. re-round and re-pack the touched columns, eight at a time
-        //    straight into the hint's storage when they are eight columns
-        //    of one 32-column chunk (every column is touched at 0.1 %
-        //    changes), the others one by one.
+        // 3. re-round and re-pack the touched columns, 32 at a time
+        //    straight into the hint's storage when they are a whole
+        //    32-column chunk (every column is touched at 0.1 % changes),
+        //    else runs of eight touched columns in place, the others one
+        //    by one (ChunkPlan::pack_group).
         const AHEAD: usize = 16;
         let plan = ChunkPlan::for_params(&params);
         let (ad, a1_ext) = (&mut self.ad, &self.a1_ext);
@@ -796,15 +804,31 @@ impl Server {
                 terms: blk_terms,
             } = blk;
             let (c0, c1) = (blk.c0, blk.c0 + blk.cols);
-            // this block's changes: blk_terms[starts[j] - base ..] for j
-            let base = starts[c0];
-            let bucket = |j: usize| starts[j] - base..starts[j + 1] - base;
+            // the block's changes by column: column j's are
+            // blk_terms[at[j − c0] .. at[j − c0 + 1]]
+            let mut at = vec![0usize; c1 - c0 + 1];
+            for &k in blk_terms.iter() {
+                at[(k >> 48) as usize + 1] += 1;
+            }
+            for jj in 0..c1 - c0 {
+                at[jj + 1] += at[jj];
+            }
+            let mut next = at.clone();
+            let mut by_column = vec![0u64; blk_terms.len()];
+            for &k in blk_terms.iter() {
+                let jj = (k >> 48) as usize;
+                by_column[next[jj]] = k & ((1 << 48) - 1);
+                next[jj] += 1;
+            }
+            blk_terms.copy_from_slice(&by_column);
+            drop((next, by_column));
+            let bucket = |j: usize| at[j - c0]..at[j - c0 + 1];
             let mut changed = 0;
             let mut pj = c0;
             for j in c0..c1 {
                 for n in bucket(j) {
                     if let Some(&ahead) = blk_terms.get(n + AHEAD) {
-                        while starts[pj + 1] - base <= n + AHEAD {
+                        while at[pj - c0 + 1] <= n + AHEAD {
                             pj += 1;
                         }
                         blk_db.prefetch((ahead >> 8) as usize, pj);
@@ -849,9 +873,8 @@ impl Server {
         };
         // the sorted changes, cut at the blocks' first columns
         let mut rest = &mut sorted[..];
-        let block_terms = (0..ell2).step_by(BLOCK_COLS).map(|c0| {
-            let c1 = (c0 + BLOCK_COLS).min(ell2);
-            let (head, tail) = std::mem::take(&mut rest).split_at_mut(starts[c1] - starts[c0]);
+        let block_terms = (0..n_blocks).map(|b| {
+            let (head, tail) = std::mem::take(&mut rest).split_at_mut(starts[b + 1] - starts[b]);
             rest = tail;
             head
         });
