@@ -93,19 +93,18 @@ pub struct PackOutput {
     pub ks: Vec<u32>,
 }
 
-/// Digits of τ(c−.a) in NTT form: `c_minus` (NTT form) is consumed.
-fn digits_ntt(ctx: &Context, level: usize, c_minus: &[u32], out: &mut [u32]) {
+/// Digits of τ(c−.a) in NTT form (`buf`: 2·d2 words of scratch).
+fn digits_ntt(ctx: &Context, level: usize, c_minus: &[u32], out: &mut [u32], buf: &mut [u32]) {
     let d2 = ctx.params.d2;
     let t = ctx.params.gadget_len();
     let perm = &ctx.levels[level - 1].perm;
-    let mut buf = vec![0u32; 2 * d2];
     for h in 0..2 {
         let r = h * d2..(h + 1) * d2;
         crate::kernel::permute(&c_minus[r.clone()], perm, &mut buf[r]);
     }
-    rns::inverse(&ctx.ntt2, &mut buf);
+    rns::inverse(&ctx.ntt2, buf);
     // digits are below z/2 (top digit below q2/(2·z^{t−1})) < p
-    crate::kernel::crt_gadget_digits(&ctx.crt, &buf, ctx.params.z_bits, t, out);
+    crate::kernel::crt_gadget_digits(&ctx.crt, buf, ctx.params.z_bits, t, out);
     for k in 0..t {
         rns::forward(&ctx.ntt2, &mut out[k * 2 * d2..(k + 1) * 2 * d2]);
     }
@@ -119,9 +118,23 @@ fn plus_minus(
     o: Option<&[u32]>,
 ) -> (Vec<u32>, Vec<u32>) {
     let d2 = ctx.params.d2;
-    let lc = &ctx.levels[level - 1];
     let mut plus = vec![0u32; 2 * d2];
     let mut minus = vec![0u32; 2 * d2];
+    plus_minus_into(ctx, level, e, o, &mut plus, &mut minus);
+    (plus, minus)
+}
+
+/// [`plus_minus`] into given buffers (every word is written).
+fn plus_minus_into(
+    ctx: &Context,
+    level: usize,
+    e: Option<&[u32]>,
+    o: Option<&[u32]>,
+    plus: &mut [u32],
+    minus: &mut [u32],
+) {
+    let d2 = ctx.params.d2;
+    let lc = &ctx.levels[level - 1];
     match (e, o) {
         (Some(e), Some(o)) => {
             for h in 0..2 {
@@ -150,9 +163,11 @@ fn plus_minus(
                 }
             }
         }
-        (None, None) => {}
+        (None, None) => {
+            plus.fill(0);
+            minus.fill(0);
+        }
     }
-    (plus, minus)
 }
 
 /// `out += Σ_k W[level][k] ⊙ G[k]`; `w` is in Montgomery form
@@ -177,6 +192,12 @@ fn add_keyswitch(ctx: &Context, w: &[u32], level: usize, g: &[u32], out: &mut [u
 }
 
 thread_local! {
+    /// Per-thread (plus, minus, digit buffer) scratch of the tree's setup
+    /// (`BuildTree::subtree`), so that no static node allocates and zeroes
+    /// three polynomials (~2000 nodes per rebuild at d2 = 2048).
+    static BUILD_SCRATCH: std::cell::RefCell<(Vec<u32>, Vec<u32>, Vec<u32>)> = const {
+        std::cell::RefCell::new((Vec::new(), Vec::new(), Vec::new()))
+    };
     /// Per-thread (plus, minus) scratch of the online tree, so that a query
     /// does not allocate and zero two polynomials per node.
     static SCRATCH: std::cell::RefCell<(Vec<u32>, Vec<u32>)> = const { std::cell::RefCell::new((Vec::new(), Vec::new())) };
@@ -367,9 +388,22 @@ impl BuildTree<'_> {
                 (None, below)
             }
             _ => {
-                let (plus, minus) = plus_minus(self.ctx, level, a_e.as_deref(), a_o.as_deref());
-                digits_ntt(self.ctx, level, &minus, g_own);
-                let mut a = plus;
+                // (c+, c−) and the digit buffer in per-thread scratch,
+                // every word written, so no node allocates and zeroes
+                // them; c+ becomes this node's `a` and a child's buffer
+                // takes its place in the scratch
+                let mut a = BUILD_SCRATCH.with(|cell| {
+                    let mut guard = cell.borrow_mut();
+                    let (plus, minus, buf) = &mut *guard;
+                    for v in [&mut *plus, &mut *minus, &mut *buf] {
+                        v.resize(2 * self.d2, 0);
+                    }
+                    let (e, o) = (a_e.as_deref(), a_o.as_deref());
+                    plus_minus_into(self.ctx, level, e, o, plus, minus);
+                    digits_ntt(self.ctx, level, minus, g_own, buf);
+                    let spare = a_e.or(a_o).unwrap_or_default();
+                    std::mem::replace(plus, spare)
+                });
                 add_keyswitch(self.ctx, self.wa, level, g_own, &mut a);
                 (Some(a), below)
             }
@@ -688,7 +722,7 @@ impl PackPrecomp {
             let mut ks = combine_b(ctx, level, ks_e, ks_o.as_deref());
             let (plus, minus) = plus_minus(ctx, level, a_e.as_deref(), a_o.as_deref());
             let mut g = vec![0u32; self.t * 2 * self.d2];
-            digits_ntt(ctx, level, &minus, &mut g);
+            digits_ntt(ctx, level, &minus, &mut g, &mut vec![0u32; 2 * self.d2]);
             let mut a = plus;
             add_keyswitch(ctx, inp.wa, level, &g, &mut a);
             add_keyswitch(ctx, inp.wb, level, &g, &mut ks);
