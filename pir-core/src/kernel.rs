@@ -1544,8 +1544,11 @@ pub fn mul_sum_blocks_mod(
     mul_sum_blocks_mod_scalar(a, x, stride, blocks, p, out, 0);
 }
 
-/// Scalar twin of [`mul_sum_blocks_mod`] for slots `from..` (blocks ≤
-/// [`SUM_BLOCKS_MAX`]).
+/// Scalar twin of [`mul_sum_blocks_mod`] for slots `from..`.
+///
+/// # Panics
+/// If blocks > [`SUM_BLOCKS_MAX`] (the 64-bit sums could wrap; the
+/// dispatcher splits longer sums), or the inputs are too short.
 pub fn mul_sum_blocks_mod_scalar(
     a: &[u32],
     x: &[u32],
@@ -1555,6 +1558,7 @@ pub fn mul_sum_blocks_mod_scalar(
     out: &mut [u32],
     from: usize,
 ) {
+    assert!(blocks <= SUM_BLOCKS_MAX, "too many blocks for one sum");
     let Some(out) = out.get_mut(from..) else {
         return;
     };
