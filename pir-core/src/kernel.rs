@@ -1318,50 +1318,6 @@ pub fn permute_scalar(src: &[u32], perm: &[u32], out: &mut [u32], from: usize) {
     }
 }
 
-/// Residues of a reversed block of signed 16-bit values (a hint or T row
-/// chunk, the coefficients d̂ of NCyclicMat products, App. B): with
-/// `d = out.len()/2` and `pad = d − src.len()`, `out[h·d + m] = 0` for
-/// m < pad and `src[src.len() − 1 − (m − pad)] mod P_h` otherwise, in
-/// [0, P_h). Runtime-dispatched; [`reversed_residues_i16_scalar`] is the twin.
-pub fn reversed_residues_i16(src: &[i16], out: &mut [u32]) {
-    let d = out.len() / 2;
-    assert!(out.len() == 2 * d && src.len() <= d);
-    #[cfg(target_arch = "x86_64")]
-    {
-        match simd() {
-            Simd::Avx512 => {
-                // SAFETY: avx512f/avx512bw detected; lengths asserted above.
-                unsafe { digits_simd::reversed512(src, out) };
-                return;
-            }
-            Simd::Avx2 => {
-                // SAFETY: avx2 detected; lengths asserted above.
-                unsafe { digits_simd::reversed256(src, out) };
-                return;
-            }
-            Simd::None => {}
-        }
-    }
-    reversed_residues_i16_scalar(src, out, 0);
-}
-
-/// Scalar twin of [`reversed_residues_i16`] for output slots `from..d`.
-pub fn reversed_residues_i16_scalar(src: &[i16], out: &mut [u32], from: usize) {
-    use crate::arith::{small_residue, MODS};
-    let d = out.len() / 2;
-    let (len, pad) = (src.len(), d - src.len());
-    for m in from..d {
-        let (r0, r1) = if m < pad {
-            (0, 0)
-        } else {
-            let v = src[len - 1 - (m - pad)] as i64;
-            (small_residue(&MODS[0], v), small_residue(&MODS[1], v))
-        };
-        out[m] = r0;
-        out[d + m] = r1;
-    }
-}
-
 /// Gadget digits of coefficients given by their CRT residues (the
 /// decomposition step of CDKS key switching, §4.2 / App. A):
 /// `res = [x mod P0 (n) | x mod P1 (n)]` with residues in [0, p), and for
@@ -2032,6 +1988,61 @@ pub(crate) fn ntt_forward(t: &crate::ntt::NttTable, a: &mut [u32]) -> bool {
     }
     let _ = (t, a);
     false
+}
+
+/// Forward NTT (table `t`, one prime) of the residues of a reversed block
+/// of signed 16-bit values, zero-padded in front: with n = `out.len()` =
+/// t.n and pad = n − src.len(), the transform of `r[m] = 0` for m < pad and
+/// `src[src.len() − 1 − (m − pad)] mod p` otherwise (H2's row blocks,
+/// `Server::rows_a`: the coefficients d̂ of NCyclicMat products, App. B,
+/// for one prime). A whole block (src.len() = n ≥ 32) goes through the SIMD
+/// transform whose first stage reads the digits themselves (no residue
+/// pass written out and read back); a ragged one, or no SIMD, through the
+/// residues then [`crate::ntt::NttTable::forward`]. Scalar twin:
+/// [`ntt_forward_reversed_i16_scalar`].
+///
+/// # Panics
+/// If `out.len() != t.n` or `src` is longer than `out`.
+pub fn ntt_forward_reversed_i16(t: &crate::ntt::NttTable, src: &[i16], out: &mut [u32]) {
+    assert!(out.len() == t.n && src.len() <= t.n, "block length");
+    #[cfg(target_arch = "x86_64")]
+    {
+        if t.n >= 32 && src.len() == t.n {
+            match simd() {
+                Simd::Avx512 => {
+                    // SAFETY: avx512f/avx512bw detected at runtime;
+                    // src.len() = out.len() = n ≥ 32.
+                    unsafe { ntt_avx512::forward_reversed_i16(t, src, out) };
+                    return;
+                }
+                Simd::Avx2 => {
+                    // SAFETY: avx2 detected at runtime; lengths as above.
+                    unsafe { ntt_avx2::forward_reversed_i16(t, src, out) };
+                    return;
+                }
+                Simd::None => {}
+            }
+        }
+    }
+    reversed_residues_one(t.m.p, src, out);
+    t.forward(out);
+}
+
+/// Scalar twin of [`ntt_forward_reversed_i16`].
+pub fn ntt_forward_reversed_i16_scalar(t: &crate::ntt::NttTable, src: &[i16], out: &mut [u32]) {
+    assert!(out.len() == t.n && src.len() <= t.n, "block length");
+    reversed_residues_one(t.m.p, src, out);
+    t.forward_scalar(out);
+}
+
+/// The residues mod p of `src` reversed, zero-padded in front.
+fn reversed_residues_one(p: u32, src: &[i16], out: &mut [u32]) {
+    let pad = out.len() - src.len();
+    out[..pad].fill(0);
+    for (o, &v) in out[pad..].iter_mut().zip(src.iter().rev()) {
+        // v mod p for |v| < 2^15 < p: add p to a negative value
+        *o = (v as i32 as u32).wrapping_add(p & ((v >> 15) as i32 as u32));
+    }
 }
 
 /// Inverse NTT with AVX-512 or AVX2 when available (see [`ntt_forward`]).

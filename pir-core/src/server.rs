@@ -1066,9 +1066,9 @@ impl Server {
                 .map(|row| {
                     for (b, buf) in ntts.chunks_exact_mut(stride).enumerate() {
                         let src = &row[b * d2..((b + 1) * d2).min(ell2)];
-                        let buf = &mut buf[..2 * d2];
-                        kernel::reversed_residues_i16(src, buf);
-                        rns::forward(&ctx.ntt2, buf);
+                        for (h, buf) in buf[..2 * d2].chunks_exact_mut(d2).enumerate() {
+                            kernel::ntt_forward_reversed_i16(&ctx.ntt2.t[h], src, buf);
+                        }
                     }
                     let mut out = vec![0u32; 2 * d2];
                     for (h, o) in out.chunks_exact_mut(d2).enumerate() {
@@ -1300,7 +1300,7 @@ struct QueryOnly {
 /// their representative in [−N/2, N/2)): coefficient i is
 /// `src[d − 1 − i]`, and entries past the end of the block (a ragged last
 /// block) are zero. Reversed iteration over the slice, so the loop
-/// vectorises. (Hint and T rows: [`kernel::reversed_residues_i16`].)
+/// vectorises. (Hint and T rows: [`kernel::ntt_forward_reversed_i16`].)
 #[inline]
 fn reversed_record_residues(src: &[u8], buf: &mut [u32]) {
     let d = buf.len() / 2;

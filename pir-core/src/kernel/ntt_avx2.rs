@@ -104,14 +104,64 @@ fn swap_odd_even(x: __m256i, y: __m256i) -> (__m256i, __m256i) {
 /// AVX2 must be available; `a.len() == t.n`, n ≥ 32 a power of two.
 #[target_feature(enable = "avx2")]
 pub unsafe fn forward(t: &NttTable, a: &mut [u32]) {
+    assert!(a.len() == t.n && t.n >= 32);
+    // SAFETY: AVX2 available (caller), lengths asserted.
+    unsafe { forward_from(t, a, t.n / 2, 1) };
+}
+
+/// The AVX2 twin of `ntt_avx512::forward_reversed_i16`: the transform of
+/// the residues of `src` reversed, the first stage reading the digits.
+///
+/// # Safety
+/// AVX2 must be available; `src.len() == a.len() == t.n`, n ≥ 32 a power
+/// of two.
+#[target_feature(enable = "avx2")]
+pub unsafe fn forward_reversed_i16(t: &NttTable, src: &[i16], a: &mut [u32]) {
     let n = t.n;
-    assert!(a.len() == n && n >= 32);
+    assert!(a.len() == n && src.len() == n && n >= 32);
+    let p = _mm256_set1_epi32(t.m.p as i32);
+    let p2 = _mm256_set1_epi32(2 * t.m.p as i32);
+    let rev = _mm256_setr_epi32(7, 6, 5, 4, 3, 2, 1, 0);
+    // residues in [0, p) of a[m .. m + 8] = src[n − 8 − m .. n − m] reversed
+    let residues = |m: usize| {
+        // SAFETY: m + 8 ≤ n, so the load reads src[n − m − 8 .. n − m].
+        let v = unsafe { _mm_loadu_si128(src.as_ptr().add(n - m - 8) as *const __m128i) };
+        let v = _mm256_permutevar8x32_epi32(_mm256_cvtepi16_epi32(v), rev);
+        _mm256_add_epi32(v, _mm256_and_si256(_mm256_srai_epi32(v, 31), p))
+    };
+    let half = n / 2;
+    let w = _mm256_set1_epi32(t.psi_rev[1] as i32);
+    let ws = _mm256_set1_epi32(t.psi_rev_shoup[1] as i32);
+    let ptr = a.as_mut_ptr();
+    let mut j = 0;
+    while j < half {
+        // inputs in [0, p): the butterfly's lazy csub is a no-op on them
+        let (x2, y2) = bfly_fwd(residues(j), residues(j + half), (w, ws, ws), p, p2);
+        // SAFETY: j + 8 ≤ half and j + half + 8 ≤ n.
+        unsafe {
+            _mm256_storeu_si256(ptr.add(j) as *mut __m256i, x2);
+            _mm256_storeu_si256(ptr.add(j + half) as *mut __m256i, y2);
+        }
+        j += 8;
+    }
+    // SAFETY: as above; the remaining stages start at half = n/4, m = 2.
+    unsafe { forward_from(t, a, n / 4, 2) };
+}
+
+/// The stages of [`forward`] from the one with half-size `half` (and `m`
+/// = n / (2·half) twiddle blocks) on.
+///
+/// # Safety
+/// AVX2 must be available; `a.len() == t.n`, n ≥ 32.
+#[target_feature(enable = "avx2")]
+unsafe fn forward_from(t: &NttTable, a: &mut [u32], half: usize, m: usize) {
+    let n = t.n;
+    assert!(a.len() == n && n >= 32 && 2 * half * m == n);
     let p = _mm256_set1_epi32(t.m.p as i32);
     let p2 = _mm256_set1_epi32(2 * t.m.p as i32);
     let ptr = a.as_mut_ptr();
     // large stages: half = n/2 .. 8
-    let mut half = n / 2;
-    let mut m = 1;
+    let (mut half, mut m) = (half, m);
     while half >= 8 {
         for i in 0..m {
             let w = _mm256_set1_epi32(t.psi_rev[m + i] as i32);

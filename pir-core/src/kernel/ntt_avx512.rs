@@ -54,14 +54,72 @@ fn load_idx(v: &[i32; 16]) -> __m512i {
 /// avx512f must be available; `a.len() == t.n`, n ≥ 32 a power of two.
 #[target_feature(enable = "avx512f,avx512bw")]
 pub unsafe fn forward(t: &NttTable, a: &mut [u32]) {
+    assert!(a.len() == t.n && t.n >= 32);
+    // SAFETY: avx512f/avx512bw available (caller), lengths asserted.
+    unsafe { forward_from(t, a, t.n / 2, 1) };
+}
+
+/// The forward transform of the residues mod p of `src` reversed
+/// (`a[m] = src[n − 1 − m] mod p`): H2's row blocks (App. B's reversed
+/// d̂), with the first stage reading the digits directly instead of a
+/// residue pass writing them out and the transform reading them back.
+///
+/// # Safety
+/// avx512f and avx512bw must be available; `src.len() == a.len() == t.n`,
+/// n ≥ 32 a power of two.
+#[target_feature(enable = "avx512f,avx512bw")]
+pub unsafe fn forward_reversed_i16(t: &NttTable, src: &[i16], a: &mut [u32]) {
     let n = t.n;
-    assert!(a.len() == n && n >= 32);
+    assert!(a.len() == n && src.len() == n && n >= 32);
+    let p = _mm512_set1_epi32(t.m.p as i32);
+    let p2 = _mm512_set1_epi32(2 * t.m.p as i32);
+    let rev = _mm512_setr_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+    // residues in [0, p) of a[m .. m + 16] = src[n − 16 − m .. n − m] reversed
+    let residues = |m: usize| {
+        // SAFETY: m + 16 ≤ n, so the load reads src[n − m − 16 .. n − m].
+        let v = unsafe { _mm256_loadu_si256(src.as_ptr().add(n - m - 16) as *const __m256i) };
+        let v = _mm512_permutexvar_epi32(rev, _mm512_cvtepi16_epi32(v));
+        _mm512_add_epi32(v, _mm512_and_si512(_mm512_srai_epi32(v, 31), p))
+    };
+    // the first stage (half = n/2, twiddle ψ[1]), inputs already in [0, p)
+    let half = n / 2;
+    let (w, ws) = (
+        _mm512_set1_epi32(t.psi_rev[1] as i32),
+        _mm512_set1_epi32(t.psi_rev_shoup[1] as i32),
+    );
+    let ptr = a.as_mut_ptr();
+    let mut j = 0;
+    while j < half {
+        let (x, y) = (residues(j), residues(j + half));
+        let v = mul_shoup_lazy(y, w, ws, p);
+        // SAFETY: j + 16 ≤ half and j + half + 16 ≤ n.
+        unsafe {
+            _mm512_storeu_si512(ptr.add(j) as *mut __m512i, _mm512_add_epi32(x, v));
+            _mm512_storeu_si512(
+                ptr.add(j + half) as *mut __m512i,
+                _mm512_sub_epi32(_mm512_add_epi32(x, p2), v),
+            );
+        }
+        j += 16;
+    }
+    // SAFETY: as above; the remaining stages start at half = n/4, m = 2.
+    unsafe { forward_from(t, a, n / 4, 2) };
+}
+
+/// The stages of [`forward`] from the one with half-size `half` (and `m`
+/// = n / (2·half) twiddle blocks) on.
+///
+/// # Safety
+/// avx512f and avx512bw must be available; `a.len() == t.n`, n ≥ 32.
+#[target_feature(enable = "avx512f,avx512bw")]
+unsafe fn forward_from(t: &NttTable, a: &mut [u32], half: usize, m: usize) {
+    let n = t.n;
+    assert!(a.len() == n && n >= 32 && 2 * half * m == n);
     let p = _mm512_set1_epi32(t.m.p as i32);
     let p2 = _mm512_set1_epi32(2 * t.m.p as i32);
     let ptr = a.as_mut_ptr();
     // large stages
-    let mut half = n / 2;
-    let mut m = 1;
+    let (mut half, mut m) = (half, m);
     while half >= 16 {
         for i in 0..m {
             let w = _mm512_set1_epi32(t.psi_rev[m + i] as i32);

@@ -389,18 +389,19 @@ fn crt_gadget_digits_match_scalar() {
 }
 
 #[test]
-fn reversed_residues_match_scalar() {
-    use crate::arith::{P0, P1};
+fn ntt_forward_reversed_i16_matches_naive() {
+    use crate::arith::{Modulus, P0, P1};
+    use crate::ntt::NttTable;
     let mut s = 79;
-    for (len, d) in [
-        (0usize, 4usize),
-        (1, 1),
-        (7, 8),
-        (8, 8),
-        (15, 19),
+    for (len, n) in [
+        (0usize, 32usize),
+        (1, 16),
         (16, 16),
-        (17, 40),
+        (31, 32),
+        (32, 32),
+        (64, 64),
         (100, 128),
+        (1024, 1024),
         (2048, 2048),
         (2045, 2048),
     ] {
@@ -412,26 +413,44 @@ fn reversed_residues_match_scalar() {
                 _ => lcg(&mut s) as i16,
             })
             .collect();
-        let mut want = vec![7u32; 2 * d];
-        reversed_residues_i16_scalar(&src, &mut want, 0);
-        for m in 0..d {
-            let v = if m < d - len {
-                0
-            } else {
-                src[len - 1 - (m - (d - len))] as i64
-            };
-            assert_eq!(want[m] as i64, v.rem_euclid(P0 as i64));
-            assert_eq!(want[d + m] as i64, v.rem_euclid(P1 as i64));
-        }
-        let mut got = vec![7u32; 2 * d];
-        reversed_residues_i16(&src, &mut got);
-        assert_eq!(got, want, "dispatched len={len} d={d}");
-        #[cfg(target_arch = "x86_64")]
-        if avx2() {
+        for p in [P0, P1] {
+            let t = NttTable::new(Modulus::new(p), n);
+            // naive: the reversed, front-padded residues, then the scalar
+            // transform
+            let mut want: Vec<u32> = (0..n)
+                .map(|m| {
+                    let pad = n - len;
+                    let v = if m < pad {
+                        0
+                    } else {
+                        src[len - 1 - (m - pad)] as i64
+                    };
+                    v.rem_euclid(p as i64) as u32
+                })
+                .collect();
+            t.forward_scalar(&mut want);
+            let what = format!("len={len} n={n} p={p}");
+            let mut got = vec![7u32; n];
+            ntt_forward_reversed_i16(&t, &src, &mut got);
+            assert_eq!(got, want, "dispatched {what}");
             got.fill(7);
-            // SAFETY: avx2 detected; src.len() ≤ d.
-            unsafe { digits_simd::reversed256(&src, &mut got) };
-            assert_eq!(got, want, "avx2 len={len} d={d}");
+            ntt_forward_reversed_i16_scalar(&t, &src, &mut got);
+            assert_eq!(got, want, "scalar {what}");
+            #[cfg(target_arch = "x86_64")]
+            if len == n && n >= 32 {
+                if avx2() {
+                    got.fill(7);
+                    // SAFETY: AVX2 detected; src.len() = got.len() = n ≥ 32.
+                    unsafe { ntt_avx2::forward_reversed_i16(&t, &src, &mut got) };
+                    assert_eq!(got, want, "avx2 {what}");
+                }
+                if avx512() {
+                    got.fill(7);
+                    // SAFETY: AVX-512F/BW detected; lengths as above.
+                    unsafe { ntt_avx512::forward_reversed_i16(&t, &src, &mut got) };
+                    assert_eq!(got, want, "avx512 {what}");
+                }
+            }
         }
     }
 }
