@@ -1053,9 +1053,12 @@ impl Server {
         let d2 = ctx.params.d2;
         let m2 = ell2.div_ceil(d2);
         // Rows are read a quad at a time (one pass over its storage). Each
-        // row's m2 blocks are transformed first, then summed against a2s
-        // prime by prime (kernel::mul_sum_blocks_mod keeps the 64-bit sums
-        // in registers across the blocks and reduces them there).
+        // row's m2 blocks are transformed first, prime by prime, the
+        // transform reading the block's reversed digits itself
+        // (kernel::ntt_forward_reversed_i16), then summed against a2s
+        // (kernel::mul_sum_blocks_mod keeps the 64-bit sums in registers
+        // across the blocks and reduces them there; both inputs are
+        // residues below 2^28).
         let stride = a2_stride(d2);
         let scratch = || (vec![0i16; QUAD_ROWS * ell2], vec![0u32; m2 * stride]);
         let quad = |(quad, ntts): &mut (Vec<i16>, Vec<u32>), q: usize| {
