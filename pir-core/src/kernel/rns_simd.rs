@@ -61,11 +61,12 @@ struct Fold {
 
 impl Fold {
     fn new(p: u32) -> Self {
-        let c = (1u64 << 32) % p as u64;
+        let m = crate::arith::Modulus::new(p);
+        let c = ((1u64 << 32) % p as u64) as u32;
         Fold {
             c: c as i64,
-            c_shoup: ((c << 32) / p as u64) as i64,
-            one_shoup: ((1u64 << 32) / p as u64) as i64,
+            c_shoup: m.shoup(c) as i64,
+            one_shoup: m.shoup(1) as i64,
         }
     }
 }
