@@ -26,7 +26,7 @@ rustup target add wasm32-unknown-unknown >/dev/null 2>&1 || true
 # crate type, without changing browser-client/Cargo.toml.
 cargo rustc -p browser-client --lib --release --target wasm32-unknown-unknown \
   --no-default-features --features wasm --crate-type cdylib
-wasm="$root/target/wasm32-unknown-unknown/release/browser_client.wasm"
+wasm="${CARGO_TARGET_DIR:-$root/target}/wasm32-unknown-unknown/release/browser_client.wasm"
 
 rm -rf "$here/pkg" "$here/test/pkg-node"
 wasm-bindgen --target web --out-dir "$here/pkg" "$wasm"

@@ -1,5 +1,5 @@
 //! Known-answer tests against real static-ct-api tiles of Let's Encrypt's
-//! staging log "navigli2025h2" (see shared/testdata/ct/navigli2025h2/).
+//! staging log "navigli2025h2" (tests/data/navigli2025h2/, with its provenance and licence).
 //!
 //! The set holds the full data and level-0 tiles 000..003 (entries 0..1023)
 //! and the partial tiles `003.p/10`, which a log serves for tree size 778

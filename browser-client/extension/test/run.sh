@@ -11,6 +11,7 @@
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../../.." && pwd)"
+target="${CARGO_TARGET_DIR:-$root/target}"
 EPOCH_INTERVAL="${EPOCH_INTERVAL:-20}"
 
 "$here/../build.sh"
@@ -44,7 +45,7 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-exec {ctl}> >(exec "$root/target/release/demo-server" --out "$work/data" \
+exec {ctl}> >(exec "$target/release/demo-server" --out "$work/data" \
   --logged 100 --omitted 12 --forged 8 --epoch-interval "$EPOCH_INTERVAL" \
   >"$work/server.out" 2>"$work/server.err")
 server_pid=$!

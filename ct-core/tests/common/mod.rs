@@ -17,17 +17,16 @@ pub fn fixture(name: &str) -> Vec<u8> {
     std::fs::read(&p).unwrap_or_else(|e| panic!("cannot read fixture {}: {e}", p.display()))
 }
 
-/// The shared real-tile test data, located relative to the crate (the
-/// workspace sits next to `shared/`). Fails loudly if it is missing: these
-/// known-answer tests must never be skipped silently.
+/// The real static-ct-api tiles of the Let's Encrypt staging log
+/// navigli2025h2 (`tests/data/navigli2025h2/`, see its README for provenance
+/// and licence). Fails loudly if they are missing: these known-answer tests
+/// must never be skipped silently.
 pub fn navigli_dir() -> PathBuf {
-    let p =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/testdata/ct/navigli2025h2");
+    let p = data_dir().join("navigli2025h2");
     assert!(
         p.join("tile").is_dir(),
-        "known-answer test data not found at {} (expected the shared test data \
-         next to the workspace: shared/testdata/ct/navigli2025h2/tile/...). \
-         These tests must not be skipped; restore the shared/ directory.",
+        "known-answer test data not found at {} (expected tile/data/000 ... \
+         tile/0/003.p/10 from the repository)",
         p.display()
     );
     p
