@@ -19,6 +19,7 @@
 
 use serde::Deserialize;
 
+use crate::civil;
 use crate::error::{Error, Result};
 use crate::merkle::{Hash, HASH_LEN};
 use crate::sth::{decode_base64, LogKey, MAX_SPKI_LEN};
@@ -445,41 +446,16 @@ pub fn parse_rfc3339(s: &str) -> Result<i64> {
     };
     if !(1..=12).contains(&month)
         || day < 1
-        || day > days_in_month(year, month)
+        || day > i64::from(civil::days_in_month(year, month as u32))
         || hour > 23
         || minute > 59
         || second > 60
     {
         return Err(bad());
     }
-    let days = days_from_civil(year, month, day);
+    // Month and day were range-checked above.
+    let days = civil::days_from_civil(year, month as u32, day as u32);
     Ok(days * 86_400 + hour * 3600 + minute * 60 + second - offset)
-}
-
-fn is_leap(y: i64) -> bool {
-    (y % 4 == 0 && y % 100 != 0) || y % 400 == 0
-}
-
-fn days_in_month(y: i64, m: i64) -> i64 {
-    match m {
-        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
-        4 | 6 | 9 | 11 => 30,
-        2 if is_leap(y) => 29,
-        2 => 28,
-        _ => 0,
-    }
-}
-
-/// Days since 1970-01-01 of a proleptic Gregorian date (the classic
-/// era-based civil-to-days conversion).
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
 }
 
 #[cfg(test)]
