@@ -126,7 +126,10 @@ mod tests {
         assert_eq!(civil_from_days(20_454), (2026, 1, 1));
         assert_eq!(days_from_civil(2000, 3, 1), 11_017);
         // 2024-11-01T00:00:00Z = 1 730 419 200 (date -u -d 2024-11-01 +%s).
-        assert_eq!(days_from_civil(2024, 11, 1) * SECONDS_PER_DAY, 1_730_419_200);
+        assert_eq!(
+            days_from_civil(2024, 11, 1) * SECONDS_PER_DAY,
+            1_730_419_200
+        );
         assert_eq!(format_rfc3339(951_827_696), "2000-02-29T12:34:56Z");
         assert_eq!(format_rfc3339(-1), "1969-12-31T23:59:59Z");
         assert!(!is_leap(1900) && is_leap(2000) && is_leap(2024) && !is_leap(2100));
