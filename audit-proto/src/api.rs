@@ -14,10 +14,134 @@ pub const BATCH_SIZE_HEADER: &str = "x-pir-batch-size";
 /// whole batch.
 pub const SERVER_TIMING_HEADER: &str = "server-timing";
 
+/// The stable error codes of the HTTP API (`error` in [`ErrorBody`]), each
+/// with the one HTTP status it is sent with (`docs/protocol.md` §5).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ErrorCode {
+    /// 400: `{epoch}` in the path is not a number.
+    BadEpoch,
+    /// 404: the epoch is not served (never, or past its grace period).
+    UnknownEpoch,
+    /// 404: no such database in that epoch.
+    UnknownDb,
+    /// 404: no such endpoint.
+    NotFound,
+    /// 405: method not allowed on this endpoint.
+    MethodNotAllowed,
+    /// 415: a `Content-Type` other than [`OCTET_STREAM`].
+    UnsupportedMediaType,
+    /// 413: the body is longer than the database's query, or than the cap.
+    QueryTooLarge,
+    /// 400: not a well-formed query.
+    MalformedQuery,
+    /// 400: a query for another parameter set.
+    WrongParamSet,
+    /// 400: a query built for another public seed.
+    WrongSeed,
+    /// 400: a query for another database shape.
+    WrongShape,
+    /// 400: pir-core refused the query while answering.
+    RejectedQuery,
+    /// 400: the body could not be read.
+    BadBody,
+    /// 503: too many queries in flight.
+    Overloaded,
+    /// 503: the query was not answered in time.
+    Timeout,
+    /// 503: no epoch has been published yet.
+    NoEpoch,
+    /// 503: the epoch was retired, or its answering worker failed, while the
+    /// query waited.
+    Unavailable,
+    /// 500: an unexpected failure inside the server.
+    Internal,
+}
+
+impl ErrorCode {
+    /// Every code, in the order of the protocol's error table.
+    pub const ALL: [ErrorCode; 18] = [
+        ErrorCode::BadEpoch,
+        ErrorCode::UnknownEpoch,
+        ErrorCode::UnknownDb,
+        ErrorCode::NotFound,
+        ErrorCode::MethodNotAllowed,
+        ErrorCode::UnsupportedMediaType,
+        ErrorCode::QueryTooLarge,
+        ErrorCode::MalformedQuery,
+        ErrorCode::WrongParamSet,
+        ErrorCode::WrongSeed,
+        ErrorCode::WrongShape,
+        ErrorCode::RejectedQuery,
+        ErrorCode::BadBody,
+        ErrorCode::Overloaded,
+        ErrorCode::Timeout,
+        ErrorCode::NoEpoch,
+        ErrorCode::Unavailable,
+        ErrorCode::Internal,
+    ];
+
+    /// The code as sent in [`ErrorBody::error`].
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::BadEpoch => "bad_epoch",
+            ErrorCode::UnknownEpoch => "unknown_epoch",
+            ErrorCode::UnknownDb => "unknown_db",
+            ErrorCode::NotFound => "not_found",
+            ErrorCode::MethodNotAllowed => "method_not_allowed",
+            ErrorCode::UnsupportedMediaType => "unsupported_media_type",
+            ErrorCode::QueryTooLarge => "query_too_large",
+            ErrorCode::MalformedQuery => "malformed_query",
+            ErrorCode::WrongParamSet => "wrong_param_set",
+            ErrorCode::WrongSeed => "wrong_seed",
+            ErrorCode::WrongShape => "wrong_shape",
+            ErrorCode::RejectedQuery => "rejected_query",
+            ErrorCode::BadBody => "bad_body",
+            ErrorCode::Overloaded => "overloaded",
+            ErrorCode::Timeout => "timeout",
+            ErrorCode::NoEpoch => "no_epoch",
+            ErrorCode::Unavailable => "unavailable",
+            ErrorCode::Internal => "internal",
+        }
+    }
+
+    /// The HTTP status the code is sent with.
+    pub fn http_status(self) -> u16 {
+        match self {
+            ErrorCode::BadEpoch
+            | ErrorCode::MalformedQuery
+            | ErrorCode::WrongParamSet
+            | ErrorCode::WrongSeed
+            | ErrorCode::WrongShape
+            | ErrorCode::RejectedQuery
+            | ErrorCode::BadBody => 400,
+            ErrorCode::UnknownEpoch | ErrorCode::UnknownDb | ErrorCode::NotFound => 404,
+            ErrorCode::MethodNotAllowed => 405,
+            ErrorCode::QueryTooLarge => 413,
+            ErrorCode::UnsupportedMediaType => 415,
+            ErrorCode::Internal => 500,
+            ErrorCode::Overloaded
+            | ErrorCode::Timeout
+            | ErrorCode::NoEpoch
+            | ErrorCode::Unavailable => 503,
+        }
+    }
+
+    /// The code a server sent, if it is one of these.
+    pub fn parse(code: &str) -> Option<ErrorCode> {
+        ErrorCode::ALL.into_iter().find(|c| c.as_str() == code)
+    }
+}
+
+impl std::fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// The body of every error response.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ErrorBody {
-    /// Stable machine-readable code, e.g. `unknown_epoch`.
+    /// Stable machine-readable code ([`ErrorCode::as_str`]), e.g. `unknown_epoch`.
     pub error: String,
     /// Human-readable explanation.
     pub message: String,
@@ -25,4 +149,29 @@ pub struct ErrorBody {
     /// recover (refetch the manifest).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub current_epoch: Option<u64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_codes_are_distinct_snake_case_and_round_trip() {
+        let mut seen = std::collections::HashSet::new();
+        for c in ErrorCode::ALL {
+            let s = c.as_str();
+            assert!(seen.insert(s), "duplicate code {s}");
+            assert!(
+                !s.is_empty() && s.bytes().all(|b| b.is_ascii_lowercase() || b == b'_'),
+                "{s}"
+            );
+            assert_eq!(ErrorCode::parse(s), Some(c));
+            assert_eq!(c.to_string(), s);
+            let status = c.http_status();
+            assert!((400..600).contains(&status), "{s}: {status}");
+        }
+        assert_eq!(ErrorCode::parse("no_such_code"), None);
+        assert_eq!(ErrorCode::Internal.http_status(), 500);
+        assert_eq!(ErrorCode::QueryTooLarge.http_status(), 413);
+    }
 }

@@ -9,6 +9,8 @@ use prometheus::{
 #[derive(Clone)]
 pub struct Metrics {
     registry: Registry,
+    /// Names of the registered metrics, in registration order.
+    names: Vec<String>,
     /// Queries by outcome (`ok`, or the error code).
     pub queries: IntCounterVec,
     /// Query bytes received (accepted queries).
@@ -51,6 +53,24 @@ fn hist(name: &str, help: &str, buckets: Vec<f64>) -> Histogram {
         .unwrap_or_else(|e| unreachable!("histogram {name}: {e}"))
 }
 
+/// Every `outcome` label a query can end with: `ok` and each error code the
+/// query route answers with (all but `not_found`, `method_not_allowed` and
+/// `no_epoch`, which only other routes send).
+pub fn query_outcomes() -> impl Iterator<Item = &'static str> {
+    use audit_proto::api::ErrorCode;
+    std::iter::once("ok").chain(
+        ErrorCode::ALL
+            .into_iter()
+            .filter(|c| {
+                !matches!(
+                    c,
+                    ErrorCode::NotFound | ErrorCode::MethodNotAllowed | ErrorCode::NoEpoch
+                )
+            })
+            .map(ErrorCode::as_str),
+    )
+}
+
 impl Default for Metrics {
     fn default() -> Self {
         Self::new()
@@ -64,7 +84,7 @@ impl Metrics {
         let secs = vec![
             0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0,
         ];
-        let m = Metrics {
+        let mut m = Metrics {
             queries: IntCounterVec::new(
                 Opts::new("auditor_queries_total", "PIR queries by outcome"),
                 &["outcome"],
@@ -127,6 +147,7 @@ impl Metrics {
             )
             .unwrap_or_else(|e| unreachable!("{e}")),
             registry,
+            names: Vec::new(),
         };
         let collectors: Vec<Box<dyn prometheus::core::Collector>> = vec![
             Box::new(m.queries.clone()),
@@ -145,10 +166,22 @@ impl Metrics {
             Box::new(m.ingest_lag_seconds.clone()),
         ];
         for c in collectors {
+            m.names.extend(c.desc().iter().map(|d| d.fq_name.clone()));
             // Distinct constant names: registration cannot fail.
             let _ = m.registry.register(c);
         }
+        // Every outcome is exported from the start, at 0, so that a rate or
+        // an alert on it does not wait for its first occurrence.
+        for outcome in query_outcomes() {
+            m.queries.with_label_values(&[outcome]);
+        }
         m
+    }
+
+    /// Names of every registered metric (histograms by their base name),
+    /// including labelled ones that have no series yet.
+    pub fn names(&self) -> &[String] {
+        &self.names
     }
 
     /// Refreshes the time-dependent gauges from the served manifest.
@@ -171,5 +204,43 @@ impl Metrics {
         let mut buf = Vec::new();
         let _ = TextEncoder::new().encode(&self.registry.gather(), &mut buf);
         String::from_utf8(buf).unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_query_outcome_is_exported_at_zero_from_the_start() {
+        let m = Metrics::new();
+        let text = m.render();
+        for o in query_outcomes() {
+            let line = format!("auditor_queries_total{{outcome=\"{o}\"}} 0");
+            assert!(text.contains(&line), "missing {line} in\n{text}");
+        }
+        assert!(text.contains("outcome=\"internal\""));
+        assert!(!text.contains("outcome=\"not_found\""));
+        m.queries.with_label_values(&["ok"]).inc();
+        assert!(m
+            .render()
+            .contains("auditor_queries_total{outcome=\"ok\"} 1"));
+    }
+
+    #[test]
+    fn names_cover_every_registered_metric() {
+        let m = Metrics::new();
+        let names = m.names();
+        assert_eq!(names.len(), 14, "{names:?}");
+        for n in [
+            "auditor_queries_total",
+            "auditor_answer_seconds",
+            "auditor_manifest_requests_total",
+            "auditor_ingest_lag_seconds",
+        ] {
+            assert!(names.iter().any(|x| x == n), "{n} not in {names:?}");
+        }
+        // a labelled gauge without series is not in the text, but is named
+        assert!(!m.render().contains("auditor_ingest_lag_seconds"));
     }
 }

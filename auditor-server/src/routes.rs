@@ -9,7 +9,9 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use audit_proto::api::{ErrorBody, BATCH_SIZE_HEADER, OCTET_STREAM, SERVER_TIMING_HEADER};
+use audit_proto::api::{
+    ErrorBody, ErrorCode, BATCH_SIZE_HEADER, OCTET_STREAM, SERVER_TIMING_HEADER,
+};
 use axum::body::Bytes;
 use axum::error_handling::HandleErrorLayer;
 use axum::extract::rejection::BytesRejection;
@@ -66,20 +68,18 @@ pub fn max_query_body() -> usize {
         + 4096
 }
 
-/// An error answer: status, stable code, message.
+/// An error answer: stable code (which fixes the status), message.
 #[derive(Debug)]
 pub struct ApiError {
-    status: StatusCode,
-    code: &'static str,
+    code: ErrorCode,
     message: String,
     current_epoch: Option<u64>,
     retry_after: Option<u64>,
 }
 
 impl ApiError {
-    fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> ApiError {
+    fn new(code: ErrorCode, message: impl Into<String>) -> ApiError {
         ApiError {
-            status,
             code,
             message: message.into(),
             current_epoch: None,
@@ -89,18 +89,20 @@ impl ApiError {
 
     /// The stable error code.
     pub fn code(&self) -> &'static str {
-        self.code
+        self.code.as_str()
     }
 }
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
+        let status = StatusCode::from_u16(self.code.http_status())
+            .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         let body = ErrorBody {
-            error: self.code.to_owned(),
+            error: self.code.as_str().to_owned(),
             message: self.message,
             current_epoch: self.current_epoch,
         };
-        let mut resp = (self.status, Json(body)).into_response();
+        let mut resp = (status, Json(body)).into_response();
         if let Some(s) = self.retry_after {
             resp.headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from(s));
@@ -120,8 +122,7 @@ pub fn app(state: AppState) -> Router {
                     ApiError {
                         retry_after: Some(1),
                         ..ApiError::new(
-                            StatusCode::SERVICE_UNAVAILABLE,
-                            "overloaded",
+                            ErrorCode::Overloaded,
                             "too many concurrent queries; retry later",
                         )
                     }
@@ -129,19 +130,14 @@ pub fn app(state: AppState) -> Router {
                     ApiError {
                         retry_after: Some(1),
                         ..ApiError::new(
-                            StatusCode::SERVICE_UNAVAILABLE,
-                            "timeout",
+                            ErrorCode::Timeout,
                             "the query was not answered in time; retry later",
                         )
                     }
                 } else {
-                    ApiError::new(
-                        StatusCode::INTERNAL_SERVER_ERROR,
-                        "internal",
-                        err.to_string(),
-                    )
+                    ApiError::new(ErrorCode::Internal, err.to_string())
                 };
-                metrics.queries.with_label_values(&[e.code]).inc();
+                metrics.queries.with_label_values(&[e.code.as_str()]).inc();
                 e
             }
         }))
@@ -164,16 +160,14 @@ pub fn app(state: AppState) -> Router {
 
 async fn not_found() -> ApiError {
     ApiError::new(
-        StatusCode::NOT_FOUND,
-        "not_found",
+        ErrorCode::NotFound,
         "no such endpoint (see docs/protocol.md)",
     )
 }
 
 async fn method_not_allowed() -> ApiError {
     ApiError::new(
-        StatusCode::METHOD_NOT_ALLOWED,
-        "method_not_allowed",
+        ErrorCode::MethodNotAllowed,
         "method not allowed on this endpoint",
     )
 }
@@ -181,11 +175,7 @@ async fn method_not_allowed() -> ApiError {
 fn no_epoch() -> ApiError {
     ApiError {
         retry_after: Some(30),
-        ..ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "no_epoch",
-            "no epoch has been published yet",
-        )
+        ..ApiError::new(ErrorCode::NoEpoch, "no epoch has been published yet")
     }
 }
 
@@ -238,7 +228,7 @@ async fn query(
     let result = answer_query(&st, &epoch, &db, &headers, body).await;
     let outcome = match &result {
         Ok(_) => "ok",
-        Err(e) => e.code,
+        Err(e) => e.code.as_str(),
     };
     st.metrics.queries.with_label_values(&[outcome]).inc();
     if result.is_ok() {
@@ -256,18 +246,19 @@ async fn answer_query(
     headers: &HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let bad = |code, msg: String| ApiError::new(StatusCode::BAD_REQUEST, code, msg);
-    let epoch: u64 = epoch
-        .parse()
-        .map_err(|_| bad("bad_epoch", format!("epoch {epoch:?} is not a number")))?;
+    let epoch: u64 = epoch.parse().map_err(|_| {
+        ApiError::new(
+            ErrorCode::BadEpoch,
+            format!("epoch {epoch:?} is not a number"),
+        )
+    })?;
     let ep = match st.registry.lookup(epoch) {
         Lookup::Found(ep) => ep,
         Lookup::Unknown { current } => {
             return Err(ApiError {
                 current_epoch: current,
                 ..ApiError::new(
-                    StatusCode::NOT_FOUND,
-                    "unknown_epoch",
+                    ErrorCode::UnknownEpoch,
                     format!("epoch {epoch} is not served; fetch /v1/manifest"),
                 )
             })
@@ -280,8 +271,7 @@ async fn answer_query(
         .ok_or_else(|| ApiError {
             current_epoch: Some(ep.id()),
             ..ApiError::new(
-                StatusCode::NOT_FOUND,
-                "unknown_db",
+                ErrorCode::UnknownDb,
                 format!(
                     "epoch {epoch} has databases 0..{}, not {db:?}",
                     ep.dbs.len()
@@ -296,8 +286,7 @@ async fn answer_query(
             .map(str::trim);
         if mime != Some(OCTET_STREAM) {
             return Err(ApiError::new(
-                StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                "unsupported_media_type",
+                ErrorCode::UnsupportedMediaType,
                 format!("queries are {OCTET_STREAM}"),
             ));
         }
@@ -306,7 +295,7 @@ async fn answer_query(
         if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
             too_large(max_query_body())
         } else {
-            bad("bad_body", r.body_text())
+            ApiError::new(ErrorCode::BadBody, r.body_text())
         }
     })?;
     let want = served.spec.query_bytes as usize;
@@ -315,13 +304,13 @@ async fn answer_query(
     }
     let q = Query::from_bytes(&body).map_err(|e| match e {
         pir_core::Error::UnknownParamSet(_) | pir_core::Error::WrongParamSet { .. } => {
-            bad("wrong_param_set", e.to_string())
+            ApiError::new(ErrorCode::WrongParamSet, e.to_string())
         }
-        e => bad("malformed_query", e.to_string()),
+        e => ApiError::new(ErrorCode::MalformedQuery, e.to_string()),
     })?;
     if q.param_id != ep.params.id {
-        return Err(bad(
-            "wrong_param_set",
+        return Err(ApiError::new(
+            ErrorCode::WrongParamSet,
             format!(
                 "query for parameter set {}, this epoch uses {}",
                 q.param_id, ep.params.id
@@ -329,14 +318,14 @@ async fn answer_query(
         ));
     }
     if q.seed_id != served.seed_id {
-        return Err(bad(
-            "wrong_seed",
+        return Err(ApiError::new(
+            ErrorCode::WrongSeed,
             "query built for another public seed; refetch the manifest".to_owned(),
         ));
     }
     if q.shape != served.shape {
-        return Err(bad(
-            "wrong_shape",
+        return Err(ApiError::new(
+            ErrorCode::WrongShape,
             format!(
                 "query for a {}×{} database, this one is {}×{}",
                 q.shape.ell1, q.shape.ell2, served.shape.ell1, served.shape.ell2
@@ -346,10 +335,10 @@ async fn answer_query(
     st.metrics.bytes_in.inc_by(body.len() as u64);
     drop(body);
     let ans = served.batcher.answer(q).await.map_err(|e| match e {
-        BatchError::Pir(e) => bad("rejected_query", e.to_string()),
+        BatchError::Pir(e) => ApiError::new(ErrorCode::RejectedQuery, e.to_string()),
         BatchError::Unavailable(why) => ApiError {
             retry_after: Some(1),
-            ..ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", why)
+            ..ApiError::new(ErrorCode::Unavailable, why)
         },
     })?;
     st.metrics.bytes_out.inc_by(ans.bytes.len() as u64);
@@ -373,8 +362,7 @@ async fn answer_query(
 
 fn too_large(max: usize) -> ApiError {
     ApiError::new(
-        StatusCode::PAYLOAD_TOO_LARGE,
-        "query_too_large",
+        ErrorCode::QueryTooLarge,
         format!("query bodies for this database are at most {max} bytes"),
     )
 }

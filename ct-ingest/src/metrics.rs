@@ -4,8 +4,9 @@
 //! bytes, requests, errors) and per-log gauges (verified size, lag behind
 //! the signed head in entries and in time); [`render_prometheus`] renders
 //! them. The `ct-ingest` binary writes the rendering to a file after every
-//! run (`--metrics-file`, for a node-exporter textfile collector), and
-//! auditor-server can serve the same text on its `/metrics`.
+//! run (`--metrics-file`, for a node-exporter textfile collector); nothing
+//! serves it over HTTP (auditor-server exports only its own metrics). The
+//! names and their meanings are listed in docs/ingest.md.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
