@@ -279,6 +279,43 @@ pub struct Probe {
     pub bit: u64,
 }
 
+/// What [`Manifest::new`] builds a manifest from, by name.
+#[derive(Clone, Debug)]
+pub struct ManifestParts<'a> {
+    /// Epoch number.
+    pub epoch: u64,
+    /// When the epoch was built (Unix s).
+    pub created_at: i64,
+    /// The store snapshot's "now" (Unix s): entries expired before it are out.
+    pub snapshot_at: i64,
+    /// |S|, the entries inserted into the filters.
+    pub entries: u64,
+    /// Per-log coverage.
+    pub logs: Vec<LogCoverage>,
+    /// The salted Bloom filters.
+    pub filter: FilterSpec,
+    /// The PIR scheme, parameters and epoch seed.
+    pub pir: PirSpec,
+    /// The databases, in order.
+    pub layout: &'a [DbLayout],
+}
+
+/// One database of [`ManifestParts::layout`]: how many consecutive filters
+/// it holds and its YPIR shape and sizes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DbLayout {
+    /// Filters in the database.
+    pub filters: u32,
+    /// Rows ℓ1 of the database matrix.
+    pub rows: u64,
+    /// Columns ℓ2.
+    pub cols: u64,
+    /// Query size (bytes).
+    pub query_bytes: u64,
+    /// Response size (bytes).
+    pub response_bytes: u64,
+}
+
 impl Manifest {
     /// Parses and checks a manifest (see the module docs).
     pub fn from_json(bytes: &[u8]) -> Result<Manifest> {
@@ -299,36 +336,36 @@ impl Manifest {
         serde_json::to_vec(self).unwrap_or_default()
     }
 
-    /// Builds a checked manifest whose databases are `layout` (first
-    /// filter, filter count, rows, cols, query bytes, response bytes), in
-    /// order, with seeds derived from `pir.seed`.
-    #[allow(clippy::too_many_arguments)]
-    pub fn new(
-        epoch: u64,
-        created_at: i64,
-        snapshot_at: i64,
-        entries: u64,
-        logs: Vec<LogCoverage>,
-        filter: FilterSpec,
-        pir: PirSpec,
-        layout: &[(u32, u64, u64, u64, u64)],
-    ) -> Result<Manifest> {
+    /// Builds a checked manifest from its named parts: the databases are
+    /// `parts.layout` in order (each starting at the filter after the
+    /// previous one's last), with seeds derived from `parts.pir.seed`.
+    pub fn new(parts: ManifestParts<'_>) -> Result<Manifest> {
+        let ManifestParts {
+            epoch,
+            created_at,
+            snapshot_at,
+            entries,
+            logs,
+            filter,
+            pir,
+            layout,
+        } = parts;
         let mut first = 0u32;
         let mut dbs = Vec::with_capacity(layout.len());
-        for (id, &(filters, rows, cols, query_bytes, response_bytes)) in layout.iter().enumerate() {
+        for (id, db) in layout.iter().enumerate() {
             let id = u32::try_from(id).map_err(|_| Error::Invalid("too many databases".into()))?;
             dbs.push(DbSpec {
                 id,
                 first_filter: first,
-                filters,
-                bits: u64::from(filters).saturating_mul(filter.bits),
-                rows,
-                cols,
+                filters: db.filters,
+                bits: u64::from(db.filters).saturating_mul(filter.bits),
+                rows: db.rows,
+                cols: db.cols,
                 seed: derive_db_seed(&pir.seed, id),
-                query_bytes,
-                response_bytes,
+                query_bytes: db.query_bytes,
+                response_bytes: db.response_bytes,
             });
-            first = first.saturating_add(filters);
+            first = first.saturating_add(db.filters);
         }
         let m = Manifest {
             version: MANIFEST_VERSION,
@@ -450,28 +487,35 @@ pub(crate) mod tests {
     use super::*;
 
     pub(crate) fn sample() -> Manifest {
-        Manifest::new(
-            7,
-            1_700_000_000,
-            1_700_000_000,
-            10,
-            vec![LogCoverage {
+        let db = |filters, cols| DbLayout {
+            filters,
+            rows: 4,
+            cols,
+            query_bytes: 1,
+            response_bytes: 1,
+        };
+        Manifest::new(ManifestParts {
+            epoch: 7,
+            created_at: 1_700_000_000,
+            snapshot_at: 1_700_000_000,
+            entries: 10,
+            logs: vec![LogCoverage {
                 log_id: encode_log_id(&[9; 32]),
                 verified_tree_size: 10,
                 verified_position: 10,
                 ingested_until_ms: 1_699_999_000_000,
                 mmd_s: 86_400,
             }],
-            FilterSpec::new(3, 8, 16, [4; 32]).unwrap(),
-            PirSpec {
+            filter: FilterSpec::new(3, 8, 16, [4; 32]).unwrap(),
+            pir: PirSpec {
                 scheme: "ypir".into(),
                 param_set: 1,
                 param_name: "table1".into(),
                 wire_version: 1,
                 seed: [5; 32],
             },
-            &[(2, 4, 8, 1, 1), (1, 4, 4, 1, 1)],
-        )
+            layout: &[db(2, 8), db(1, 4)],
+        })
         .unwrap()
     }
 

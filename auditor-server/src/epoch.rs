@@ -39,7 +39,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use audit_proto::filter::{FilterSpec, Salt};
-use audit_proto::manifest::{derive_db_seed, encode_log_id, LogCoverage, Manifest, PirSpec};
+use audit_proto::manifest::{
+    derive_db_seed, encode_log_id, DbLayout, LogCoverage, Manifest, ManifestParts, PirSpec,
+};
 use futures_util::TryStreamExt;
 use indicatif::{ProgressBar, ProgressStyle};
 use pir_core::db::BitDatabase;
@@ -233,7 +235,7 @@ pub fn build_epoch(snap: &Snapshot, epoch: u64, bp: &BuildParams, out: &Path) ->
         dbs: plan.len(),
         ..Default::default()
     };
-    let mut layout: Vec<(u32, u64, u64, u64, u64)> = Vec::with_capacity(plan.len());
+    let mut layout: Vec<DbLayout> = Vec::with_capacity(plan.len());
     let mut servers = Vec::with_capacity(plan.len());
     let pb = bar(bp.progress, u64::from(bp.filters), "hashing into filters");
     let mut set_bits = 0u64;
@@ -286,13 +288,13 @@ pub fn build_epoch(snap: &Snapshot, epoch: u64, bp: &BuildParams, out: &Path) ->
         report.persist_s += t.elapsed().as_secs_f64();
 
         let shape = server.shape();
-        layout.push((
-            count,
-            shape.ell1 as u64,
-            shape.ell2 as u64,
-            pir_core::wire::query_len(&params, shape) as u64,
-            pir_core::wire::response_len(&params) as u64,
-        ));
+        layout.push(DbLayout {
+            filters: count,
+            rows: shape.ell1 as u64,
+            cols: shape.ell2 as u64,
+            query_bytes: pir_core::wire::query_len(&params, shape) as u64,
+            response_bytes: pir_core::wire::response_len(&params) as u64,
+        });
         servers.push(server);
     }
     pb.finish_and_clear();
@@ -316,16 +318,16 @@ pub fn build_epoch(snap: &Snapshot, epoch: u64, bp: &BuildParams, out: &Path) ->
         wire_version: pir_core::wire::VERSION,
         seed: pir_seed,
     };
-    let manifest = Manifest::new(
+    let manifest = Manifest::new(ManifestParts {
         epoch,
-        unix_now_s(),
-        snap.now_s,
+        created_at: unix_now_s(),
+        snapshot_at: snap.now_s,
         entries,
         logs,
         filter,
         pir,
-        &layout,
-    )?;
+        layout: &layout,
+    })?;
     debug_assert!(manifest
         .dbs
         .iter()

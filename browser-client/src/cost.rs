@@ -27,7 +27,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use audit_proto::filter::{FilterSpec, DEFAULT_FILTERS, DEFAULT_K};
-use audit_proto::manifest::{LogCoverage, Manifest, PirSpec};
+use audit_proto::manifest::{DbLayout, LogCoverage, Manifest, ManifestParts, PirSpec};
 use pir_core::client::Client;
 use pir_core::db::{locate_bit, BitDatabase};
 use pir_core::params::{DbShape, TABLE1};
@@ -573,15 +573,13 @@ pub fn internet_scale_manifest_bytes() -> Result<u64> {
     let shape = DbShape::for_bits(bits, BitDatabase::RECORD_BITS);
     let query_bytes = pir_core::wire::query_len(&TABLE1, shape) as u64;
     let response_bytes = pir_core::wire::response_len(&TABLE1) as u64;
-    let layout: Vec<(u32, u64, u64, u64, u64)> = (0..DEFAULT_FILTERS)
-        .map(|_| {
-            (
-                1,
-                shape.ell1 as u64,
-                shape.ell2 as u64,
-                query_bytes,
-                response_bytes,
-            )
+    let layout: Vec<DbLayout> = (0..DEFAULT_FILTERS)
+        .map(|_| DbLayout {
+            filters: 1,
+            rows: shape.ell1 as u64,
+            cols: shape.ell2 as u64,
+            query_bytes,
+            response_bytes,
         })
         .collect();
     let logs = (0..INTERNET_SCALE_LOGS)
@@ -593,22 +591,22 @@ pub fn internet_scale_manifest_bytes() -> Result<u64> {
             mmd_s: 86_400,
         })
         .collect();
-    let manifest = Manifest::new(
-        1_000,
-        1_767_225_600,
-        1_767_225_600,
+    let manifest = Manifest::new(ManifestParts {
+        epoch: 1_000,
+        created_at: 1_767_225_600,
+        snapshot_at: 1_767_225_600,
         entries,
         logs,
-        FilterSpec::new(DEFAULT_FILTERS, DEFAULT_K, n, [0x5a; 32])?,
-        PirSpec {
+        filter: FilterSpec::new(DEFAULT_FILTERS, DEFAULT_K, n, [0x5a; 32])?,
+        pir: PirSpec {
             scheme: "ypir".into(),
             param_set: 1,
             param_name: "table1".into(),
             wire_version: pir_core::wire::VERSION,
             seed: [0xa5; 32],
         },
-        &layout,
-    )?;
+        layout: &layout,
+    })?;
     Ok(manifest.to_json().len() as u64)
 }
 

@@ -353,31 +353,37 @@ pub fn b64(bytes: &[u8]) -> String {
 mod tests {
     use super::*;
     use audit_proto::filter::FilterSpec;
-    use audit_proto::manifest::{encode_log_id, LogCoverage, PirSpec};
+    use audit_proto::manifest::{encode_log_id, DbLayout, LogCoverage, ManifestParts, PirSpec};
 
     fn manifest(epoch: u64, ingested_until_ms: u64) -> Manifest {
-        Manifest::new(
+        Manifest::new(ManifestParts {
             epoch,
-            0,
-            0,
-            1,
-            vec![LogCoverage {
+            created_at: 0,
+            snapshot_at: 0,
+            entries: 1,
+            logs: vec![LogCoverage {
                 log_id: encode_log_id(&[1; 32]),
                 verified_tree_size: 1,
                 verified_position: 1,
                 ingested_until_ms,
                 mmd_s: 60,
             }],
-            FilterSpec::new(1, 8, 8, [0; 32]).unwrap(),
-            PirSpec {
+            filter: FilterSpec::new(1, 8, 8, [0; 32]).unwrap(),
+            pir: PirSpec {
                 scheme: "ypir".into(),
                 param_set: 1,
                 param_name: "ypir-table1".into(),
                 wire_version: 1,
                 seed: [0; 32],
             },
-            &[(1, 8, 1, 0, 0)],
-        )
+            layout: &[DbLayout {
+                filters: 1,
+                rows: 8,
+                cols: 1,
+                query_bytes: 0,
+                response_bytes: 0,
+            }],
+        })
         .unwrap()
     }
 
