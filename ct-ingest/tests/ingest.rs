@@ -673,7 +673,7 @@ async fn run_once_from_config_file() -> TestResult {
             "log_list = {:?}\ndatabase_url = {:?}\n\
              [defaults]\nbatch_size = 50\nconcurrency = 3\n\
              [http]\ntimeout_seconds = 20\n\
-             [[log]]\ndescription = \"CT-INGEST TEST LOG\"\ncommit_every = 100\n",
+             [[log]]\ndescription = \"CT-TESTLOG\"\ncommit_every = 100\n",
             list_path.display().to_string(),
             db.url
         );
