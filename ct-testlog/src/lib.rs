@@ -189,7 +189,7 @@ pub enum Misbehaviour {
     ForkedTree,
     /// Data endpoints return garbage: HTML error pages, bad base64, JSON of
     /// the wrong shape, tiles of the wrong length. Every body fails to
-    /// parse with this crate's parsers.
+    /// parse with ct-core's parsers.
     Garbage,
 }
 
