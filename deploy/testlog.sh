@@ -1,7 +1,12 @@
 #!/bin/sh
-# Entry point of the `testlog` service (compose profile `demo`): a local CT
-# log (ct-testlog) that writes its log list to the shared `testlog-data`
-# volume for the `ingest` service.
+# Entry point of the `testlog` service (compose profile `demo`, image target
+# `testlog`): a local CT log (ct-testlog) that writes its log list, CA
+# certificate and corpus to the shared `testlog-data` volume for the `ingest`
+# service and for operators (`browser-client simulate`, `sct-audit`).
+#
+# It waits one MMD (TESTLOG_MMD, 10 s) after issuing and signs a new head
+# before writing the files, so ingest's first pass already covers every
+# corpus SCT: keep TESTLOG_MMD short.
 #
 # ct-testlog puts the address it listens on into the log list's URLs, so it
 # listens on this container's address on the compose network (not 0.0.0.0,
@@ -21,9 +26,11 @@ if [ -z "$addr" ]; then
 fi
 
 # The healthcheck waits for a fresh log list (a restarted log is a new log
-# with a new random key: the old list must not be used).
-rm -f "$out_dir/log_list.json"
+# with a new random key: the old list and corpus must not be used).
+rm -f "$out_dir/log_list.json" "$out_dir/corpus.jsonl"
 exec ct-testlog --addr "$addr" --out-dir "$out_dir" \
   --entries "${TESTLOG_ENTRIES:-2000}" \
+  --omitted "${TESTLOG_OMITTED:-20}" --forged "${TESTLOG_FORGED:-10}" \
+  --mmd "${TESTLOG_MMD:-10}" --wait-mmd \
   --grow-by "${TESTLOG_GROW_BY:-100}" --grow-interval-s "${TESTLOG_GROW_INTERVAL_S:-60}" \
   "$@"

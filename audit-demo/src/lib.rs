@@ -1,7 +1,7 @@
 //! The whole private-auditing pipeline on one machine, used by the
 //! `audit-demo` binary (README command 1) and by the end-to-end tests:
 //!
-//! 1. a local CT log (`ct_ingest::testlog`) issues certificates with SCTs —
+//! 1. a local CT log (`ct-testlog`) issues certificates with SCTs —
 //!    logged ones, ones it "forgets" to log (omitted), and some whose SCT
 //!    signature is forged — and the corpus is written for the simulator;
 //! 2. `ct-ingest` verifies and stores the log in SQLite;
@@ -16,11 +16,9 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use anyhow::Context as _;
 use auditor_server::service::Service;
-use base64::Engine as _;
 use browser_client::sim::{CorpusEntry, Truth};
-use ct_ingest::testlog::{IssuedEntry, TestLog, TestLogConfig};
+use ct_testlog::{CorpusRecord, CorpusSpec, IssuedEntry, TestLog, TestLogConfig};
 
 /// The test log's maximum merge delay in the demo: 2 s instead of a day,
 /// so that the demo's SCTs are covered by an epoch seconds after issuance
@@ -42,75 +40,54 @@ pub struct Issued {
     pub logged: Vec<IssuedEntry>,
     /// Entries whose SCT the log issued but never logged.
     pub omitted: Vec<IssuedEntry>,
-    /// The simulator's corpus (with ground truth).
+    /// The corpus as ct-testlog writes it (`corpus.jsonl`).
+    pub records: Vec<CorpusRecord>,
+    /// The same corpus as the simulator reads it (with ground truth).
     pub corpus: Vec<CorpusEntry>,
 }
 
-fn corpus_entry(e: &IssuedEntry, truth: Truth, forge: bool) -> anyhow::Result<CorpusEntry> {
-    let b64 = base64::engine::general_purpose::STANDARD;
-    let tls_sct = if e.embedded {
-        None
-    } else {
-        let mut sct = e.sct.clone();
-        if forge {
-            let sig = &mut sct.signature.signature;
-            let last = sig.len() - 1;
-            sig[last] ^= 0x01;
-        }
-        Some(b64.encode(sct.encode()?))
-    };
-    Ok(CorpusEntry {
-        cert: b64.encode(&e.cert_der),
-        issuer: b64.encode(&e.issuer_der),
-        tls_sct,
-        truth,
-    })
+/// A ct-testlog corpus record as the simulator's corpus entry (the same
+/// fields; `corpus.jsonl` carries either).
+pub fn sim_entry(r: &CorpusRecord) -> CorpusEntry {
+    CorpusEntry {
+        cert: r.cert.clone(),
+        issuer: r.issuer.clone(),
+        tls_sct: r.tls_sct.clone(),
+        truth: match r.truth {
+            ct_testlog::Truth::Logged => Truth::Logged,
+            ct_testlog::Truth::Omitted => Truth::Omitted,
+            ct_testlog::Truth::Forged => Truth::Forged,
+        },
+    }
 }
 
-/// Issues `omitted` unlogged SCTs first (so that the log's ingested-until
-/// covers them once later entries are logged), then `logged` entries (half
-/// with embedded SCTs, half with TLS-delivered ones); `forged` of the
-/// TLS-delivered ones also appear in the corpus with a corrupted signature.
+/// Issues the corpus with [`ct_testlog::issue_corpus`]: `omitted`
+/// unlogged SCTs first, then `logged` entries (half with embedded SCTs,
+/// half with TLS-delivered ones), and `forged` of the TLS-delivered ones
+/// again with a corrupted signature. Then waits one MMD and has the log
+/// sign a newer head ([`TestLog::publish_covering_head`]), so that every
+/// SCT is covered once that head is ingested.
 pub async fn issue_corpus(
     log: &TestLog,
     logged: usize,
     omitted: usize,
     forged: usize,
 ) -> anyhow::Result<Issued> {
-    let mut om = Vec::with_capacity(omitted);
-    for _ in 0..omitted {
-        om.push(log.issue_unlogged().await?);
-    }
-    let lg = log.add_entries(logged, 0.5).await?;
-    // One MMD later the log signs a newer head (with one more entry): every
-    // SCT above is then older than head − MMD, i.e. covered once ingested.
-    tokio::time::sleep(std::time::Duration::from_millis(DEMO_MMD_S * 1000 + 200)).await;
-    log.add_entries(1, 0.0).await?;
-    let mut corpus = Vec::new();
-    for e in &lg {
-        corpus.push(corpus_entry(e, Truth::Logged, false)?);
-    }
-    for e in &om {
-        corpus.push(corpus_entry(e, Truth::Omitted, false)?);
-    }
-    for e in lg.iter().filter(|e| !e.embedded).take(forged) {
-        corpus.push(corpus_entry(e, Truth::Forged, true)?);
-    }
+    let spec = CorpusSpec {
+        logged,
+        omitted,
+        forged,
+        precert_fraction: 0.5,
+    };
+    let c = ct_testlog::issue_corpus(log, &spec).await?;
+    log.publish_covering_head().await?;
+    let corpus = c.records.iter().map(sim_entry).collect();
     Ok(Issued {
-        logged: lg,
-        omitted: om,
+        logged: c.logged,
+        omitted: c.omitted,
+        records: c.records,
         corpus,
     })
-}
-
-/// Writes the corpus as JSON lines.
-pub fn write_corpus(path: &Path, corpus: &[CorpusEntry]) -> anyhow::Result<()> {
-    let mut out = String::new();
-    for e in corpus {
-        out.push_str(&serde_json::to_string(e)?);
-        out.push('\n');
-    }
-    std::fs::write(path, out).with_context(|| format!("writing {}", path.display()))
 }
 
 /// Runs ct-ingest once: the log (via its log list, written to `dir`) into
@@ -222,4 +199,59 @@ pub fn sqlite_url(dir: &Path) -> String {
 /// Default output directory of the demo.
 pub fn default_out_dir() -> PathBuf {
     PathBuf::from("target/demo")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// ct-testlog writes the corpus; browser-client's simulator reads it
+    /// back with the same certificates, SCTs and truth labels.
+    #[tokio::test]
+    async fn testlog_corpus_reads_with_the_simulator_reader() {
+        let log = TestLog::start(TestLogConfig::default()).await.unwrap();
+        let spec = CorpusSpec {
+            logged: 6,
+            omitted: 2,
+            forged: 2,
+            precert_fraction: 0.5,
+        };
+        let c = ct_testlog::issue_corpus(&log, &spec).await.unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("corpus.jsonl");
+        ct_testlog::corpus::write_jsonl(&path, &c.records).unwrap();
+        let read = browser_client::sim::read_corpus(&path).unwrap();
+        assert_eq!(read.len(), 10);
+        assert_eq!(read.len(), c.records.len());
+        for (entry, record) in read.iter().zip(&c.records) {
+            let expected = sim_entry(record);
+            assert_eq!(entry.cert, expected.cert);
+            assert_eq!(entry.issuer, expected.issuer);
+            assert_eq!(entry.tls_sct, expected.tls_sct);
+            assert_eq!(entry.truth, expected.truth);
+        }
+        let truths: Vec<Truth> = read.iter().map(|e| e.truth).collect();
+        assert_eq!(truths.iter().filter(|t| **t == Truth::Logged).count(), 6);
+        assert_eq!(truths.iter().filter(|t| **t == Truth::Omitted).count(), 2);
+        assert_eq!(truths.iter().filter(|t| **t == Truth::Forged).count(), 2);
+        // The labels serialise identically on both sides.
+        for t in [
+            ct_testlog::Truth::Logged,
+            ct_testlog::Truth::Omitted,
+            ct_testlog::Truth::Forged,
+        ] {
+            let sim = sim_entry(&CorpusRecord {
+                cert: String::new(),
+                issuer: String::new(),
+                tls_sct: None,
+                truth: t,
+            })
+            .truth;
+            assert_eq!(
+                serde_json::to_string(&t).unwrap(),
+                serde_json::to_string(&sim).unwrap()
+            );
+        }
+        log.shutdown().await;
+    }
 }

@@ -7,9 +7,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use audit_demo::{
-    auditor_config, ingest, issue_corpus, sqlite_url, start_log, write_corpus, RunningAuditor,
-};
+use audit_demo::{auditor_config, ingest, issue_corpus, sqlite_url, start_log, RunningAuditor};
 use browser_client::cost::{self, Prices};
 use browser_client::policy::AuditPolicy;
 use browser_client::sim::{self, SimConfig};
@@ -100,7 +98,7 @@ async fn main() -> anyhow::Result<()> {
     ));
     let issued = issue_corpus(&log, a.logged, a.omitted, a.forged).await?;
     let corpus_path = out.join("corpus.jsonl");
-    write_corpus(&corpus_path, &issued.corpus)?;
+    ct_testlog::corpus::write_jsonl(&corpus_path, &issued.records)?;
 
     s.step("ct-ingest: verifying and storing the log in SQLite");
     let db_url = sqlite_url(&out);

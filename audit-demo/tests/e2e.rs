@@ -17,7 +17,7 @@ type TestResult = anyhow::Result<()>;
 /// directory, and an auditor-server serving epochs of it.
 struct Pipeline {
     dir: tempfile::TempDir,
-    log: ct_ingest::testlog::TestLog,
+    log: ct_testlog::TestLog,
     issued: audit_demo::Issued,
     url: String,
     auditor: RunningAuditor,

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use audit_proto::Manifest;
 use ct_ingest::ingest::{run_once, IngestOptions};
-use ct_ingest::testlog::{TestLog, TestLogConfig};
+use ct_testlog::{TestLog, TestLogConfig};
 
 type BoxErr = Box<dyn StdError + Send + Sync>;
 

@@ -14,7 +14,7 @@ use audit_proto::Manifest;
 use auditor_server::service::Service;
 use auditor_server::Config;
 use ct_ingest::ingest::{run_once, IngestOptions};
-use ct_ingest::testlog::{IssuedEntry, TestLog, TestLogConfig};
+use ct_testlog::{IssuedEntry, TestLog, TestLogConfig};
 use pir_core::client::{Client, QueryKey};
 use pir_core::params::DbShape;
 use pir_core::sampler::PublicSeed;

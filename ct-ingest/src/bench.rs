@@ -1,5 +1,5 @@
 //! End-to-end ingestion benchmark against a local [`TestLog`] (feature
-//! `testlog`): fills a fresh test log with `entries` certificates, then
+//! `bench`, off by default; the test log is the `ct-testlog` crate): fills a fresh test log with `entries` certificates, then
 //! times [`ingest_log`] from an empty store to the log's head over real HTTP
 //! on 127.0.0.1 (download, decode, `notAfter`, leaf hashes, Merkle
 //! verification, commits), into the given database.
@@ -10,6 +10,7 @@
 
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
+use ct_testlog::{TestLog, TestLogConfig};
 use serde::Serialize;
 
 use crate::config::{Config, LogLimits, LogSelector, SelectedLog};
@@ -18,7 +19,6 @@ use crate::http::{HttpClient, HttpSettings};
 use crate::ingest::{ingest_log, IngestOptions};
 use crate::loglist::LogList;
 use crate::store::{LogKind, Store};
-use crate::testlog::{TestLog, TestLogConfig};
 
 /// What to benchmark.
 #[derive(Clone, Debug)]

@@ -10,7 +10,8 @@
 //! crate's own failures: HTTP and network ([`Error::Http`],
 //! [`Error::Timeout`], [`Error::RateLimited`], [`Error::Network`]),
 //! configuration and local files ([`Error::Config`], [`Error::Io`]), the
-//! entry store ([`Error::Store`]), the test log and internal failures.
+//! entry store ([`Error::Store`]), the benchmark's test log (feature
+//! `bench`) and internal failures.
 //!
 //! A caller that reacts to the kind of parse or verify failure, say "the log
 //! served garbage" versus "the log misbehaved cryptographically", matches on
@@ -89,10 +90,11 @@ pub enum Error {
         source: std::io::Error,
     },
 
-    /// The local test log (feature `testlog`) failed: binding its socket,
-    /// issuing a certificate, or an internal task.
+    /// The benchmark's local test log (feature `bench`) failed: binding
+    /// its socket, issuing a certificate, or an internal task.
+    #[cfg(feature = "bench")]
     #[error("test log: {0}")]
-    TestLog(String),
+    TestLog(#[from] ct_testlog::Error),
 
     /// The entry store failed (database error, refused batch, ...); the
     /// store's own variants say which (see [`crate::store::StoreError`]).

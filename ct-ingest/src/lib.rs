@@ -27,10 +27,9 @@
 //! | [`http`] | HTTP client: per-log rate and concurrency limits, timeouts, capped bodies, retries with backoff | RFC 9110 §10.2.3 (`Retry-After`) |
 //! | [`rfc6962`] | `get-sth`, `get-sth-consistency`, `get-entries` client | RFC 6962 §4 |
 //! | [`static_ct`] | checkpoint, data and hash tile client; tile-based prefix proofs | c2sp.org/static-ct-api, c2sp.org/tlog-tiles |
-//! | `bench` (feature `testlog`) | end-to-end ingestion benchmark against a local test log | |
+//! | `bench` (feature `bench`, off by default) | end-to-end ingestion benchmark against a local test log (`ct-testlog`) | |
 //! | [`ingest`] | per-log ingestion: download, verify against the signed head, commit with the frontier | see `docs/ingest.md` |
 //! | [`precert`] (`ct_core`) | precertificate TBS (poison removed), embedded SCT lists, rebuilding the logged entry of a final certificate | RFC 6962 §3.1–§3.3 |
-//! | `testlog` (feature `testlog`, on by default) | a local RFC 6962 + static-ct-api log for tests and demos | RFC 6962 §3–§4, c2sp.org/static-ct-api |
 //!
 //! # Typical flow for a static-ct-api log
 //!
@@ -50,7 +49,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
-#[cfg(feature = "testlog")]
+#[cfg(feature = "bench")]
 pub mod bench;
 pub mod config;
 pub mod error;
@@ -61,8 +60,6 @@ pub mod rfc6962;
 pub mod signal;
 pub mod static_ct;
 pub mod store;
-#[cfg(feature = "testlog")]
-pub mod testlog;
 
 // ct-core's modules and its root re-exports (checkpoint, leaf, merkle, sth,
 // x509 ...), so callers reach the parsing/verification core through this

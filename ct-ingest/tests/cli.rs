@@ -3,7 +3,7 @@
 //! file are checked.
 
 use ct_ingest::store::Store;
-use ct_ingest::testlog::{TestLog, TestLogConfig};
+use ct_testlog::{TestLog, TestLogConfig};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn once_ingests_a_local_log_and_writes_metrics() -> Result<(), Box<dyn std::error::Error>> {
@@ -63,7 +63,7 @@ async fn once_ingests_a_local_log_and_writes_metrics() -> Result<(), Box<dyn std
     store.close().await;
 
     // A misbehaving log makes the run fail with a non-zero status.
-    log.set_misbehaviour(ct_ingest::testlog::Misbehaviour::WrongRoot);
+    log.set_misbehaviour(ct_testlog::Misbehaviour::WrongRoot);
     log.add_entries(10, 0.0).await?;
     let out = run(vec![
         "once".into(),

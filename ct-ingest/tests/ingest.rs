@@ -1,4 +1,4 @@
-//! Ingestion tests against the local test log (`ct_ingest::testlog`) over
+//! Ingestion tests against the local test log (`ct-testlog`) over
 //! real HTTP on 127.0.0.1, through both APIs (RFC 6962 `get-entries` and
 //! static-ct-api tiles), on SQLite (a temp file) and, when
 //! `TEST_DATABASE_URL` is set, on PostgreSQL too (a fresh database per
@@ -12,8 +12,6 @@
 //!
 //! `TEST_REQUIRE_POSTGRES=1` turns a missing `TEST_DATABASE_URL` into a
 //! failure. The benchmark is an ignored test (see `bench_ingest`).
-#![cfg(feature = "testlog")]
-
 mod common;
 
 use std::collections::HashSet;
@@ -25,8 +23,8 @@ use ct_ingest::config::{hex, Config, LogLimits, LogSelector, SelectedLog};
 use ct_ingest::http::{HttpClient, HttpSettings};
 use ct_ingest::ingest::{ingest_log, run_once, IngestOptions, IngestReport};
 use ct_ingest::store::{LogKind, Store};
-use ct_ingest::testlog::{IssuedEntry, Misbehaviour, TestLog, TestLogConfig};
 use ct_ingest::{Error, LogList};
+use ct_testlog::{IssuedEntry, Misbehaviour, TestLog, TestLogConfig};
 use futures_util::TryStreamExt;
 
 use common::TestDb;
@@ -675,7 +673,7 @@ async fn run_once_from_config_file() -> TestResult {
             "log_list = {:?}\ndatabase_url = {:?}\n\
              [defaults]\nbatch_size = 50\nconcurrency = 3\n\
              [http]\ntimeout_seconds = 20\n\
-             [[log]]\ndescription = \"CT-INGEST TEST LOG\"\ncommit_every = 100\n",
+             [[log]]\ndescription = \"CT-TESTLOG\"\ncommit_every = 100\n",
             list_path.display().to_string(),
             db.url
         );
@@ -721,10 +719,11 @@ async fn run_once_from_config_file() -> TestResult {
 ///
 /// ```sh
 /// CT_INGEST_BENCH_ENTRIES=1000000 CT_INGEST_BENCH_DATABASE_URL=postgres://... \
-///   cargo test --release -p ct-ingest --test ingest -- --ignored --nocapture bench_ingest
+///   cargo test --release -p ct-ingest --features bench --test ingest -- --ignored --nocapture bench_ingest
 /// ```
 ///
 /// `CT_INGEST_BENCH_API` = `rfc6962`, `static` or `both` (default).
+#[cfg(feature = "bench")]
 #[tokio::test(flavor = "multi_thread")]
 #[ignore]
 async fn bench_ingest() -> TestResult {

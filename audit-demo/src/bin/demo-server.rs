@@ -13,9 +13,7 @@ use std::io::{Read as _, Write as _};
 use std::path::PathBuf;
 
 use anyhow::Context as _;
-use audit_demo::{
-    auditor_config, ingest, issue_corpus, sqlite_url, start_log, write_corpus, RunningAuditor,
-};
+use audit_demo::{auditor_config, ingest, issue_corpus, sqlite_url, start_log, RunningAuditor};
 use clap::Parser;
 
 #[derive(Parser)]
@@ -70,7 +68,7 @@ async fn main() -> anyhow::Result<()> {
     let log = start_log().await?;
     eprintln!("demo-server: test log at {}", log.base_url());
     let issued = issue_corpus(&log, a.logged, a.omitted, a.forged).await?;
-    write_corpus(&out.join("corpus.jsonl"), &issued.corpus)?;
+    ct_testlog::corpus::write_jsonl(&out.join("corpus.jsonl"), &issued.records)?;
     let db_url = sqlite_url(&out);
     // Also writes out/log_list.json.
     ingest(&log, &out, &db_url).await?;

@@ -5,6 +5,8 @@
 //! ct-ingest run   --config ct-ingest.toml [--daily HH:MM | --interval SECONDS]
 //! ct-ingest bench --entries 100000 [--api rfc6962|static] [--database-url URL]
 //! ```
+//! `bench` exists only in a build with the `bench` feature (it brings in the
+//! local test log, `ct-testlog`).
 //! See docs/ingest.md for the configuration file and what each run verifies.
 
 use std::path::PathBuf;
@@ -51,8 +53,9 @@ enum Cmd {
         #[arg(long)]
         metrics_file: Option<PathBuf>,
     },
-    /// Fill a local test log and measure entries/s ingested (JSON on stdout).
-    #[cfg(feature = "testlog")]
+    /// Fill a local test log and measure entries/s ingested (JSON on stdout;
+    /// built with `--features bench` only).
+    #[cfg(feature = "bench")]
     Bench {
         /// Entries to issue and ingest.
         #[arg(long, default_value_t = 100_000)]
@@ -206,7 +209,7 @@ async fn main() -> Result<()> {
                 }
             }
         }
-        #[cfg(feature = "testlog")]
+        #[cfg(feature = "bench")]
         Cmd::Bench {
             entries,
             api,

@@ -1,5 +1,9 @@
-//! A local Certificate Transparency log for tests and demos (feature
-//! `testlog`, on by default).
+//! `ct-testlog`: a local Certificate Transparency log (RFC 6962 +
+//! static-ct-api) that issues real certificates and SCTs, for tests, demos
+//! and benchmarks. Nothing in the production build depends on it: the
+//! auditor's crates use it as a dev-dependency, `audit-demo` runs its
+//! pipeline on it, and `ct-ingest bench` (cargo feature `bench`) measures
+//! ingestion against it.
 //!
 //! [`TestLog::start`] runs a small but faithful CT log on `127.0.0.1` (an
 //! ephemeral port): it has its own ECDSA P-256 key and a test CA, issues
@@ -32,7 +36,7 @@
 //! with the critical poison extension is issued, the log signs the
 //! `PreCert` (issuer key hash and the TBS without the poison), and the final
 //! certificate carries the SCT list extension in the poison's place, so
-//! [`crate::precert::precert_entry_from_final_cert`] rebuilds the logged
+//! [`ct_core::precert::precert_entry_from_final_cert`] rebuilds the logged
 //! entry from the final certificate alone.
 //!
 //! # Misbehaviour
@@ -53,9 +57,28 @@
 //! [`TestLog::log_list_json`] lists the log twice, under `logs` (RFC 6962,
 //! `url`) and `tiled_logs` (`submission_url` whose schema-less form is the
 //! origin, `monitoring_url` = [`TestLog::base_url`]), so
-//! [`crate::LogInfo::checkpoint_origin`] always gives the right origin.
+//! [`ct_core::LogInfo::checkpoint_origin`] always gives the right origin.
+//!
+//! # Corpus
+//!
+//! [`issue_corpus`] issues logged entries, SCTs the log never logs
+//! (omitted) and copies of TLS-delivered SCTs with a corrupted signature
+//! (forged), and lists every certificate with its ground truth as a
+//! [`CorpusRecord`]; [`corpus::write_jsonl`] writes them as the JSON lines
+//! that `browser-client simulate` reads. [`TestLog::publish_covering_head`]
+//! then signs a head late enough (one MMD after the newest SCT) that an
+//! ingester which verifies it counts every corpus SCT as due.
+//!
+//! # The `ct-testlog` binary
+//!
+//! `src/bin/ct-testlog.rs` runs a log until killed and writes its log list,
+//! CA certificate and corpus to a directory (see `docs/ingest.md`).
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 mod ca;
+pub mod corpus;
+pub mod error;
 mod http;
 mod signer;
 mod state;
@@ -71,12 +94,13 @@ use base64::Engine as _;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-use crate::error::{Error, Result};
-use crate::leaf::{encode_leaf_index_extension, PreCert, SignedEntry, TileLeaf};
-use crate::merkle::Hash;
-use crate::sth::{LogKey, SignedCertificateTimestamp, SignedTreeHead};
-use crate::tls::Writer;
+use ct_core::leaf::{encode_leaf_index_extension, PreCert, SignedEntry, TileLeaf};
+use ct_core::merkle::Hash;
+use ct_core::sth::{LogKey, SignedCertificateTimestamp, SignedTreeHead};
+use ct_core::tls::Writer;
 
+pub use corpus::{issue_corpus, Corpus, CorpusRecord, CorpusSpec, Truth};
+pub use error::{Error, Result};
 pub use signer::LogSigner;
 
 use state::{Head, Ledger, State, StoredEntry};
@@ -165,7 +189,7 @@ pub enum Misbehaviour {
     ForkedTree,
     /// Data endpoints return garbage: HTML error pages, bad base64, JSON of
     /// the wrong shape, tiles of the wrong length. Every body fails to
-    /// parse with this crate's parsers.
+    /// parse with ct-core's parsers.
     Garbage,
 }
 
@@ -204,7 +228,7 @@ impl IssuedEntry {
     pub fn signed_entry(&self) -> SignedEntry {
         match &self.precert_tbs_der {
             Some(tbs) => SignedEntry::Precert(PreCert {
-                issuer_key_hash: crate::precert::issuer_key_hash(&self.issuer_der)
+                issuer_key_hash: ct_core::precert::issuer_key_hash(&self.issuer_der)
                     .unwrap_or_default(),
                 tbs_certificate: tbs.clone(),
             }),
@@ -295,13 +319,13 @@ impl Shared {
         let extensions = encode_leaf_index_extension(index)?;
         let (entry, sct, cert_der, precert_der) = match issued.precert_der.clone() {
             Some(pre) => {
-                let tbs = crate::precert::precert_tbs(&pre)?;
+                let tbs = ct_core::precert::precert_tbs(&pre)?;
                 let entry = SignedEntry::Precert(PreCert {
                     issuer_key_hash: self.ca.key_hash,
                     tbs_certificate: tbs,
                 });
                 let sct = self.signer.sign_sct(timestamp, &entry, extensions)?;
-                let value = crate::precert::sct_list_extension_value(std::slice::from_ref(&sct))?;
+                let value = ct_core::precert::sct_list_extension_value(std::slice::from_ref(&sct))?;
                 let cert = self.ca.finish(issued, Some(value))?;
                 (entry, sct, cert, Some(pre))
             }
@@ -334,6 +358,19 @@ impl Shared {
             sct,
         };
         Ok((issued, leaf))
+    }
+
+    /// Signs a new head of the current tree at the current time.
+    fn sign_head(&self) -> Result<()> {
+        let newest_sct_ms = self.newest_sct_ms();
+        self.write()
+            .publish(&self.signer, &self.origin, now_ms(), newest_sct_ms)
+    }
+
+    /// The newest SCT timestamp issued so far (the log's start time before
+    /// any).
+    fn newest_sct_ms(&self) -> u64 {
+        *self.issue_lock.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// DNS suffix of issued certificates.
@@ -418,10 +455,14 @@ impl TestLog {
         };
         let listener = tokio::net::TcpListener::bind(opts.bind)
             .await
-            .map_err(|e| Error::TestLog(format!("cannot listen on {}: {e}", opts.bind)))?;
-        let addr = listener
-            .local_addr()
-            .map_err(|e| Error::TestLog(format!("no local address: {e}")))?;
+            .map_err(|source| Error::Listen {
+                addr: opts.bind,
+                source,
+            })?;
+        let addr = listener.local_addr().map_err(|source| Error::Listen {
+            addr: opts.bind,
+            source,
+        })?;
         let base_url = format!("http://{addr}/");
         let (origin, submission_url) = if cfg.origin.is_empty() {
             (addr.to_string(), base_url.clone())
@@ -432,12 +473,12 @@ impl TestLog {
         let started_s = i64::try_from(now / 1000).unwrap_or(0);
         let ca = tokio::task::spawn_blocking(move || ca::TestCa::new(started_s))
             .await
-            .map_err(|e| Error::TestLog(format!("CA task failed: {e}")))??;
+            .map_err(|e| Error::Internal(format!("CA task failed: {e}")))??;
         let mut chain = Writer::new();
         chain.put_opaque24(ca.der(), "ASN.1Cert")?;
         let mut chain_encoding = Writer::new();
         chain_encoding.put_opaque24(chain.as_bytes(), "certificate_chain")?;
-        let empty_root: Hash = crate::merkle::empty_root();
+        let empty_root: Hash = ct_core::merkle::empty_root();
         let head = Head::sign(&signer, &origin, now, 0, empty_root)?;
         let state = State {
             real: Ledger::default(),
@@ -540,6 +581,38 @@ impl TestLog {
         self.shared.read().head.checkpoint.clone()
     }
 
+    /// Signs a new head (tree head and checkpoint) of the current tree at
+    /// the current time, as a live log does at least once per MMD
+    /// (RFC 6962 §3.5) even when nothing new was logged.
+    pub async fn sign_head(&self) -> Result<()> {
+        let shared = self.shared.clone();
+        tokio::task::spawn_blocking(move || shared.sign_head())
+            .await
+            .map_err(|e| Error::Internal(format!("signing task failed: {e}")))?
+    }
+
+    /// Waits until one MMD ([`TestLogConfig::mmd_seconds`]) has passed
+    /// since the newest SCT the log issued, then signs a new head
+    /// ([`TestLog::sign_head`]). That head's timestamp minus the MMD is at
+    /// or past every SCT issued so far, so an ingester that verifies it
+    /// records "ingested until" past all of them (and an auditor built from
+    /// that store answers for them instead of deferring them). Waits the
+    /// whole MMD: use a short one (the demo's is seconds).
+    pub async fn publish_covering_head(&self) -> Result<()> {
+        let due_ms = self
+            .shared
+            .newest_sct_ms()
+            .saturating_add(self.shared.cfg.mmd_seconds.saturating_mul(1000));
+        loop {
+            let now = now_ms();
+            if now >= due_ms {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(due_ms - now)).await;
+        }
+        self.sign_head().await
+    }
+
     /// Issues `n` certificates and logs them: a fraction `precert_fraction`
     /// (clamped to 0..=1, spread evenly) as precertificate entries whose
     /// final certificates embed their SCT, the rest as x509 entries whose
@@ -549,7 +622,7 @@ impl TestLog {
         let shared = self.shared.clone();
         tokio::task::spawn_blocking(move || shared.issue(n, precert_fraction, true))
             .await
-            .map_err(|e| Error::TestLog(format!("issuing task failed: {e}")))?
+            .map_err(|e| Error::Internal(format!("issuing task failed: {e}")))?
     }
 
     /// Issues a precertificate-based certificate with an embedded SCT that
@@ -559,9 +632,9 @@ impl TestLog {
         let shared = self.shared.clone();
         let mut v = tokio::task::spawn_blocking(move || shared.issue(1, 1.0, false))
             .await
-            .map_err(|e| Error::TestLog(format!("issuing task failed: {e}")))??;
+            .map_err(|e| Error::Internal(format!("issuing task failed: {e}")))??;
         v.pop()
-            .ok_or_else(|| Error::TestLog("no entry issued".into()))
+            .ok_or_else(|| Error::Internal("no entry issued".into()))
     }
 
     /// Switches the failure mode (and restarts the request count of
@@ -588,10 +661,10 @@ impl TestLog {
             "version": "1.0",
             "log_list_timestamp": rfc3339(s.started_s),
             "operators": [{
-                "name": "ct-ingest test log operator",
+                "name": "ct-testlog operator",
                 "email": ["testlog@testlog.example"],
                 "logs": [{
-                    "description": format!("ct-ingest test log {} (RFC 6962)", s.origin),
+                    "description": format!("ct-testlog {} (RFC 6962)", s.origin),
                     "log_id": log_id,
                     "key": key,
                     "url": s.base_url,
@@ -599,7 +672,7 @@ impl TestLog {
                     "state": state,
                 }],
                 "tiled_logs": [{
-                    "description": format!("ct-ingest test log {} (static-ct-api)", s.origin),
+                    "description": format!("ct-testlog {} (static-ct-api)", s.origin),
                     "log_id": log_id,
                     "key": key,
                     "submission_url": s.submission_url,
@@ -654,7 +727,7 @@ mod tests {
         assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
         assert_eq!(rfc3339(1_700_000_000), "2023-11-14T22:13:20Z");
         assert_eq!(
-            crate::loglist::parse_rfc3339(&rfc3339(1_234_567_890)).unwrap(),
+            ct_core::loglist::parse_rfc3339(&rfc3339(1_234_567_890)).unwrap(),
             1_234_567_890
         );
     }

@@ -25,12 +25,12 @@ const POISON_ARCS: &[u64] = &[1, 3, 6, 1, 4, 1, 11129, 2, 4, 3];
 const SCT_LIST_ARCS: &[u64] = &[1, 3, 6, 1, 4, 1, 11129, 2, 4, 2];
 
 pub(crate) fn rcgen_err(what: &str) -> impl Fn(rcgen::Error) -> Error + '_ {
-    move |e| Error::TestLog(format!("{what}: {e}"))
+    move |e| Error::Issue(format!("{what}: {e}"))
 }
 
 fn datetime(unix_seconds: i64) -> Result<OffsetDateTime> {
     OffsetDateTime::from_unix_timestamp(unix_seconds)
-        .map_err(|e| Error::TestLog(format!("time {unix_seconds} out of range: {e}")))
+        .map_err(|e| Error::Issue(format!("time {unix_seconds} out of range: {e}")))
 }
 
 /// A random positive serial number of 16 bytes (RFC 5280 §4.1.2.2 allows
@@ -38,7 +38,7 @@ fn datetime(unix_seconds: i64) -> Result<OffsetDateTime> {
 pub(crate) fn random_serial() -> Result<Vec<u8>> {
     let mut s = vec![0u8; 16];
     getrandom::getrandom(&mut s)
-        .map_err(|e| Error::TestLog(format!("no randomness for a serial: {e}")))?;
+        .map_err(|e| Error::Issue(format!("no randomness for a serial: {e}")))?;
     s[0] = (s[0] & 0x7f) | 0x40;
     Ok(s)
 }
@@ -70,8 +70,8 @@ impl TestCa {
             KeyPair::generate_for(&PKCS_ECDSA_P256_SHA256).map_err(rcgen_err("test CA key"))?;
         let mut params = CertificateParams::default();
         let mut dn = DistinguishedName::new();
-        dn.push(DnType::OrganizationName, "ct-ingest test log");
-        dn.push(DnType::CommonName, "ct-ingest test CA");
+        dn.push(DnType::OrganizationName, "ct-testlog");
+        dn.push(DnType::CommonName, "ct-testlog CA");
         params.distinguished_name = dn;
         params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
         params.key_usages = vec![

@@ -2,7 +2,7 @@
 //! static-ct-api checkpoints (`RFC6962NoteSignature`).
 //!
 //! Each signature is ECDSA P-256 over SHA-256 of the exact bytes that
-//! [`crate::sth`] and [`crate::checkpoint`] verify, encoded as a TLS
+//! [`ct_core::sth`] and [`ct_core::checkpoint`] verify, encoded as a TLS
 //! `DigitallySigned` with a DER `Ecdsa-Sig-Value`. Nonces are RFC 6979
 //! deterministic, so signing needs no randomness.
 
@@ -11,13 +11,13 @@ use p256::ecdsa::{Signature, SigningKey};
 use p256::pkcs8::EncodePublicKey as _;
 use sha2::{Digest, Sha256};
 
-use crate::checkpoint::{
+use crate::error::{Error, Result};
+use ct_core::checkpoint::{
     is_valid_key_name, rfc6962_key_id, Checkpoint, NoteSignature, Rfc6962NoteSignature, SignedNote,
 };
-use crate::error::{Error, Result};
-use crate::leaf::SignedEntry;
-use crate::merkle::Hash;
-use crate::sth::{
+use ct_core::leaf::SignedEntry;
+use ct_core::merkle::Hash;
+use ct_core::sth::{
     sct_signature_input, tree_head_signature_input, DigitallySigned, LogKey,
     SignedCertificateTimestamp, SignedTreeHead, HASH_ALGORITHM_SHA256, SIGNATURE_ALGORITHM_ECDSA,
 };
@@ -43,12 +43,12 @@ impl LogSigner {
         for _ in 0..64 {
             let mut bytes = [0u8; 32];
             getrandom::getrandom(&mut bytes)
-                .map_err(|e| Error::TestLog(format!("no randomness for the log key: {e}")))?;
+                .map_err(|e| Error::Key(format!("no randomness for the log key: {e}")))?;
             if let Ok(key) = SigningKey::from_slice(&bytes) {
                 return Self::from_signing_key(key);
             }
         }
-        Err(Error::TestLog("could not draw a valid P-256 scalar".into()))
+        Err(Error::Key("could not draw a valid P-256 scalar".into()))
     }
 
     /// A key derived deterministically from `seed` (the same seed always
@@ -57,6 +57,7 @@ impl LogSigner {
     pub fn from_seed(seed: &[u8]) -> Result<Self> {
         for counter in 0u32..64 {
             let mut h = Sha256::new();
+            // Fixed domain separator: changing it changes every seeded log ID.
             h.update(b"ct-ingest testlog key\0");
             h.update(counter.to_be_bytes());
             h.update(seed);
@@ -64,16 +65,14 @@ impl LogSigner {
                 return Self::from_signing_key(key);
             }
         }
-        Err(Error::TestLog(
-            "could not derive a valid P-256 scalar".into(),
-        ))
+        Err(Error::Key("could not derive a valid P-256 scalar".into()))
     }
 
     /// Wraps an existing P-256 signing key.
     pub fn from_signing_key(key: SigningKey) -> Result<Self> {
         let spki = p256::PublicKey::from(key.verifying_key())
             .to_public_key_der()
-            .map_err(|e| Error::TestLog(format!("cannot encode the log key: {e}")))?;
+            .map_err(|e| Error::Key(format!("cannot encode the log key: {e}")))?;
         let log_key = LogKey::from_spki_der(spki.as_bytes())?;
         Ok(LogSigner { key, log_key })
     }
@@ -185,8 +184,8 @@ impl LogSigner {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::checkpoint::verify_checkpoint;
-    use crate::leaf::encode_leaf_index_extension;
+    use ct_core::checkpoint::verify_checkpoint;
+    use ct_core::leaf::encode_leaf_index_extension;
 
     #[test]
     fn signatures_verify_with_the_crate_verifiers() {
