@@ -6,7 +6,8 @@
 //!    signature is forged — and the corpus is written for the simulator;
 //! 2. `ct-ingest` verifies and stores the log in SQLite;
 //! 3. `auditor-server` builds an epoch and serves it on 127.0.0.1;
-//! 4. `browser-client` simulates browsers auditing over HTTP;
+//! 4. `audit-sim` simulates browsers (the `browser-client` library) auditing
+//!    over HTTP;
 //! 5. the cost report turns the measurements into dollars per million
 //!    clients.
 //!
@@ -17,9 +18,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::Context as _;
+use audit_sim::sim::{CorpusEntry, Truth};
 use auditor_server::service::Service;
 use base64::Engine as _;
-use browser_client::sim::{CorpusEntry, Truth};
 use ct_ingest::testlog::{IssuedEntry, TestLog, TestLogConfig};
 
 /// The test log's maximum merge delay in the demo: 2 s instead of a day,

@@ -10,9 +10,9 @@ use anyhow::Context as _;
 use audit_demo::{
     auditor_config, ingest, issue_corpus, sqlite_url, start_log, write_corpus, RunningAuditor,
 };
-use browser_client::cost::{self, Prices};
+use audit_sim::cost::{self, Prices};
+use audit_sim::sim::{self, SimConfig};
 use browser_client::policy::AuditPolicy;
-use browser_client::sim::{self, SimConfig};
 use clap::Parser;
 
 #[derive(Parser)]

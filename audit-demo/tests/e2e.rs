@@ -6,9 +6,9 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use audit_demo::{auditor_config, ingest, issue_corpus, sqlite_url, start_log, RunningAuditor};
+use audit_sim::sim::{simulate, SimConfig};
 use browser_client::policy::{AuditPolicy, EntryKind};
 use browser_client::sct::{delivered_sct, embedded_scts, parse_log_list, Signature};
-use browser_client::sim::{simulate, SimConfig};
 use futures_util::TryStreamExt;
 
 type TestResult = anyhow::Result<()>;

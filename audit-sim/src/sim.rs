@@ -24,13 +24,14 @@ use rand_chacha::ChaCha20Rng;
 use rand_core::{RngCore, SeedableRng};
 use serde::{Deserialize, Serialize};
 
-use crate::audit::Outcome;
+use browser_client::audit::{self, Outcome};
+use browser_client::net::Auditor;
+use browser_client::policy::{AuditPolicy, MisbehaviourReport, PendingAudit, PendingQueue};
+use browser_client::probe::Prober;
+use browser_client::sct;
+
 use crate::cost::Measured;
 use crate::error::{Error, Result};
-use crate::net::Auditor;
-use crate::policy::{AuditPolicy, MisbehaviourReport, PendingQueue};
-use crate::probe::Prober;
-use crate::sct;
 
 /// Ground truth of a corpus certificate (used only to score the results).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Hash)]
@@ -245,11 +246,7 @@ impl Shared {
 
     /// Draws one SCT to audit; returns its pending entry (or counts a
     /// forged one). Measures the client CPU of the rebuild.
-    fn draw(
-        &self,
-        rng: &mut ChaCha20Rng,
-        sim_now: u64,
-    ) -> Result<Option<(crate::policy::PendingAudit, f64)>> {
+    fn draw(&self, rng: &mut ChaCha20Rng, sim_now: u64) -> Result<Option<(PendingAudit, f64)>> {
         let u = uniform(rng);
         let pool = if u < self.cfg.omitted_fraction && !self.pools[1].is_empty() {
             1
@@ -303,7 +300,7 @@ impl Shared {
     }
 
     /// Runs every ready audit of `queue` against `prober` (the same code
-    /// as `sct-audit check`: [`crate::audit::run_ready`]) and scores it. If
+    /// as `sct-audit check`: [`audit::run_ready`]) and scores it. If
     /// the auditor retires the epoch meanwhile, the manifest is fetched
     /// again and the rest run against the new epoch.
     async fn run_ready(
@@ -314,10 +311,10 @@ impl Shared {
         first_audits: &mut Vec<(String, bool)>,
     ) -> Result<()> {
         let mut prober = prober.clone();
-        for attempt in 0..=crate::audit::EPOCH_RETRIES {
-            let run = crate::audit::run_ready(&self.auditor, &prober, queue, sim_now).await?;
+        for attempt in 0..=audit::EPOCH_RETRIES {
+            let run = audit::run_ready(&self.auditor, &prober, queue, sim_now).await?;
             self.score(run.ran, first_audits);
-            if !run.epoch_retired || attempt == crate::audit::EPOCH_RETRIES {
+            if !run.epoch_retired || attempt == audit::EPOCH_RETRIES {
                 break;
             }
             prober = self.fetch_prober().await?;
@@ -326,7 +323,7 @@ impl Shared {
     }
 
     /// Adds audits that ran to the totals.
-    fn score(&self, ran: Vec<crate::audit::Audited>, first_audits: &mut Vec<(String, bool)>) {
+    fn score(&self, ran: Vec<audit::Audited>, first_audits: &mut Vec<(String, bool)>) {
         for a in ran {
             let truth = self.truth_by_leaf.get(&a.leaf_hash).copied();
             let logged = matches!(a.outcome, Outcome::Logged { .. });
@@ -514,13 +511,11 @@ pub async fn simulate(
                 ones += u64::from(b);
                 probe += 1;
             }
-            Err(e)
-                if crate::audit::is_epoch_retired(&e) && retired < crate::audit::EPOCH_RETRIES =>
-            {
+            Err(e) if audit::is_epoch_retired(&e) && retired < audit::EPOCH_RETRIES => {
                 retired += 1;
                 prober = shared.fetch_prober().await?;
             }
-            Err(e) => return Err(e),
+            Err(e) => return Err(e.into()),
         }
     }
     let fill = if cfg.fill_probes > 0 {

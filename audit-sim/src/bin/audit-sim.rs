@@ -1,10 +1,10 @@
-//! `browser-client`: simulate a population of auditing browsers against a
+//! `audit-sim`: simulate a population of auditing browsers against a
 //! running auditor, and turn the measurements into a cost report.
 //!
 //! ```sh
-//! browser-client simulate --server http://127.0.0.1:8080 --corpus corpus.jsonl \
+//! audit-sim simulate --server http://127.0.0.1:8080 --corpus corpus.jsonl \
 //!     --log-list log_list.json --clients 50 --weeks 2 --out sim/
-//! browser-client cost-report --sim sim/sim-report.json --out sim/ \
+//! audit-sim cost-report --sim sim/sim-report.json --out sim/ \
 //!     --pir-bench bench-results/issue3/b33.json --pir-bench bench-results/issue3/b35.json
 //! ```
 
@@ -12,9 +12,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use browser_client::cost::{self, Prices};
+use audit_sim::cost::{self, Prices};
+use audit_sim::sim::{self, SimConfig, SimReport};
 use browser_client::policy::AuditPolicy;
-use browser_client::sim::{self, SimConfig, SimReport};
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
@@ -41,7 +41,7 @@ pub struct SimulateArgs {
     /// Auditor base URL.
     #[arg(long)]
     server: String,
-    /// Corpus of certificates (JSON lines; see browser_client::sim::CorpusEntry).
+    /// Corpus of certificates (JSON lines; see audit_sim::sim::CorpusEntry).
     #[arg(long)]
     corpus: PathBuf,
     /// Log list v3 (log keys and MMDs).
