@@ -12,6 +12,7 @@ use audit_demo::{
 };
 use audit_sim::cost::{self, Prices};
 use audit_sim::sim::{self, SimConfig};
+use browser_client::net::RetryPolicy;
 use browser_client::policy::AuditPolicy;
 use clap::Parser;
 
@@ -150,6 +151,7 @@ async fn main() -> anyhow::Result<()> {
         recheck_timeout: Duration::from_secs(a.epoch_interval * 3 + 30),
         queue_dir: Some(sim_dir.clone()),
         progress: std::io::IsTerminal::is_terminal(&std::io::stderr()),
+        retry: RetryPolicy::default(),
     };
     let report = sim::simulate(cfg, issued.corpus.clone(), list).await?;
     std::fs::write(
@@ -216,6 +218,12 @@ async fn main() -> anyhow::Result<()> {
         report.measured.mean_batch,
         report.measured.client_seconds_per_audit * 1e3
     );
+    if report.retries > 0 {
+        println!(
+            "overloaded answers       {:>5}   retried after waiting {:.1} s in total (503/429, Retry-After)",
+            report.retries, report.retry_wait_seconds
+        );
+    }
     println!();
     println!("== weekly cost per million clients ==");
     for row in &cr.rows {

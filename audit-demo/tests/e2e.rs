@@ -175,6 +175,7 @@ async fn private_audits_find_logged_and_catch_omitted_scts() -> TestResult {
         recheck_timeout: Duration::from_secs(30),
         queue_dir: Some(dir.path().join("sim")),
         progress: false,
+        retry: browser_client::net::RetryPolicy::default(),
     };
     let r = simulate(cfg, issued.corpus.clone(), list.clone()).await?;
     let d = &r.detection;

@@ -11,6 +11,12 @@
 //! simulated clock), queries are real. Re-checks of `NotFound` results need
 //! a later epoch: at the end the simulator waits (up to
 //! `recheck_timeout`) for the auditor to publish one and re-checks.
+//!
+//! An overloaded auditor answers 503 or 429 with `Retry-After`: the
+//! clients wait as told and retry per [`SimConfig::retry`] (capped waits, a
+//! bounded number of retries per request); the report counts the retries
+//! and the waiting. A request still refused after the last retry ends the
+//! simulation with that error.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -25,7 +31,7 @@ use rand_core::{RngCore, SeedableRng};
 use serde::{Deserialize, Serialize};
 
 use browser_client::audit::{self, Outcome};
-use browser_client::net::Auditor;
+use browser_client::net::{Auditor, RetryPolicy};
 use browser_client::policy::{AuditPolicy, MisbehaviourReport, PendingAudit, PendingQueue};
 use browser_client::probe::Prober;
 use browser_client::sct;
@@ -109,6 +115,8 @@ pub struct SimConfig {
     pub queue_dir: Option<PathBuf>,
     /// Show a progress bar.
     pub progress: bool,
+    /// Retries of 503/429 answers (`Retry-After`, capped).
+    pub retry: RetryPolicy,
 }
 
 /// Detection results.
@@ -168,8 +176,14 @@ pub struct SimReport {
     pub measured: Measured,
     /// Detection.
     pub detection: Detection,
-    /// Mean client round trip per query (s).
+    /// Mean client round trip per query (s), of the answered attempt.
     pub round_trip_seconds_mean: f64,
+    /// 503/429 answers (load shedding) that were waited out and retried.
+    #[serde(default)]
+    pub retries: u64,
+    /// Time the clients spent waiting before those retries (s).
+    #[serde(default)]
+    pub retry_wait_seconds: f64,
     /// Wall time of the simulation (s).
     pub wall_seconds: f64,
     /// Misbehaviour reports written (paths).
@@ -427,7 +441,7 @@ pub async fn simulate(
         ));
     }
     let started = Instant::now();
-    let auditor = Auditor::new(&cfg.server)?;
+    let auditor = Auditor::new(&cfg.server)?.with_retry(cfg.retry.clone());
     // Ground truth by leaf hash (for scoring only).
     let mut pools: [Vec<CorpusEntry>; 3] = Default::default();
     let mut truth_by_leaf = std::collections::HashMap::new();
@@ -594,6 +608,7 @@ pub async fn simulate(
         entries: m.entries,
     };
     t.epochs.sort_unstable();
+    let retry = shared.auditor.retry_stats();
     Ok(SimReport {
         server: cfg.server.clone(),
         epochs: t.epochs,
@@ -605,6 +620,8 @@ pub async fn simulate(
         measured,
         detection: t.det,
         round_trip_seconds_mean: t.round_trip_s / q,
+        retries: retry.retries,
+        retry_wait_seconds: retry.wait_seconds,
         wall_seconds: started.elapsed().as_secs_f64(),
         report_files: write_reports(&t.reports, cfg.queue_dir.as_deref())?,
     })

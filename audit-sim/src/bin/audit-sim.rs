@@ -14,6 +14,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use audit_sim::cost::{self, Prices};
 use audit_sim::sim::{self, SimConfig, SimReport};
+use browser_client::net::RetryPolicy;
 use browser_client::policy::AuditPolicy;
 use clap::{Parser, Subcommand};
 
@@ -80,6 +81,12 @@ pub struct SimulateArgs {
     /// Seed of the simulation's choices (not of any cryptography).
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Retries of a request the auditor answers with 503 or 429.
+    #[arg(long, default_value_t = 3)]
+    max_retries: u32,
+    /// Longest wait before a retry (s), whatever Retry-After says.
+    #[arg(long, default_value_t = 30.0)]
+    max_retry_wait: f64,
     /// Output directory (sim-report.json, queues/, reports/).
     #[arg(long, default_value = "sim")]
     out: PathBuf,
@@ -138,6 +145,12 @@ pub async fn simulate(a: &SimulateArgs) -> anyhow::Result<SimReport> {
         recheck_timeout: Duration::from_secs(a.recheck_timeout),
         queue_dir: Some(a.out.join("queues")),
         progress: std::io::IsTerminal::is_terminal(&std::io::stderr()),
+        retry: RetryPolicy {
+            max_retries: a.max_retries,
+            max_wait: Duration::try_from_secs_f64(a.max_retry_wait)
+                .context("--max-retry-wait must be a non-negative number of seconds")?,
+            ..RetryPolicy::default()
+        },
     };
     let report = sim::simulate(cfg, corpus, list).await?;
     let path = a.out.join("sim-report.json");
@@ -207,6 +220,10 @@ fn print_summary(r: &SimReport) {
     println!(
         "client per audit       {:.2} ms",
         r.measured.client_seconds_per_audit * 1e3
+    );
+    println!(
+        "503/429 retries        {} ({:.1} s waited)",
+        r.retries, r.retry_wait_seconds
     );
 }
 
