@@ -4,9 +4,15 @@
 //! ```sh
 //! audit-sim simulate --server http://127.0.0.1:8080 --corpus corpus.jsonl \
 //!     --log-list log_list.json --clients 50 --weeks 2 --out sim/
+//! audit-sim cost-report --sim sim/sim-report.json --out sim/
 //! audit-sim cost-report --sim sim/sim-report.json --out sim/ \
-//!     --pir-bench bench-results/issue3/b33.json --pir-bench bench-results/issue3/b35.json
+//!     --pir-bench b33.json --pir-bench b34.json --pir-bench b35.json
 //! ```
+//!
+//! `cost-report` fits server answer times measured in process on this
+//! machine (by default 2^20 … 2^30 bits, a few seconds), or, when
+//! `--pir-bench` files are named, the times in those files only (add
+//! `--measure-bits` to measure here as well). The report says which.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -101,13 +107,16 @@ pub struct CostArgs {
     /// Output directory (cost-report.md, .json, .svg).
     #[arg(long, default_value = "sim")]
     out: PathBuf,
-    /// Database sizes (log2 bits) to time answers at, in process, for the fit.
-    #[arg(long, value_delimiter = ',', default_value = "20,22,24,26,28,30")]
-    measure_bits: Vec<u32>,
-    /// Trials per size.
+    /// Database sizes (log2 bits) to time answers at on this machine, in
+    /// process, for the fit [default without --pir-bench: 20,22,24,26,28,30;
+    /// with --pir-bench: none].
+    #[arg(long, value_delimiter = ',')]
+    measure_bits: Option<Vec<u32>>,
+    /// Answers timed per measured size.
     #[arg(long, default_value_t = 3)]
     trials: usize,
-    /// pir-bench JSON files with more (larger) single-thread points.
+    /// `pir-bench --json` output with single-thread answer times to fit
+    /// (repeatable); the report names the files.
     #[arg(long)]
     pir_bench: Vec<PathBuf>,
     /// USD per outbound GB.
@@ -164,15 +173,14 @@ pub fn cost_report(a: &CostArgs) -> anyhow::Result<cost::CostReport> {
     let sim: SimReport = serde_json::from_slice(
         &std::fs::read(&a.sim).with_context(|| format!("reading {}", a.sim.display()))?,
     )?;
-    let mut points = cost::measure_answer_times(&a.measure_bits, a.trials)?;
-    if !a.pir_bench.is_empty() {
-        points.extend(cost::load_pir_bench_points(&a.pir_bench)?);
-    }
+    let measure_bits = cost::measure_bits_for(a.measure_bits.as_deref(), &a.pir_bench);
+    let times = cost::answer_times(&measure_bits, a.trials, &a.pir_bench)?;
+    eprintln!("server answer times {}", times.source.describe());
     let prices = Prices {
         usd_per_outbound_gb: a.usd_per_gb,
         usd_per_core_second: a.usd_per_core_second,
     };
-    let r = cost::build_report(&sim.measured, &points, &prices, a.target_db_bits)?;
+    let r = cost::build_report(&sim.measured, &times, &prices, a.target_db_bits)?;
     let paths = cost::write_report(&r, &a.out)?;
     eprintln!(
         "wrote {}, {}, {}",
