@@ -416,7 +416,7 @@ pub fn answer_times(
 }
 
 /// This machine's CPU model: the first `model name` (or `Hardware`,
-/// `Processor`) of `/proc/cpuinfo`, else "an unidentified <arch> CPU".
+/// `Processor`) of `/proc/cpuinfo`, else "an unidentified `<arch>` CPU".
 pub fn cpu_model() -> String {
     use std::io::Read as _;
     let mut text = String::new();
