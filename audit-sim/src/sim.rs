@@ -524,7 +524,9 @@ pub async fn simulate(
             Ok((b, _)) => {
                 ones += u64::from(b);
                 probe += 1;
+                retired = 0;
             }
+            // The budget is per probe: a long run sees many daily rotations.
             Err(e) if audit::is_epoch_retired(&e) && retired < audit::EPOCH_RETRIES => {
                 retired += 1;
                 prober = shared.fetch_prober().await?;

@@ -3,7 +3,8 @@
 //! real manifest and real YPIR answers over a 2^16-bit database of ones.
 //! The simulated clients must wait as told (recorded by an injected
 //! sleeper, not slept), retry, count it in the report, and give up with the
-//! auditor's error after the last retry.
+//! auditor's error after the last retry. The same fake can also retire its
+//! epoch after every answer, as a busy auditor rotating epochs would.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -32,12 +33,29 @@ struct Refuse {
     retry_after: &'static str,
 }
 
+const NONE: Refuse = Refuse {
+    manifests: 0,
+    queries: 0,
+    status: 503,
+    retry_after: "1",
+};
+
 struct Fake {
-    manifest: Vec<u8>,
+    manifest: Manifest,
     server: Server,
     refuse: Refuse,
+    /// Publish a new epoch after every this many answers (and retire the
+    /// old one); `usize::MAX`: never.
+    rotate_every: usize,
+    answered: AtomicUsize,
     manifest_requests: AtomicUsize,
     query_requests: AtomicUsize,
+}
+
+impl Fake {
+    fn epoch(&self) -> u64 {
+        1 + (self.answered.load(Ordering::SeqCst) / self.rotate_every) as u64
+    }
 }
 
 /// A manifest of one filter (2^16 bits) in one database, and a pir-core
@@ -70,19 +88,23 @@ fn epoch() -> (Manifest, Server) {
     (m, server)
 }
 
-fn refused(status: u16, retry_after: &str) -> Response {
+fn error(status: u16, code: &str, current_epoch: Option<u64>) -> Response {
     let body = serde_json::to_vec(&audit_proto::api::ErrorBody {
-        error: "overloaded".into(),
-        message: "too many queries in flight".into(),
-        current_epoch: None,
+        error: code.into(),
+        message: "scripted".into(),
+        current_epoch,
     })
     .unwrap();
-    let mut r = (
+    (
         StatusCode::from_u16(status).unwrap(),
         [("content-type", "application/json")],
         body,
     )
-        .into_response();
+        .into_response()
+}
+
+fn refused(status: u16, retry_after: &str) -> Response {
+    let mut r = error(status, "overloaded", None);
     r.headers_mut()
         .insert("retry-after", retry_after.parse().unwrap());
     r
@@ -94,26 +116,35 @@ async fn handle(fake: Arc<Fake>, method: Method, uri: Uri, body: Bytes) -> Respo
         if fake.manifest_requests.fetch_add(1, Ordering::SeqCst) < r.manifests {
             return refused(r.status, r.retry_after);
         }
-        return (
-            [("content-type", "application/json")],
-            fake.manifest.clone(),
-        )
-            .into_response();
+        let mut m = fake.manifest.clone();
+        m.epoch = fake.epoch();
+        return ([("content-type", "application/json")], m.to_json()).into_response();
     }
-    if method == Method::POST && uri.path() == "/v1/epochs/1/dbs/0/query" {
+    let epoch = uri
+        .path()
+        .strip_prefix("/v1/epochs/")
+        .and_then(|p| p.strip_suffix("/dbs/0/query"))
+        .and_then(|e| e.parse::<u64>().ok());
+    if let (&Method::POST, Some(epoch)) = (&method, epoch) {
         if fake.query_requests.fetch_add(1, Ordering::SeqCst) < r.queries {
             return refused(r.status, r.retry_after);
         }
+        if epoch != fake.epoch() {
+            return error(404, "unknown_epoch", Some(fake.epoch()));
+        }
         return match fake.server.answer_bytes(&body) {
-            Ok(answer) => (
-                [
-                    ("content-type", audit_proto::api::OCTET_STREAM),
-                    (audit_proto::api::BATCH_SIZE_HEADER, "1"),
-                    (audit_proto::api::SERVER_TIMING_HEADER, "answer;dur=1.5"),
-                ],
-                answer,
-            )
-                .into_response(),
+            Ok(answer) => {
+                fake.answered.fetch_add(1, Ordering::SeqCst);
+                (
+                    [
+                        ("content-type", audit_proto::api::OCTET_STREAM),
+                        (audit_proto::api::BATCH_SIZE_HEADER, "1"),
+                        (audit_proto::api::SERVER_TIMING_HEADER, "answer;dur=1.5"),
+                    ],
+                    answer,
+                )
+                    .into_response()
+            }
             Err(e) => (StatusCode::BAD_REQUEST, e.to_string()).into_response(),
         };
     }
@@ -129,11 +160,17 @@ fn no_logs() -> LogList {
 }
 
 async fn start(refuse: Refuse) -> (String, Arc<Fake>) {
-    let (m, server) = epoch();
+    start_rotating(refuse, usize::MAX).await
+}
+
+async fn start_rotating(refuse: Refuse, rotate_every: usize) -> (String, Arc<Fake>) {
+    let (manifest, server) = epoch();
     let fake = Arc::new(Fake {
-        manifest: m.to_json(),
+        manifest,
         server,
         refuse,
+        rotate_every,
+        answered: AtomicUsize::new(0),
         manifest_requests: AtomicUsize::new(0),
         query_requests: AtomicUsize::new(0),
     });
@@ -240,4 +277,19 @@ async fn simulation_stops_with_the_auditors_error_after_the_last_retry() {
     }
     assert_eq!(*waits.lock().unwrap(), [Duration::from_secs(1); 2]);
     assert_eq!(fake.manifest_requests.load(Ordering::SeqCst), 3);
+}
+
+/// Epochs rotate while the fill ratio is probed: each probe may meet a
+/// retired epoch and refetch the manifest, however many probes there are.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fill_probes_follow_epochs_retired_under_them() {
+    let (url, fake) = start_rotating(NONE, 1).await;
+    let (cfg, waits) = config(&url, 6, 3);
+    let report = simulate(cfg, Vec::new(), no_logs()).await.unwrap();
+    assert_eq!((report.fill_probes, report.fill_ratio), (6, 1.0));
+    assert!(waits.lock().unwrap().is_empty());
+    // Six answers, and five probes sent to the epoch just retired.
+    assert_eq!(fake.answered.load(Ordering::SeqCst), 6);
+    assert_eq!(fake.query_requests.load(Ordering::SeqCst), 11);
+    assert!(report.epochs.len() >= 6, "{:?}", report.epochs);
 }
