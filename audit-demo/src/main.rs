@@ -52,8 +52,9 @@ struct Args {
     /// 20,22,24,26,28,30, a few seconds; with --pir-bench: none].
     #[arg(long, value_delimiter = ',')]
     measure_bits: Option<Vec<u32>>,
-    /// `pir-bench --json` output to fit the server time to instead
-    /// (repeatable); the report names the files.
+    /// `pir-bench --json` output to fit the server time to, instead of
+    /// measuring here unless --measure-bits is also given (repeatable); the
+    /// report names the files.
     #[arg(long)]
     pir_bench: Vec<PathBuf>,
 }
