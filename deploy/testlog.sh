@@ -2,7 +2,7 @@
 # Entry point of the `testlog` service (compose profile `demo`, image target
 # `testlog`): a local CT log (ct-testlog) that writes its log list, CA
 # certificate and corpus to the shared `testlog-data` volume for the `ingest`
-# service and for operators (`browser-client simulate`, `sct-audit`).
+# service and for operators (`audit-sim simulate`, `sct-audit`).
 #
 # It waits one MMD (TESTLOG_MMD, 10 s) after issuing and signs a new head
 # before writing the files, so ingest's first pass already covers every

@@ -6,7 +6,8 @@
 //!    signature is forged — and the corpus is written for the simulator;
 //! 2. `ct-ingest` verifies and stores the log in SQLite;
 //! 3. `auditor-server` builds an epoch and serves it on 127.0.0.1;
-//! 4. `browser-client` simulates browsers auditing over HTTP;
+//! 4. `audit-sim` simulates browsers (the `browser-client` library) auditing
+//!    over HTTP;
 //! 5. the cost report turns the measurements into dollars per million
 //!    clients.
 //!
@@ -16,8 +17,8 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use audit_sim::sim::{CorpusEntry, Truth};
 use auditor_server::service::Service;
-use browser_client::sim::{CorpusEntry, Truth};
 use ct_testlog::{CorpusRecord, CorpusSpec, IssuedEntry, TestLog, TestLogConfig};
 
 /// The test log's maximum merge delay in the demo: 2 s instead of a day,
@@ -220,7 +221,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("corpus.jsonl");
         ct_testlog::corpus::write_jsonl(&path, &c.records).unwrap();
-        let read = browser_client::sim::read_corpus(&path).unwrap();
+        let read = audit_sim::sim::read_corpus(&path).unwrap();
         assert_eq!(read.len(), 10);
         assert_eq!(read.len(), c.records.len());
         for (entry, record) in read.iter().zip(&c.records) {

@@ -8,9 +8,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use audit_demo::{auditor_config, ingest, issue_corpus, sqlite_url, start_log, RunningAuditor};
-use browser_client::cost::{self, Prices};
+use audit_sim::cost::{self, Prices};
+use audit_sim::sim::{self, SimConfig};
+use browser_client::net::RetryPolicy;
 use browser_client::policy::AuditPolicy;
-use browser_client::sim::{self, SimConfig};
 use clap::Parser;
 
 #[derive(Parser)]
@@ -44,11 +45,14 @@ struct Args {
     /// NotFound results need a later epoch).
     #[arg(long, default_value_t = 20)]
     epoch_interval: u64,
-    /// Database sizes (log2 bits) timed in process for the cost fit.
-    #[arg(long, value_delimiter = ',', default_value = "20,22,24,26,28,30")]
-    measure_bits: Vec<u32>,
-    /// pir-bench JSON files with larger single-thread points (default: the
-    /// committed bench-results/issue3/b3*.json, when present).
+    /// Database sizes (log2 bits) whose answers the cost report times on
+    /// this machine, in process [default without --pir-bench:
+    /// 20,22,24,26,28,30, a few seconds; with --pir-bench: none].
+    #[arg(long, value_delimiter = ',')]
+    measure_bits: Option<Vec<u32>>,
+    /// `pir-bench --json` output to fit the server time to, instead of
+    /// measuring here unless --measure-bits is also given (repeatable); the
+    /// report names the files.
     #[arg(long)]
     pir_bench: Vec<PathBuf>,
 }
@@ -148,6 +152,7 @@ async fn main() -> anyhow::Result<()> {
         recheck_timeout: Duration::from_secs(a.epoch_interval * 3 + 30),
         queue_dir: Some(sim_dir.clone()),
         progress: std::io::IsTerminal::is_terminal(&std::io::stderr()),
+        retry: RetryPolicy::default(),
     };
     let report = sim::simulate(cfg, issued.corpus.clone(), list).await?;
     std::fs::write(
@@ -157,25 +162,23 @@ async fn main() -> anyhow::Result<()> {
     auditor.stop().await?;
     log.shutdown().await;
 
-    s.step("cost report: timing answers at several database sizes and extrapolating to 2^36 bits");
-    let mut points = tokio::task::spawn_blocking({
-        let bits = a.measure_bits.clone();
-        move || cost::measure_answer_times(&bits, 3)
+    let measure_bits = cost::measure_bits_for(a.measure_bits.as_deref(), &a.pir_bench);
+    s.step(&if measure_bits.is_empty() {
+        "cost report: fitting the named pir-bench answer times and extrapolating to 2^36 bits"
+            .to_owned()
+    } else {
+        format!(
+            "cost report: timing answers on this machine at {} database sizes and extrapolating to 2^36 bits",
+            measure_bits.len()
+        )
+    });
+    let times = tokio::task::spawn_blocking({
+        let files = a.pir_bench.clone();
+        move || cost::answer_times(&measure_bits, 3, &files)
     })
     .await??;
-    let bench_files: Vec<PathBuf> = if a.pir_bench.is_empty() {
-        ["b33.json", "b34.json", "b35.json"]
-            .iter()
-            .map(|f| PathBuf::from("bench-results/issue3").join(f))
-            .filter(|p| p.exists())
-            .collect()
-    } else {
-        a.pir_bench.clone()
-    };
-    if !bench_files.is_empty() {
-        points.extend(cost::load_pir_bench_points(&bench_files)?);
-    }
-    let cr = cost::build_report(&report.measured, &points, &Prices::default(), 36)?;
+    eprintln!("           server answer times {}", times.source.describe());
+    let cr = cost::build_report(&report.measured, &times, &Prices::default(), 36)?;
     let paths = cost::write_report(&cr, &out)?;
 
     let d = &report.detection;
@@ -214,6 +217,12 @@ async fn main() -> anyhow::Result<()> {
         report.measured.mean_batch,
         report.measured.client_seconds_per_audit * 1e3
     );
+    if report.retries > 0 {
+        println!(
+            "overloaded answers       {:>5}   retried after waiting {:.1} s in total (503/429, Retry-After)",
+            report.retries, report.retry_wait_seconds
+        );
+    }
     println!();
     println!("== weekly cost per million clients ==");
     for row in &cr.rows {

@@ -6,9 +6,9 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use audit_demo::{auditor_config, ingest, issue_corpus, sqlite_url, start_log, RunningAuditor};
+use audit_sim::sim::{simulate, SimConfig};
 use browser_client::policy::{AuditPolicy, EntryKind};
 use browser_client::sct::{delivered_sct, embedded_scts, parse_log_list, Signature};
-use browser_client::sim::{simulate, SimConfig};
 use futures_util::TryStreamExt;
 
 type TestResult = anyhow::Result<()>;
@@ -175,6 +175,7 @@ async fn private_audits_find_logged_and_catch_omitted_scts() -> TestResult {
         recheck_timeout: Duration::from_secs(30),
         queue_dir: Some(dir.path().join("sim")),
         progress: false,
+        retry: browser_client::net::RetryPolicy::default(),
     };
     let r = simulate(cfg, issued.corpus.clone(), list.clone()).await?;
     let d = &r.detection;

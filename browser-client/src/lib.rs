@@ -1,5 +1,4 @@
-//! `browser-client`: what a browser runs to audit SCTs privately, plus the
-//! simulator and cost report an operator reads before deploying.
+//! `browser-client`: what a browser runs to audit SCTs privately.
 //!
 //! The audit of one SCT (docs/protocol.md §7):
 //!
@@ -18,24 +17,19 @@
 //! 4. [`net`] and [`audit`]: the native HTTP transport and the audit step
 //!    `sct-audit check` runs.
 //!
-//! [`sim`] and [`cost`] (feature `native`) are the operator's tools: a
-//! population simulator over real HTTP and the weekly cost report per
-//! million clients. Binaries: `sct-audit`, `browser-client`.
+//! Binary (feature `native`): `sct-audit`. The operator's population
+//! simulator and cost report are the `audit-sim` crate.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 #[cfg(feature = "native")]
 pub mod audit;
-#[cfg(feature = "native")]
-pub mod cost;
 pub mod error;
 #[cfg(feature = "native")]
 pub mod net;
 pub mod policy;
 pub mod probe;
 pub mod sct;
-#[cfg(feature = "native")]
-pub mod sim;
 #[cfg(feature = "wasm")]
 pub mod wasm;
 

@@ -4,7 +4,17 @@
 //! Every response is size-capped before it is read (manifest: 4 MiB;
 //! query response: the manifest's exact `response_bytes`), and errors come
 //! back as [`Error::Server`] with the auditor's JSON error code.
+//!
+//! An overloaded auditor answers 503 (load shedding) or 429 with a
+//! `Retry-After` header. With a [`RetryPolicy`] ([`Auditor::with_retry`])
+//! such answers are waited out as the header says — capped, and at most
+//! [`RetryPolicy::max_retries`] times per request — before the error is
+//! returned; [`Auditor::retry_stats`] counts the retries and the waiting.
+//! [`Auditor::new`] does not retry.
 
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -33,15 +43,122 @@ pub struct QueryStats {
     pub decode_seconds: f64,
 }
 
-/// A client of one auditor.
+/// How an [`Auditor`] waits before a retry. The default sleeps on tokio's
+/// timer; tests inject one that records the waits instead of sleeping.
+#[derive(Clone)]
+pub struct Sleeper(Arc<SleepFn>);
+
+type SleepFn = dyn Fn(Duration) -> Pin<Box<dyn Future<Output = ()> + Send>> + Send + Sync;
+
+impl Sleeper {
+    /// Sleeps on tokio's timer.
+    pub fn tokio() -> Sleeper {
+        Sleeper::new(tokio::time::sleep)
+    }
+
+    /// Waits with `f` (e.g. a recording no-op in tests).
+    pub fn new<F, Fut>(f: F) -> Sleeper
+    where
+        F: Fn(Duration) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        Sleeper(Arc::new(move |d| Box::pin(f(d))))
+    }
+
+    /// Waits for `d`.
+    pub async fn sleep(&self, d: Duration) {
+        (self.0)(d).await;
+    }
+}
+
+impl Default for Sleeper {
+    fn default() -> Sleeper {
+        Sleeper::tokio()
+    }
+}
+
+impl std::fmt::Debug for Sleeper {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Sleeper")
+    }
+}
+
+/// When to retry an overloaded auditor's 503 or 429 answer.
+#[derive(Clone, Debug)]
+pub struct RetryPolicy {
+    /// Retries per request after the first attempt (0: never retry).
+    pub max_retries: u32,
+    /// Longest single wait, whatever `Retry-After` asks for.
+    pub max_wait: Duration,
+    /// Wait when the answer carries no `Retry-After` in delta-seconds (an
+    /// HTTP-date is not interpreted); also capped by `max_wait`.
+    pub default_wait: Duration,
+    /// How to wait.
+    pub sleeper: Sleeper,
+}
+
+impl RetryPolicy {
+    /// Never retry: the first 503 or 429 is returned as [`Error::Server`].
+    pub fn never() -> RetryPolicy {
+        RetryPolicy {
+            max_retries: 0,
+            ..RetryPolicy::default()
+        }
+    }
+
+    /// The wait before retrying an answer whose `Retry-After` header is
+    /// `retry_after`: its delta-seconds, or `default_wait` when absent or
+    /// not delta-seconds, at most `max_wait`.
+    pub fn wait_for(&self, retry_after: Option<&str>) -> Duration {
+        retry_after
+            .map(str::trim)
+            .filter(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
+            .map(|v| v.parse::<u64>().map_or(Duration::MAX, Duration::from_secs))
+            .unwrap_or(self.default_wait)
+            .min(self.max_wait)
+    }
+}
+
+impl Default for RetryPolicy {
+    /// Three retries, waits of at most 30 s, 1 s without `Retry-After`.
+    fn default() -> RetryPolicy {
+        RetryPolicy {
+            max_retries: 3,
+            max_wait: Duration::from_secs(30),
+            default_wait: Duration::from_secs(1),
+            sleeper: Sleeper::default(),
+        }
+    }
+}
+
+/// Retries an [`Auditor`] (and its clones) made so far.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct RetryStats {
+    /// 503/429 answers retried.
+    pub retries: u64,
+    /// Time spent waiting before those retries (s).
+    pub wait_seconds: f64,
+}
+
+#[derive(Debug, Default)]
+struct RetryCounters {
+    retries: AtomicU64,
+    wait_micros: AtomicU64,
+}
+
+/// A client of one auditor. Clones share the connection pool and the retry
+/// counters.
 #[derive(Clone, Debug)]
 pub struct Auditor {
     base: Arc<str>,
     http: reqwest::Client,
+    retry: RetryPolicy,
+    counters: Arc<RetryCounters>,
 }
 
 impl Auditor {
-    /// `base` like `http://127.0.0.1:8080` (no trailing slash needed).
+    /// `base` like `http://127.0.0.1:8080` (no trailing slash needed). Does
+    /// not retry; see [`Auditor::with_retry`].
     pub fn new(base: &str) -> Result<Auditor> {
         let http = reqwest::Client::builder()
             .timeout(Duration::from_secs(60))
@@ -50,7 +167,15 @@ impl Auditor {
         Ok(Auditor {
             base: base.trim_end_matches('/').into(),
             http,
+            retry: RetryPolicy::never(),
+            counters: Arc::default(),
         })
+    }
+
+    /// Retries 503 and 429 answers as `policy` says.
+    pub fn with_retry(mut self, policy: RetryPolicy) -> Auditor {
+        self.retry = policy;
+        self
     }
 
     /// The base URL.
@@ -58,30 +183,67 @@ impl Auditor {
         &self.base
     }
 
+    /// Retries so far (by this auditor and its clones).
+    pub fn retry_stats(&self) -> RetryStats {
+        RetryStats {
+            retries: self.counters.retries.load(Ordering::Relaxed),
+            wait_seconds: self.counters.wait_micros.load(Ordering::Relaxed) as f64 / 1e6,
+        }
+    }
+
+    /// Sends the request `make` builds; a 503 or 429 answer is retried per
+    /// the [`RetryPolicy`] (the last one is returned as it is). Returns the
+    /// response and when its attempt was sent.
+    async fn send(
+        &self,
+        make: impl Fn() -> reqwest::RequestBuilder,
+    ) -> Result<(reqwest::Response, Instant)> {
+        let mut retries = 0;
+        loop {
+            let sent = Instant::now();
+            let resp = make()
+                .send()
+                .await
+                .map_err(|e| Error::Network(e.to_string()))?;
+            let status = resp.status();
+            let overloaded = status == reqwest::StatusCode::SERVICE_UNAVAILABLE
+                || status == reqwest::StatusCode::TOO_MANY_REQUESTS;
+            if !overloaded || retries >= self.retry.max_retries {
+                return Ok((resp, sent));
+            }
+            let wait = self.retry.wait_for(header(&resp, "retry-after").as_deref());
+            drop(resp);
+            retries += 1;
+            self.counters.retries.fetch_add(1, Ordering::Relaxed);
+            self.counters.wait_micros.fetch_add(
+                u64::try_from(wait.as_micros()).unwrap_or(u64::MAX),
+                Ordering::Relaxed,
+            );
+            self.retry.sleeper.sleep(wait).await;
+        }
+    }
+
     /// Fetches and checks the current manifest; returns it with its size.
     pub async fn manifest(&self) -> Result<(Manifest, usize)> {
-        let resp = self
-            .http
-            .get(format!("{}/v1/manifest", self.base))
-            .send()
-            .await
-            .map_err(|e| Error::Network(e.to_string()))?;
+        let url = format!("{}/v1/manifest", self.base);
+        let (resp, _) = self.send(|| self.http.get(&url)).await?;
         let body = read_capped(resp, MAX_MANIFEST_BYTES).await?;
         let n = body.len();
         Ok((Manifest::from_json(&body)?, n))
     }
 
-    /// Sends a prepared query and decodes the bit.
+    /// Sends a prepared query and decodes the bit. The round trip is the
+    /// answered attempt's (waits before retries are in [`Auditor::retry_stats`]).
     pub async fn query(&self, q: &PreparedQuery) -> Result<(bool, QueryStats)> {
-        let t = Instant::now();
-        let resp = self
-            .http
-            .post(format!("{}{}", self.base, q.path))
-            .header("content-type", OCTET_STREAM)
-            .body(q.body.clone())
-            .send()
-            .await
-            .map_err(|e| Error::Network(e.to_string()))?;
+        let url = format!("{}{}", self.base, q.path);
+        let (resp, t) = self
+            .send(|| {
+                self.http
+                    .post(&url)
+                    .header("content-type", OCTET_STREAM)
+                    .body(q.body.clone())
+            })
+            .await?;
         let batch = header(&resp, BATCH_SIZE_HEADER)
             .and_then(|v| v.parse().ok())
             .unwrap_or(1);
@@ -172,5 +334,253 @@ mod tests {
         assert_eq!(parse_server_timing("answer"), None);
         assert_eq!(parse_server_timing("answer;dur=-1"), None);
         assert_eq!(parse_server_timing("answer;dur=NaN"), None);
+    }
+
+    #[test]
+    fn retry_after_is_honoured_capped_and_defaulted() {
+        let p = RetryPolicy {
+            max_retries: 3,
+            max_wait: Duration::from_secs(30),
+            default_wait: Duration::from_millis(1500),
+            sleeper: Sleeper::default(),
+        };
+        let s = Duration::from_secs;
+        assert_eq!(p.wait_for(Some("7")), s(7));
+        assert_eq!(p.wait_for(Some(" 2 ")), s(2));
+        assert_eq!(p.wait_for(Some("0")), s(0));
+        assert_eq!(p.wait_for(Some("3600")), s(30));
+        assert_eq!(p.wait_for(Some("99999999999999999999999")), s(30));
+        for v in [
+            None,
+            Some(""),
+            Some("-1"),
+            Some("+5"),
+            Some("1.5"),
+            Some("Wed, 21 Oct 2015 07:28:00 GMT"),
+        ] {
+            assert_eq!(p.wait_for(v), Duration::from_millis(1500), "{v:?}");
+        }
+        let capped = RetryPolicy {
+            max_wait: Duration::from_millis(100),
+            ..p
+        };
+        assert_eq!(capped.wait_for(None), Duration::from_millis(100));
+        assert_eq!(RetryPolicy::never().max_retries, 0);
+    }
+}
+
+/// The retries against a tiny HTTP server on 127.0.0.1:0 that answers from
+/// a script; waits are recorded by an injected [`Sleeper`], not slept.
+#[cfg(test)]
+mod retry_tests {
+    use std::sync::Mutex;
+
+    use audit_proto::filter::FilterSpec;
+    use audit_proto::manifest::{DbLayout, ManifestParts, PirSpec};
+    use axum::body::Bytes;
+    use axum::http::{Method, StatusCode, Uri};
+    use axum::response::{IntoResponse, Response};
+    use pir_core::db::BitDatabase;
+    use pir_core::params::{DbShape, TABLE1};
+
+    use super::*;
+    use crate::probe::Prober;
+
+    /// One scripted answer: status, `Retry-After`, JSON body.
+    type Answer = (u16, Option<&'static str>, Vec<u8>);
+
+    #[derive(Default)]
+    struct Script {
+        answers: Vec<Answer>,
+        /// (method, path, body length) of every request.
+        seen: Mutex<Vec<(Method, String, usize)>>,
+    }
+
+    /// Serves `answers` in order, repeating the last one.
+    async fn serve(answers: Vec<Answer>) -> (String, Arc<Script>) {
+        let script = Arc::new(Script {
+            answers,
+            ..Script::default()
+        });
+        let s = script.clone();
+        let app = axum::Router::new().fallback(move |method: Method, uri: Uri, body: Bytes| {
+            let s = s.clone();
+            async move {
+                let n = {
+                    let mut seen = s.seen.lock().unwrap();
+                    seen.push((method, uri.path().to_owned(), body.len()));
+                    seen.len()
+                };
+                let (status, retry_after, body) = &s.answers[(n - 1).min(s.answers.len() - 1)];
+                let mut r: Response = (
+                    StatusCode::from_u16(*status).unwrap(),
+                    [("content-type", "application/json")],
+                    body.clone(),
+                )
+                    .into_response();
+                if let Some(v) = retry_after {
+                    r.headers_mut().insert("retry-after", v.parse().unwrap());
+                }
+                r
+            }
+        });
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        (url, script)
+    }
+
+    fn error(code: &str) -> Vec<u8> {
+        serde_json::to_vec(&ErrorBody {
+            error: code.into(),
+            message: "scripted".into(),
+            current_epoch: None,
+        })
+        .unwrap()
+    }
+
+    /// A valid manifest of one 2^16-bit database.
+    fn tiny_manifest() -> Manifest {
+        let filter = FilterSpec::new(1, 8, 8192, [7; 32]).unwrap();
+        let shape = DbShape::for_bits(filter.bits, BitDatabase::RECORD_BITS);
+        let layout = [DbLayout {
+            filters: 1,
+            rows: shape.ell1 as u64,
+            cols: shape.ell2 as u64,
+            query_bytes: pir_core::wire::query_len(&TABLE1, shape) as u64,
+            response_bytes: pir_core::wire::response_len(&TABLE1) as u64,
+        }];
+        let pir = PirSpec {
+            scheme: "ypir".into(),
+            param_set: TABLE1.id,
+            param_name: TABLE1.name.into(),
+            wire_version: pir_core::wire::VERSION,
+            seed: [9; 32],
+        };
+        Manifest::new(ManifestParts {
+            epoch: 3,
+            created_at: 1_700_000_000,
+            snapshot_at: 1_700_000_000,
+            entries: 10,
+            logs: vec![],
+            filter,
+            pir,
+            layout: &layout,
+        })
+        .unwrap()
+    }
+
+    /// A policy whose sleeper records the waits and returns at once.
+    fn recording(max_retries: u32, max_wait: Duration) -> (RetryPolicy, Arc<Mutex<Vec<Duration>>>) {
+        let waits = Arc::new(Mutex::new(Vec::new()));
+        let w = waits.clone();
+        let policy = RetryPolicy {
+            max_retries,
+            max_wait,
+            default_wait: Duration::from_secs(1),
+            sleeper: Sleeper::new(move |d| {
+                w.lock().unwrap().push(d);
+                std::future::ready(())
+            }),
+        };
+        (policy, waits)
+    }
+
+    #[tokio::test]
+    async fn manifest_waits_out_503_and_429_as_retry_after_says() {
+        let json = tiny_manifest().to_json();
+        let (url, script) = serve(vec![
+            (503, Some("7"), error("overloaded")),
+            (429, Some("2"), error("too_many_requests")),
+            (200, None, json.clone()),
+        ])
+        .await;
+        let (policy, waits) = recording(3, Duration::from_secs(30));
+        let auditor = Auditor::new(&url).unwrap().with_retry(policy);
+        let (m, n) = auditor.manifest().await.unwrap();
+        assert_eq!((m.epoch, n), (3, json.len()));
+        assert_eq!(
+            *waits.lock().unwrap(),
+            [Duration::from_secs(7), Duration::from_secs(2)]
+        );
+        assert_eq!(
+            auditor.clone().retry_stats(),
+            RetryStats {
+                retries: 2,
+                wait_seconds: 9.0
+            }
+        );
+        assert_eq!(script.seen.lock().unwrap().len(), 3);
+    }
+
+    #[tokio::test]
+    async fn retries_are_capped_and_bounded_then_the_error_is_returned() {
+        let (url, script) = serve(vec![(503, Some("3600"), error("overloaded"))]).await;
+        let (policy, waits) = recording(2, Duration::from_millis(250));
+        let auditor = Auditor::new(&url).unwrap().with_retry(policy);
+        match auditor.manifest().await {
+            Err(Error::Server { status, code, .. }) => {
+                assert_eq!((status, code.as_str()), (503, "overloaded"));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(*waits.lock().unwrap(), [Duration::from_millis(250); 2]);
+        assert_eq!(auditor.retry_stats().retries, 2);
+        assert!((auditor.retry_stats().wait_seconds - 0.5).abs() < 1e-9);
+        assert_eq!(script.seen.lock().unwrap().len(), 3);
+    }
+
+    #[tokio::test]
+    async fn other_errors_and_the_default_policy_do_not_retry() {
+        let (url, script) = serve(vec![
+            (503, Some("1"), error("overloaded")),
+            (200, None, tiny_manifest().to_json()),
+        ])
+        .await;
+        let auditor = Auditor::new(&url).unwrap();
+        assert!(matches!(
+            auditor.manifest().await,
+            Err(Error::Server { status: 503, .. })
+        ));
+        assert_eq!(auditor.retry_stats(), RetryStats::default());
+        assert_eq!(script.seen.lock().unwrap().len(), 1);
+
+        let (url, script) = serve(vec![(500, Some("1"), error("internal"))]).await;
+        let (policy, waits) = recording(3, Duration::from_secs(30));
+        let auditor = Auditor::new(&url).unwrap().with_retry(policy);
+        assert!(matches!(
+            auditor.manifest().await,
+            Err(Error::Server { status: 500, .. })
+        ));
+        assert!(waits.lock().unwrap().is_empty());
+        assert_eq!(script.seen.lock().unwrap().len(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_query_is_resent_whole_after_a_503_without_retry_after() {
+        let (url, script) = serve(vec![
+            (503, None, error("overloaded")),
+            (400, None, error("bad_query")),
+        ])
+        .await;
+        let prober = Prober::new(Arc::new(tiny_manifest()));
+        let q = prober.prepare_bit(0, 12_345).unwrap();
+        let (policy, waits) = recording(3, Duration::from_secs(30));
+        let auditor = Auditor::new(&url).unwrap().with_retry(policy);
+        match auditor.query(&q).await {
+            Err(Error::Server { status, code, .. }) => {
+                assert_eq!((status, code.as_str()), (400, "bad_query"));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(*waits.lock().unwrap(), [Duration::from_secs(1)]);
+        let seen = script.seen.lock().unwrap();
+        assert_eq!(seen.len(), 2);
+        for (method, path, len) in seen.iter() {
+            assert_eq!(
+                (method, path.as_str(), *len),
+                (&Method::POST, "/v1/epochs/3/dbs/0/query", q.body.len())
+            );
+        }
     }
 }

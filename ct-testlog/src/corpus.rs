@@ -11,8 +11,8 @@
 //! (by TLS or OCSP); it is `null` when the certificate embeds its SCT.
 //! `truth` is `logged` (the log published the entry), `omitted` (the log
 //! signed the SCT but never published the entry) or `forged` (the SCT's
-//! signature does not verify). This is the format `browser-client
-//! simulate --corpus` reads (`browser_client::sim::read_corpus`); audit-demo
+//! signature does not verify). This is the format `audit-sim
+//! simulate --corpus` reads (`audit_sim::sim::read_corpus`); audit-demo
 //! tests that the two stay compatible.
 //!
 //! [`issue_corpus`] issues one; [`write_jsonl`] writes it.

@@ -65,7 +65,7 @@
 //! (omitted) and copies of TLS-delivered SCTs with a corrupted signature
 //! (forged), and lists every certificate with its ground truth as a
 //! [`CorpusRecord`]; [`corpus::write_jsonl`] writes them as the JSON lines
-//! that `browser-client simulate` reads. [`TestLog::publish_covering_head`]
+//! that `audit-sim simulate` reads. [`TestLog::publish_covering_head`]
 //! then signs a head late enough (one MMD after the newest SCT) that an
 //! ingester which verifies it counts every corpus SCT as due.
 //!

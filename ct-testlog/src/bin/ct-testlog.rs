@@ -8,7 +8,7 @@
 //! |---|---|
 //! | `log_list.json` | a Chrome v3 log list naming the log (under both `logs` and `tiled_logs`), written last |
 //! | `issuer.pem`, `issuer.der` | the test CA certificate that issued every entry |
-//! | `corpus.jsonl` | every issued certificate with its ground truth (`logged`, `omitted`, and `--forged` copies of separately delivered SCTs with a corrupted signature): the corpus `browser-client simulate --corpus` reads |
+//! | `corpus.jsonl` | every issued certificate with its ground truth (`logged`, `omitted`, and `--forged` copies of separately delivered SCTs with a corrupted signature): the corpus `audit-sim simulate --corpus` reads |
 //!
 //! It prints the URL, the file paths, the origin, the log ID, the key and
 //! the corpus counts, and keeps serving; with `--grow-by` it keeps issuing

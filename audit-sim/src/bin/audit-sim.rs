@@ -1,20 +1,27 @@
-//! `browser-client`: simulate a population of auditing browsers against a
+//! `audit-sim`: simulate a population of auditing browsers against a
 //! running auditor, and turn the measurements into a cost report.
 //!
 //! ```sh
-//! browser-client simulate --server http://127.0.0.1:8080 --corpus corpus.jsonl \
+//! audit-sim simulate --server http://127.0.0.1:8080 --corpus corpus.jsonl \
 //!     --log-list log_list.json --clients 50 --weeks 2 --out sim/
-//! browser-client cost-report --sim sim/sim-report.json --out sim/ \
-//!     --pir-bench bench-results/issue3/b33.json --pir-bench bench-results/issue3/b35.json
+//! audit-sim cost-report --sim sim/sim-report.json --out sim/
+//! audit-sim cost-report --sim sim/sim-report.json --out sim/ \
+//!     --pir-bench b33.json --pir-bench b34.json --pir-bench b35.json
 //! ```
+//!
+//! `cost-report` fits server answer times measured in process on this
+//! machine (by default 2^20 … 2^30 bits, a few seconds), or, when
+//! `--pir-bench` files are named, the times in those files only (add
+//! `--measure-bits` to measure here as well). The report says which.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use browser_client::cost::{self, Prices};
+use audit_sim::cost::{self, Prices};
+use audit_sim::sim::{self, SimConfig, SimReport};
+use browser_client::net::RetryPolicy;
 use browser_client::policy::AuditPolicy;
-use browser_client::sim::{self, SimConfig, SimReport};
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
@@ -41,7 +48,7 @@ pub struct SimulateArgs {
     /// Auditor base URL.
     #[arg(long)]
     server: String,
-    /// Corpus of certificates (JSON lines; see browser_client::sim::CorpusEntry).
+    /// Corpus of certificates (JSON lines; see audit_sim::sim::CorpusEntry).
     #[arg(long)]
     corpus: PathBuf,
     /// Log list v3 (log keys and MMDs).
@@ -80,6 +87,12 @@ pub struct SimulateArgs {
     /// Seed of the simulation's choices (not of any cryptography).
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Retries of a request the auditor answers with 503 or 429.
+    #[arg(long, default_value_t = 3)]
+    max_retries: u32,
+    /// Longest wait before a retry (s), whatever Retry-After says.
+    #[arg(long, default_value_t = 30.0)]
+    max_retry_wait: f64,
     /// Output directory (sim-report.json, queues/, reports/).
     #[arg(long, default_value = "sim")]
     out: PathBuf,
@@ -94,13 +107,16 @@ pub struct CostArgs {
     /// Output directory (cost-report.md, .json, .svg).
     #[arg(long, default_value = "sim")]
     out: PathBuf,
-    /// Database sizes (log2 bits) to time answers at, in process, for the fit.
-    #[arg(long, value_delimiter = ',', default_value = "20,22,24,26,28,30")]
-    measure_bits: Vec<u32>,
-    /// Trials per size.
+    /// Database sizes (log2 bits) to time answers at on this machine, in
+    /// process, for the fit [default without --pir-bench: 20,22,24,26,28,30;
+    /// with --pir-bench: none].
+    #[arg(long, value_delimiter = ',')]
+    measure_bits: Option<Vec<u32>>,
+    /// Answers timed per measured size.
     #[arg(long, default_value_t = 3)]
     trials: usize,
-    /// pir-bench JSON files with more (larger) single-thread points.
+    /// `pir-bench --json` output with single-thread answer times to fit
+    /// (repeatable); the report names the files.
     #[arg(long)]
     pir_bench: Vec<PathBuf>,
     /// USD per outbound GB.
@@ -138,6 +154,12 @@ pub async fn simulate(a: &SimulateArgs) -> anyhow::Result<SimReport> {
         recheck_timeout: Duration::from_secs(a.recheck_timeout),
         queue_dir: Some(a.out.join("queues")),
         progress: std::io::IsTerminal::is_terminal(&std::io::stderr()),
+        retry: RetryPolicy {
+            max_retries: a.max_retries,
+            max_wait: Duration::try_from_secs_f64(a.max_retry_wait)
+                .context("--max-retry-wait must be a non-negative number of seconds")?,
+            ..RetryPolicy::default()
+        },
     };
     let report = sim::simulate(cfg, corpus, list).await?;
     let path = a.out.join("sim-report.json");
@@ -151,15 +173,14 @@ pub fn cost_report(a: &CostArgs) -> anyhow::Result<cost::CostReport> {
     let sim: SimReport = serde_json::from_slice(
         &std::fs::read(&a.sim).with_context(|| format!("reading {}", a.sim.display()))?,
     )?;
-    let mut points = cost::measure_answer_times(&a.measure_bits, a.trials)?;
-    if !a.pir_bench.is_empty() {
-        points.extend(cost::load_pir_bench_points(&a.pir_bench)?);
-    }
+    let measure_bits = cost::measure_bits_for(a.measure_bits.as_deref(), &a.pir_bench);
+    let times = cost::answer_times(&measure_bits, a.trials, &a.pir_bench)?;
+    eprintln!("server answer times {}", times.source.describe());
     let prices = Prices {
         usd_per_outbound_gb: a.usd_per_gb,
         usd_per_core_second: a.usd_per_core_second,
     };
-    let r = cost::build_report(&sim.measured, &points, &prices, a.target_db_bits)?;
+    let r = cost::build_report(&sim.measured, &times, &prices, a.target_db_bits)?;
     let paths = cost::write_report(&r, &a.out)?;
     eprintln!(
         "wrote {}, {}, {}",
@@ -207,6 +228,10 @@ fn print_summary(r: &SimReport) {
     println!(
         "client per audit       {:.2} ms",
         r.measured.client_seconds_per_audit * 1e3
+    );
+    println!(
+        "503/429 retries        {} ({:.1} s waited)",
+        r.retries, r.retry_wait_seconds
     );
 }
 

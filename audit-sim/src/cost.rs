@@ -7,9 +7,13 @@
 //! (Table 6: $0.09 per outbound GB, $1.5·10⁻⁵ per core-second, inbound
 //! traffic free; see [`Prices`]), and extrapolates to the internet-scale
 //! database of the paper (5·10⁹ SCTs → a 2^36-bit database, 8 GiB of
-//! records) from single-thread answer times measured at several database
-//! sizes ([`measure_answer_times`], [`load_pir_bench_points`]) with a fitted
-//! fixed + per-byte model ([`fit`]).
+//! records) from single-thread answer times at several database sizes with
+//! a fitted fixed + per-byte model ([`fit`]). The answer times
+//! ([`answer_times`]) are either measured in process on the machine making
+//! the report ([`measure_answer_times`]) or read from `pir-bench --json`
+//! files the operator names ([`load_pir_bench_points`]); the report states
+//! which ([`TimingSource`]: the CPU model, or the file names) and that the
+//! fit assumes answer time linear in database bytes up to the target.
 //!
 //! Three kinds of rows are kept apart everywhere ([`RowSource`]):
 //! *measured* (the demo run), *extrapolated* (our protocol sizes at 2^36
@@ -141,6 +145,83 @@ pub struct FitPoint {
     pub source: String,
 }
 
+/// The machine [`measure_answer_times`] ran on.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ThisMachine {
+    /// CPU model ([`cpu_model`]).
+    pub cpu: String,
+    /// pir-core's SimplePIR kernel on it.
+    pub kernel: String,
+    /// Database sizes measured (log2 bits).
+    pub log2_bits: Vec<u32>,
+    /// Answers timed per size (the median is kept).
+    pub trials: usize,
+}
+
+/// Where the fit's answer times come from.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct TimingSource {
+    /// Measured in process by the report on this machine.
+    pub measured_here: Option<ThisMachine>,
+    /// `pir-bench --json` files named by the operator, as given; their
+    /// machine is whatever ran them.
+    pub pir_bench_files: Vec<String>,
+}
+
+impl TimingSource {
+    /// One sentence for the report: "measured here on … (…)" and/or
+    /// "taken from pir-bench files …".
+    pub fn describe(&self) -> String {
+        let mut parts = Vec::new();
+        if let Some(m) = &self.measured_here {
+            let sizes = match (m.log2_bits.iter().min(), m.log2_bits.iter().max()) {
+                (Some(lo), Some(hi)) if lo != hi => format!("2^{lo} … 2^{hi} bits"),
+                (Some(b), _) => format!("2^{b} bits"),
+                _ => "no sizes".to_owned(),
+            };
+            parts.push(format!(
+                "measured here on {} ({} kernel; in process, one core, {} databases of {sizes}, median of {} answer{} each)",
+                m.cpu,
+                m.kernel,
+                m.log2_bits.len(),
+                m.trials,
+                if m.trials == 1 { "" } else { "s" }
+            ));
+        }
+        if !self.pir_bench_files.is_empty() {
+            parts.push(format!(
+                "taken from the pir-bench file{} {} (not measured by this report; on whatever machine ran them)",
+                if self.pir_bench_files.len() == 1 { "" } else { "s" },
+                self.pir_bench_files.join(", ")
+            ));
+        }
+        if parts.is_empty() {
+            "of unknown origin".to_owned()
+        } else {
+            parts.join("; and ")
+        }
+    }
+
+    /// A few words for the chart.
+    fn short(&self) -> String {
+        match (&self.measured_here, self.pir_bench_files.is_empty()) {
+            (Some(m), true) => format!("measured on {}", m.cpu),
+            (Some(m), false) => format!("measured on {} and from pir-bench files", m.cpu),
+            (None, false) => "from pir-bench files".to_owned(),
+            (None, true) => "of unknown origin".to_owned(),
+        }
+    }
+}
+
+/// The answer times the fit uses and where they come from.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AnswerTimes {
+    /// The points.
+    pub points: Vec<FitPoint>,
+    /// Their origin, stated in the report.
+    pub source: TimingSource,
+}
+
 /// The fitted model t(bytes) = `fixed_seconds` + `seconds_per_byte`·bytes.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Fit {
@@ -243,6 +324,8 @@ pub struct CostReport {
     pub fit: Fit,
     /// The points it was fitted to.
     pub fit_points: Vec<FitPoint>,
+    /// Where those points come from.
+    pub timings: TimingSource,
     /// log2 of the bits of the extrapolated database (36 in the paper).
     pub target_db_bits: u32,
     /// Bytes of one query to that database.
@@ -282,6 +365,84 @@ pub struct ReportPaths {
 
 // ---------------------------------------------------------------------------
 // Measuring and loading answer times
+
+/// The sizes [`answer_times`] measures when asked to measure without a list
+/// (log2 bits): 128 KiB to 128 MiB of records, a few seconds on one core.
+/// The largest is well past any last-level cache, so its slope is the
+/// memory-bound scan the extrapolation assumes.
+pub const DEFAULT_MEASURE_BITS: [u32; 6] = [20, 22, 24, 26, 28, 30];
+
+/// The sizes to measure here: `explicit` if given, else
+/// [`DEFAULT_MEASURE_BITS`] when no pir-bench file is named, else none
+/// (the named files are the only timings).
+pub fn measure_bits_for(explicit: Option<&[u32]>, pir_bench: &[PathBuf]) -> Vec<u32> {
+    match explicit {
+        Some(bits) => bits.to_vec(),
+        None if pir_bench.is_empty() => DEFAULT_MEASURE_BITS.to_vec(),
+        None => Vec::new(),
+    }
+}
+
+/// The fit's answer times: measured in process at `measure_bits` (if not
+/// empty; `trials` answers per size) and read from the `pir_bench` files
+/// (if any). At least one of the two is required. The result records which,
+/// with this machine's CPU model for the measured ones.
+pub fn answer_times(
+    measure_bits: &[u32],
+    trials: usize,
+    pir_bench: &[PathBuf],
+) -> Result<AnswerTimes> {
+    if measure_bits.is_empty() && pir_bench.is_empty() {
+        return Err(Error::Invalid(
+            "no answer times: measure some database sizes here or name pir-bench files".into(),
+        ));
+    }
+    let mut points = Vec::new();
+    let mut source = TimingSource::default();
+    if !measure_bits.is_empty() {
+        points.extend(measure_answer_times(measure_bits, trials)?);
+        source.measured_here = Some(ThisMachine {
+            cpu: cpu_model(),
+            kernel: pir_core::kernel::simplepir_impl().to_owned(),
+            log2_bits: measure_bits.to_vec(),
+            trials,
+        });
+    }
+    if !pir_bench.is_empty() {
+        points.extend(load_pir_bench_points(pir_bench)?);
+        source.pir_bench_files = pir_bench.iter().map(|p| p.display().to_string()).collect();
+    }
+    Ok(AnswerTimes { points, source })
+}
+
+/// This machine's CPU model: the first `model name` (or `Hardware`,
+/// `Processor`) of `/proc/cpuinfo`, else "an unidentified `<arch>` CPU".
+pub fn cpu_model() -> String {
+    use std::io::Read as _;
+    let mut text = String::new();
+    let found = std::fs::File::open("/proc/cpuinfo")
+        .and_then(|f| f.take(1 << 20).read_to_string(&mut text))
+        .ok()
+        .and_then(|_| cpu_model_from(&text));
+    found.unwrap_or_else(|| format!("an unidentified {} CPU", std::env::consts::ARCH))
+}
+
+fn cpu_model_from(cpuinfo: &str) -> Option<String> {
+    ["model name", "Hardware", "Processor"]
+        .iter()
+        .find_map(|key| {
+            cpuinfo.lines().find_map(|line| {
+                let (k, v) = line.split_once(':')?;
+                let v: String = v
+                    .trim()
+                    .chars()
+                    .filter(|c| !c.is_control())
+                    .take(120)
+                    .collect();
+                (k.trim() == *key && !v.is_empty()).then_some(v)
+            })
+        })
+}
 
 /// Measures single-thread answer times in-process: for each `b` in
 /// `log2_bits`, a random bit database of 2^b bits, DBSetup with YPIR
@@ -783,15 +944,16 @@ fn quoted_rows() -> Vec<Row> {
 
 /// Builds the report: the measured row from `measured`, the extrapolated
 /// row at 2^`target_db_bits` bits (protocol sizes from `pir_core::wire`,
-/// server time from [`fit`] of `points`, manifest from
+/// server time from [`fit`] of `times.points`, manifest from
 /// [`internet_scale_manifest_bytes`] fetched [`MANIFEST_FETCHES_PER_WEEK`]
 /// times), then the quoted rows of YPIR Table 6 and Chrome.
 pub fn build_report(
     measured: &Measured,
-    points: &[FitPoint],
+    times: &AnswerTimes,
     prices: &Prices,
     target_db_bits: u32,
 ) -> Result<CostReport> {
+    let points = &times.points;
     check_measured(measured)?;
     if !(prices.usd_per_outbound_gb.is_finite()
         && prices.usd_per_outbound_gb >= 0.0
@@ -894,6 +1056,7 @@ pub fn build_report(
         measured: measured.clone(),
         fit: fit_result,
         fit_points: points.to_vec(),
+        timings: times.source.clone(),
         target_db_bits,
         target_query_bytes,
         target_response_bytes,
@@ -970,7 +1133,7 @@ pub fn render_markdown(r: &CostReport) -> String {
              communication, of which {} is the daily manifest — against **{} for YPIR** and **{} for \
              DoublePIR with weekly hints** as quoted from the YPIR paper (§4.5, Table 6): {} and {}. The extrapolation uses {} audits per client-week from the simulator, the exact query \
              and response sizes of our wire format, and single-core answer times fitted at {} database \
-             sizes (rms error {}). The demo the simulator ran ({} clients, a {} database) measured {} per \
+             sizes (rms error {}), {}. The demo the simulator ran ({} clients, a {} database) measured {} per \
              week per million clients over HTTP. Quoted rows are copied from the paper, not measured here.\n",
             r.target_db_bits,
             fmt_bytes(r.target_db_bytes as f64),
@@ -985,6 +1148,7 @@ pub fn render_markdown(r: &CostReport) -> String {
             fmt_sig(m.audits_per_client_week, 3),
             distinct_sizes(r.fit_points.iter()),
             fmt_pct(r.fit.rel_rms_error),
+            r.timings.describe(),
             group_thousands(&m.clients.to_string()),
             fmt_bytes(m.db_bytes as f64),
             fmt_money(measured_total),
@@ -1040,7 +1204,8 @@ pub fn render_markdown(r: &CostReport) -> String {
         s,
         "Single-core answer time of one query, fitted as t(bytes) = a + b·bytes by least squares on \
          the relative error (the sizes span decades):\n\n\
-         **t = {} ms + {} ms per GiB** (a scan rate of {} GB/s), from {} points at {} sizes.\n",
+         **t = {} ms + {} ms per GiB** (a scan rate of {} GB/s), from {} points at {} sizes.\n\n\
+         Answer times: {}.\n",
         fmt_sig(f.fixed_seconds * 1e3, 3),
         fmt_sig(f.seconds_per_byte * 1e3 * GIB, 3),
         if f.seconds_per_byte > 0.0 {
@@ -1050,6 +1215,7 @@ pub fn render_markdown(r: &CostReport) -> String {
         },
         f.points,
         distinct_sizes(r.fit_points.iter()),
+        md_escape(&r.timings.describe()),
     );
     let _ = writeln!(
         s,
@@ -1084,7 +1250,10 @@ pub fn render_markdown(r: &CostReport) -> String {
     let _ = writeln!(
         s,
         "At the target, 2^{} bits = {} of records, the fit predicts **{} ms per query**, {}× beyond \
-         the largest measured size; × {} audits = {} of one core per client-week.",
+         the largest measured size; × {} audits = {} of one core per client-week. This assumes the \
+         answer time stays linear in database bytes up to the target: the SimplePIR pass streams the \
+         database once, so past the last-level cache the slope is the machine's memory bandwidth for \
+         one core, and a machine with another memory system has another slope.",
         r.target_db_bits,
         fmt_bytes(r.target_db_bytes as f64),
         fmt_sig(target_s * 1e3, 3),
@@ -1159,6 +1328,9 @@ pub fn render_markdown(r: &CostReport) -> String {
          Not included: the daily epoch build (filters + DBSetup, shared by all clients), HTTP and TLS \
          overhead, idle capacity. Cross-client batching (the paper's $183 with batches of 4) is not \
          extrapolated: the fit uses single-query answers only.\n\
+         * Server-time points: {}. The fit is assumed linear in database bytes from the largest \
+         point ({}) to the target ({}, {}× further); pir-bench runs near the target \
+         (`--pir-bench FILE`) shorten that extrapolation.\n\
          * Quoted: YPIR §4.5 Table 6 exactly as printed (its MB/KB are binary units, see the \
          communication costs) and Chrome's 2.3 MB per week (YPIR §4.5 citing DeB24); not measured \
          here, on the authors' machine.\n\
@@ -1172,6 +1344,10 @@ pub fn render_markdown(r: &CostReport) -> String {
         fmt_bytes(r.target_manifest_bytes as f64),
         INTERNET_SCALE_LOGS,
         MANIFEST_FETCHES_PER_WEEK,
+        md_escape(&r.timings.describe()),
+        fmt_bytes(largest),
+        fmt_bytes(r.target_db_bytes as f64),
+        fmt_sig(r.target_db_bytes as f64 / largest.max(1.0), 3),
         r.generated_at,
     );
     s
@@ -1498,8 +1674,9 @@ pub fn render_svg(r: &CostReport) -> String {
         r##"<text x="{BAR_X0}" y="{:.0}" font-size="10" fill="#777">{}</text>"##,
         height - 10.0,
         xml(&format!(
-            "Generated {} — see cost-report.md for the numbers and assumptions.",
-            r.generated_at
+            "Generated {}; server times {} — see cost-report.md for the numbers and assumptions.",
+            r.generated_at,
+            r.timings.short()
         ))
     );
     s.push_str("</svg>\n");
@@ -1651,6 +1828,17 @@ mod tests {
         }
     }
 
+    /// `pts` as if read from two pir-bench files.
+    fn times(pts: &[FitPoint]) -> AnswerTimes {
+        AnswerTimes {
+            points: pts.to_vec(),
+            source: TimingSource {
+                measured_here: None,
+                pir_bench_files: vec!["a/b33.json".into(), "b35.json".into()],
+            },
+        }
+    }
+
     fn measured() -> Measured {
         Measured {
             clients: 100,
@@ -1789,7 +1977,7 @@ mod tests {
             .map(|&x| pt(x as f64, a + b * x as f64))
             .collect();
         let prices = Prices::default();
-        let r = build_report(&measured(), &pts, &prices, 36).unwrap();
+        let r = build_report(&measured(), &times(&pts), &prices, 36).unwrap();
         assert_eq!(r.target_db_bytes, 1 << 33);
         assert_eq!(
             r.target_query_bytes as usize,
@@ -1872,6 +2060,102 @@ mod tests {
         assert!(md.contains(&fmt_money(e.usd_per_million_clients_week.unwrap())));
         assert!(md.contains("](cost-report.svg)"));
         assert!(md.contains("quoted (YPIR Table 6)"));
+        // …and where the server times come from, in the summary, the fit
+        // section and the assumptions.
+        let origin =
+            "taken from the pir-bench files a/b33.json, b35.json (not measured by this report";
+        assert_eq!(md.matches(origin).count(), 3, "{md}");
+        assert!(!md.contains("measured here on"));
+        assert!(md.contains("assumed linear in database bytes from the largest point (4 GiB) to the target (8 GiB, 2× further)"), "{md}");
+        assert_eq!(back.timings, r.timings);
+        assert!(render_svg(&r).contains("server times from pir-bench files"));
+    }
+
+    #[test]
+    fn timing_source_says_where_the_times_come_from() {
+        let here = ThisMachine {
+            cpu: "AMD EPYC 9R14 96-Core Processor".into(),
+            kernel: "avx512-vnni".into(),
+            log2_bits: vec![20, 22, 30],
+            trials: 3,
+        };
+        let mut t = TimingSource {
+            measured_here: Some(here.clone()),
+            pir_bench_files: Vec::new(),
+        };
+        assert_eq!(
+            t.describe(),
+            "measured here on AMD EPYC 9R14 96-Core Processor (avx512-vnni kernel; in process, one core, \
+             3 databases of 2^20 … 2^30 bits, median of 3 answers each)"
+        );
+        assert_eq!(t.short(), "measured on AMD EPYC 9R14 96-Core Processor");
+        t.pir_bench_files = vec!["b35.json".into()];
+        assert!(t.describe().ends_with(
+            "each); and taken from the pir-bench file b35.json (not measured by this report; on whatever machine ran them)"
+        ));
+        t.measured_here = None;
+        assert!(t
+            .describe()
+            .starts_with("taken from the pir-bench file b35.json"));
+        assert_eq!(TimingSource::default().describe(), "of unknown origin");
+        let one = ThisMachine {
+            log2_bits: vec![24],
+            trials: 1,
+            ..here
+        };
+        assert!(TimingSource {
+            measured_here: Some(one),
+            pir_bench_files: Vec::new()
+        }
+        .describe()
+        .contains("1 databases of 2^24 bits, median of 1 answer each"));
+    }
+
+    #[test]
+    fn cpu_model_is_read_from_cpuinfo() {
+        let x86 = "processor\t: 0\nvendor_id\t: AuthenticAMD\nmodel name\t: AMD EPYC 9R14 96-Core Processor\n\nprocessor\t: 1\nmodel name\t: AMD EPYC 9R14 96-Core Processor\n";
+        assert_eq!(
+            cpu_model_from(x86).as_deref(),
+            Some("AMD EPYC 9R14 96-Core Processor")
+        );
+        let arm = "processor\t: 0\nBogoMIPS\t: 50.00\n\nHardware\t: BCM2835\n";
+        assert_eq!(cpu_model_from(arm).as_deref(), Some("BCM2835"));
+        assert_eq!(cpu_model_from("model name\t:   \nflags: x"), None);
+        assert_eq!(cpu_model_from(""), None);
+        let long = format!("model name: {}\u{7}", "x".repeat(500));
+        assert_eq!(cpu_model_from(&long).unwrap().len(), 120);
+        assert!(!cpu_model().is_empty());
+    }
+
+    #[test]
+    fn sizes_measured_here_by_default_only_without_files() {
+        let f = [PathBuf::from("b35.json")];
+        assert_eq!(measure_bits_for(None, &[]), DEFAULT_MEASURE_BITS);
+        assert!(measure_bits_for(None, &f).is_empty());
+        assert_eq!(measure_bits_for(Some(&[18, 20]), &f), [18, 20]);
+        assert_eq!(measure_bits_for(Some(&[22]), &[]), [22]);
+    }
+
+    #[test]
+    fn answer_times_need_a_source_and_name_it() {
+        assert!(matches!(answer_times(&[], 3, &[]), Err(Error::Invalid(_))));
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("b20.json");
+        std::fs::write(
+            &f,
+            r#"{"answer_ms_median":7.5,"batch":1,"db_bytes":131072,"threads":1,"db_bits":20}"#,
+        )
+        .unwrap();
+        let t = answer_times(&[], 3, std::slice::from_ref(&f)).unwrap();
+        assert_eq!(t.points.len(), 1);
+        assert_eq!(t.source.measured_here, None);
+        assert_eq!(t.source.pir_bench_files, [f.display().to_string()]);
+        let t = answer_times(&[16], 1, &[f]).unwrap();
+        assert_eq!(t.points.len(), 2);
+        let here = t.source.measured_here.unwrap();
+        assert_eq!((here.log2_bits, here.trials), (vec![16], 1));
+        assert_eq!(here.cpu, cpu_model());
+        assert_eq!(here.kernel, pir_core::kernel::simplepir_impl());
     }
 
     #[test]
@@ -1881,15 +2165,15 @@ mod tests {
         let mut m = measured();
         m.weeks = f64::NAN;
         assert!(matches!(
-            build_report(&m, &pts, &p, 36),
+            build_report(&m, &times(&pts), &p, 36),
             Err(Error::Invalid(_))
         ));
         assert!(matches!(
-            build_report(&measured(), &pts[..1], &p, 36),
+            build_report(&measured(), &times(&pts[..1]), &p, 36),
             Err(Error::Invalid(_))
         ));
         assert!(matches!(
-            build_report(&measured(), &pts, &p, 50),
+            build_report(&measured(), &times(&pts), &p, 50),
             Err(Error::Invalid(_))
         ));
         let neg = Prices {
@@ -1897,7 +2181,7 @@ mod tests {
             ..Prices::default()
         };
         assert!(matches!(
-            build_report(&measured(), &pts, &neg, 36),
+            build_report(&measured(), &times(&pts), &neg, 36),
             Err(Error::Invalid(_))
         ));
     }
@@ -1985,7 +2269,7 @@ mod tests {
         let pts = [pt(1e6, 0.01), pt(1e8, 0.02), pt(1e9, 0.05)];
         let mut m = measured();
         m.entries = 7;
-        let mut r = build_report(&m, &pts, &Prices::default(), 36).unwrap();
+        let mut r = build_report(&m, &times(&pts), &Prices::default(), 36).unwrap();
         r.rows[0].scheme = "demo <&> \"quoted\" 'x'".into();
         let svg = render_svg(&r);
         check_xml(&svg);

@@ -11,6 +11,12 @@
 //! simulated clock), queries are real. Re-checks of `NotFound` results need
 //! a later epoch: at the end the simulator waits (up to
 //! `recheck_timeout`) for the auditor to publish one and re-checks.
+//!
+//! An overloaded auditor answers 503 or 429 with `Retry-After`: the
+//! clients wait as told and retry per [`SimConfig::retry`] (capped waits, a
+//! bounded number of retries per request); the report counts the retries
+//! and the waiting. A request still refused after the last retry ends the
+//! simulation with that error.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -24,13 +30,14 @@ use rand_chacha::ChaCha20Rng;
 use rand_core::{RngCore, SeedableRng};
 use serde::{Deserialize, Serialize};
 
-use crate::audit::Outcome;
+use browser_client::audit::{self, Outcome};
+use browser_client::net::{Auditor, RetryPolicy};
+use browser_client::policy::{AuditPolicy, MisbehaviourReport, PendingAudit, PendingQueue};
+use browser_client::probe::Prober;
+use browser_client::sct;
+
 use crate::cost::Measured;
 use crate::error::{Error, Result};
-use crate::net::Auditor;
-use crate::policy::{AuditPolicy, MisbehaviourReport, PendingQueue};
-use crate::probe::Prober;
-use crate::sct;
 
 /// Ground truth of a corpus certificate (used only to score the results).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Hash)]
@@ -108,6 +115,8 @@ pub struct SimConfig {
     pub queue_dir: Option<PathBuf>,
     /// Show a progress bar.
     pub progress: bool,
+    /// Retries of 503/429 answers (`Retry-After`, capped).
+    pub retry: RetryPolicy,
 }
 
 /// Detection results.
@@ -167,8 +176,14 @@ pub struct SimReport {
     pub measured: Measured,
     /// Detection.
     pub detection: Detection,
-    /// Mean client round trip per query (s).
+    /// Mean client round trip per query (s), of the answered attempt.
     pub round_trip_seconds_mean: f64,
+    /// 503/429 answers (load shedding) that were waited out and retried.
+    #[serde(default)]
+    pub retries: u64,
+    /// Time the clients spent waiting before those retries (s).
+    #[serde(default)]
+    pub retry_wait_seconds: f64,
     /// Wall time of the simulation (s).
     pub wall_seconds: f64,
     /// Misbehaviour reports written (paths).
@@ -245,11 +260,7 @@ impl Shared {
 
     /// Draws one SCT to audit; returns its pending entry (or counts a
     /// forged one). Measures the client CPU of the rebuild.
-    fn draw(
-        &self,
-        rng: &mut ChaCha20Rng,
-        sim_now: u64,
-    ) -> Result<Option<(crate::policy::PendingAudit, f64)>> {
+    fn draw(&self, rng: &mut ChaCha20Rng, sim_now: u64) -> Result<Option<(PendingAudit, f64)>> {
         let u = uniform(rng);
         let pool = if u < self.cfg.omitted_fraction && !self.pools[1].is_empty() {
             1
@@ -303,7 +314,7 @@ impl Shared {
     }
 
     /// Runs every ready audit of `queue` against `prober` (the same code
-    /// as `sct-audit check`: [`crate::audit::run_ready`]) and scores it. If
+    /// as `sct-audit check`: [`audit::run_ready`]) and scores it. If
     /// the auditor retires the epoch meanwhile, the manifest is fetched
     /// again and the rest run against the new epoch.
     async fn run_ready(
@@ -314,10 +325,10 @@ impl Shared {
         first_audits: &mut Vec<(String, bool)>,
     ) -> Result<()> {
         let mut prober = prober.clone();
-        for attempt in 0..=crate::audit::EPOCH_RETRIES {
-            let run = crate::audit::run_ready(&self.auditor, &prober, queue, sim_now).await?;
+        for attempt in 0..=audit::EPOCH_RETRIES {
+            let run = audit::run_ready(&self.auditor, &prober, queue, sim_now).await?;
             self.score(run.ran, first_audits);
-            if !run.epoch_retired || attempt == crate::audit::EPOCH_RETRIES {
+            if !run.epoch_retired || attempt == audit::EPOCH_RETRIES {
                 break;
             }
             prober = self.fetch_prober().await?;
@@ -326,7 +337,7 @@ impl Shared {
     }
 
     /// Adds audits that ran to the totals.
-    fn score(&self, ran: Vec<crate::audit::Audited>, first_audits: &mut Vec<(String, bool)>) {
+    fn score(&self, ran: Vec<audit::Audited>, first_audits: &mut Vec<(String, bool)>) {
         for a in ran {
             let truth = self.truth_by_leaf.get(&a.leaf_hash).copied();
             let logged = matches!(a.outcome, Outcome::Logged { .. });
@@ -430,7 +441,7 @@ pub async fn simulate(
         ));
     }
     let started = Instant::now();
-    let auditor = Auditor::new(&cfg.server)?;
+    let auditor = Auditor::new(&cfg.server)?.with_retry(cfg.retry.clone());
     // Ground truth by leaf hash (for scoring only).
     let mut pools: [Vec<CorpusEntry>; 3] = Default::default();
     let mut truth_by_leaf = std::collections::HashMap::new();
@@ -513,14 +524,14 @@ pub async fn simulate(
             Ok((b, _)) => {
                 ones += u64::from(b);
                 probe += 1;
+                retired = 0;
             }
-            Err(e)
-                if crate::audit::is_epoch_retired(&e) && retired < crate::audit::EPOCH_RETRIES =>
-            {
+            // The budget is per probe: a long run sees many daily rotations.
+            Err(e) if audit::is_epoch_retired(&e) && retired < audit::EPOCH_RETRIES => {
                 retired += 1;
                 prober = shared.fetch_prober().await?;
             }
-            Err(e) => return Err(e),
+            Err(e) => return Err(e.into()),
         }
     }
     let fill = if cfg.fill_probes > 0 {
@@ -599,6 +610,7 @@ pub async fn simulate(
         entries: m.entries,
     };
     t.epochs.sort_unstable();
+    let retry = shared.auditor.retry_stats();
     Ok(SimReport {
         server: cfg.server.clone(),
         epochs: t.epochs,
@@ -610,6 +622,8 @@ pub async fn simulate(
         measured,
         detection: t.det,
         round_trip_seconds_mean: t.round_trip_s / q,
+        retries: retry.retries,
+        retry_wait_seconds: retry.wait_seconds,
         wall_seconds: started.elapsed().as_secs_f64(),
         report_files: write_reports(&t.reports, cfg.queue_dir.as_deref())?,
     })
