@@ -391,7 +391,7 @@ pub struct BuildBench {
 }
 
 async fn build(n: u64) -> Result<BuildBench> {
-    use ct_ingest::store::{Entry, LogKind, LogMeta, Store};
+    use ct_store::{Entry, LogKind, LogMeta, Store};
     let tmp = tempfile::tempdir().map_err(crate::error::io(std::path::Path::new("tmp")))?;
     let url = format!(
         "sqlite://{}?mode=rwc",

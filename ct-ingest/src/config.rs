@@ -49,12 +49,10 @@ use serde::Deserialize;
 use crate::error::{Error, Result};
 use crate::http::{HttpClient, HttpSettings};
 use crate::loglist::{LogApi, LogInfo, LogList, LogStateKind, MAX_LOG_LIST_SIZE};
-use crate::store::LogKind;
+use ct_store::{LogKind, DEFAULT_DATABASE_URL};
 
 /// Chrome's current log list.
 pub const DEFAULT_LOG_LIST: &str = "https://www.gstatic.com/ct/log_list/v3/log_list.json";
-/// The embedded SQLite file used when no database URL is configured.
-pub const DEFAULT_DATABASE_URL: &str = "sqlite://ct-ingest.db?mode=rwc";
 /// Largest configuration file accepted.
 pub const MAX_CONFIG_SIZE: usize = 1 << 20;
 

@@ -57,8 +57,8 @@ use crate::loglist::LogApi;
 use crate::merkle::{tile_for_size, verify_consistency, CompactRange, Hash, TILE_WIDTH};
 use crate::rfc6962::Rfc6962Client;
 use crate::static_ct::{StaticCtClient, TileCache};
-use crate::store::{CommitOutcome, Entry, LogId, LogKind, LogMeta, Store, StoreError};
 use crate::x509::entry_validity;
+use ct_store::{CommitOutcome, Entry, LogId, LogKind, LogMeta, Store, StoreError};
 
 /// `notAfter` assumed for a logged entry whose certificate validity cannot
 /// be parsed: its SCT timestamp plus this many seconds (1,200 days, longer

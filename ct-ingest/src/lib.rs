@@ -60,7 +60,6 @@ pub mod metrics;
 pub mod rfc6962;
 pub mod signal;
 pub mod static_ct;
-pub mod store;
 #[cfg(feature = "testlog")]
 pub mod testlog;
 

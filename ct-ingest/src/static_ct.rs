@@ -30,7 +30,7 @@ use crate::merkle::{
     HASH_LEN, TILE_HEIGHT, TILE_WIDTH,
 };
 use crate::sth::LogKey;
-use crate::store::Entry;
+use ct_store::Entry;
 
 /// A static-ct-api log: its endpoint (with limits), monitoring prefix,
 /// checkpoint origin and key.

@@ -2,8 +2,8 @@
 //! `ct-ingest once` run as a child process, then the store and the metrics
 //! file are checked.
 
-use ct_ingest::store::Store;
 use ct_ingest::testlog::{TestLog, TestLogConfig};
+use ct_store::Store;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn once_ingests_a_local_log_and_writes_metrics() -> Result<(), Box<dyn std::error::Error>> {

@@ -5,9 +5,9 @@
 //! case, like `tests/store.rs`):
 //!
 //! ```sh
-//! export TEST_DATABASE_URL="$(bash ct-ingest/tests/pg.sh start)"
+//! export TEST_DATABASE_URL="$(bash ct-store/tests/pg.sh start)"
 //! cargo test -p ct-ingest --test ingest
-//! bash ct-ingest/tests/pg.sh stop
+//! bash ct-store/tests/pg.sh stop
 //! ```
 //!
 //! `TEST_REQUIRE_POSTGRES=1` turns a missing `TEST_DATABASE_URL` into a
@@ -24,9 +24,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use ct_ingest::config::{hex, Config, LogLimits, LogSelector, SelectedLog};
 use ct_ingest::http::{HttpClient, HttpSettings};
 use ct_ingest::ingest::{ingest_log, run_once, IngestOptions, IngestReport};
-use ct_ingest::store::{LogKind, Store};
 use ct_ingest::testlog::{IssuedEntry, Misbehaviour, TestLog, TestLogConfig};
 use ct_ingest::{Error, LogList};
+use ct_store::{LogKind, Store};
 use futures_util::TryStreamExt;
 
 use common::TestDb;
@@ -349,17 +349,17 @@ async fn resume_without_stored_frontier() -> TestResult {
                 .ok_or("backend")?;
             let store2 = fresh.store().await?;
             store2
-                .upsert_log(&ct_ingest::store::LogMeta {
+                .upsert_log(&ct_store::LogMeta {
                     log_id: log.log_id(),
                     url: sel.url().to_owned(),
                     mmd_s: 3600,
                     kind: api,
                 })
                 .await?;
-            let first: Vec<ct_ingest::store::Entry> = issued[..150]
+            let first: Vec<ct_store::Entry> = issued[..150]
                 .iter()
                 .enumerate()
-                .map(|(i, e)| ct_ingest::store::Entry {
+                .map(|(i, e)| ct_store::Entry {
                     leaf_index: i as u64,
                     leaf_hash: e.leaf_hash,
                     sct_timestamp_ms: e.timestamp_ms,

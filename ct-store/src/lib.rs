@@ -1,13 +1,16 @@
-//! Storage of the active entry set S and of the per-log ingestion state.
+//! `ct-store`: the SQL store of verified CT log entries: the active entry
+//! set S and the per-log ingestion state. `ct-ingest` fills it,
+//! `auditor-server` reads it to build epochs.
 //!
 //! Two backends behind one [`Store`]:
 //!
 //! * **SQLite** (`sqlite://path?mode=rwc`): the embedded default, one file,
-//!   WAL mode. Migrations in `migrations/sqlite/`.
+//!   WAL mode. Migrations in `ct-store/migrations/sqlite/`.
 //! * **PostgreSQL** (`postgres://…`, normally from `DATABASE_URL`): for the
 //!   production volume (billions of rows). The `entries` table is
 //!   range-partitioned by certificate `notAfter` into calendar months, so
-//!   expiry drops whole partitions. Migrations in `migrations/postgres/`.
+//!   expiry drops whole partitions. Migrations in
+//!   `ct-store/migrations/postgres/`.
 //!
 //! Each log has two positions (certspotter's design): the *downloaded*
 //! position is advisory (how far the fetcher got), the *verified* position is
@@ -16,6 +19,8 @@
 //! only through [`Store::commit_verified`], in the same transaction that
 //! advances the verified position, so a crash never leaves entries without
 //! the position or the position without the entries. See `docs/storage.md`.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 use std::fmt;
 use std::str::FromStr;
@@ -29,8 +34,8 @@ use sqlx::sqlite::{
 };
 use sqlx::Row;
 
-static SQLITE_MIGRATOR: Migrator = sqlx::migrate!("../migrations/sqlite");
-static POSTGRES_MIGRATOR: Migrator = sqlx::migrate!("../migrations/postgres");
+static SQLITE_MIGRATOR: Migrator = sqlx::migrate!("migrations/sqlite");
+static POSTGRES_MIGRATOR: Migrator = sqlx::migrate!("migrations/postgres");
 
 /// Rows per multi-row `INSERT` on SQLite (5 bound parameters per row; SQLite
 /// allows 32766 parameters per statement). Full chunks reuse one cached
@@ -43,6 +48,10 @@ const PG_ROWS_PER_INSERT: usize = 16_384;
 /// beyond 2100-01-01T00:00:00Z live in the single partition `entries_pfar`
 /// (created by the migration, never dropped).
 const PG_FAR_MONTH: i64 = 2100 * 12;
+
+/// The embedded SQLite file used when no database URL is configured
+/// (`ct-ingest` and `auditor-server` default to the same store).
+pub const DEFAULT_DATABASE_URL: &str = "sqlite://ct-ingest.db?mode=rwc";
 
 /// A CT log's identifier: SHA-256 of its public key (RFC 6962 §3.2).
 pub type LogId = [u8; 32];
@@ -573,7 +582,7 @@ impl Store {
     }
 
     /// [`Store::commit_verified_at`] that also stores `frontier`, the
-    /// [`crate::merkle::CompactRange`] nodes (largest subtree first) of the
+    /// `CompactRange` nodes (ct-core's `merkle::CompactRange`; largest subtree first) of the
     /// entries `[0, end of batch)`, in the same transaction as the new
     /// verified position, so that a restart can resume hashing where the
     /// verified prefix ends (see [`Store::verified_frontier`]).

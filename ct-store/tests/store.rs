@@ -4,9 +4,9 @@
 //! with `tests/pg.sh` (see there for how CI calls it):
 //!
 //! ```sh
-//! export TEST_DATABASE_URL="$(bash ct-ingest/tests/pg.sh start)"
-//! cargo test -p ct-ingest --test store
-//! bash ct-ingest/tests/pg.sh stop
+//! export TEST_DATABASE_URL="$(bash ct-store/tests/pg.sh start)"
+//! cargo test -p ct-store --test store
+//! bash ct-store/tests/pg.sh stop
 //! ```
 //!
 //! Set `TEST_REQUIRE_POSTGRES=1` to fail instead of skipping PostgreSQL when
@@ -18,7 +18,7 @@ use std::collections::HashSet;
 use std::error::Error;
 use std::time::Instant;
 
-use ct_ingest::store::{Coverage, Entry, LogKind, LogMeta, Store, StoreError};
+use ct_store::{Coverage, Entry, LogKind, LogMeta, Store, StoreError};
 use futures_util::TryStreamExt;
 use sha2::{Digest, Sha256};
 
@@ -120,7 +120,7 @@ async fn migrations_idempotent_case(store: &Store, db: &TestDb) -> TestResult {
     again.close().await;
     // Every migration file of the backend, each applied once (both
     // flavours have the same numbered files).
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../migrations/sqlite");
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("migrations/sqlite");
     let files = std::fs::read_dir(dir)?
         .filter_map(|e| e.ok())
         .filter(|e| e.path().extension().is_some_and(|x| x == "sql"))
@@ -802,7 +802,7 @@ on_all_backends!(frontier_with_position, frontier_with_position_case);
 
 /// Not a correctness test: bulk-insert throughput of one ingester
 /// (sequential commits of 10,000-entry batches over 8 logs). Run with
-/// `cargo test -p ct-ingest --test store -- --ignored --nocapture`;
+/// `cargo test -p ct-store --test store -- --ignored --nocapture`;
 /// `STORE_BENCH_ENTRIES` sets the total (default 1,000,000).
 async fn bulk_insert_throughput_case(store: &Store, db: &TestDb) -> TestResult {
     let total: u64 = std::env::var("STORE_BENCH_ENTRIES")
