@@ -16,8 +16,8 @@ use crate::config::{Config, LogLimits, LogSelector, SelectedLog};
 use crate::error::{Error, Result};
 use crate::http::{HttpClient, HttpSettings};
 use crate::ingest::{ingest_log, IngestOptions};
-use crate::loglist::LogList;
 use crate::testlog::{TestLog, TestLogConfig};
+use ct_core::loglist::LogList;
 use ct_store::{LogKind, Store};
 
 /// What to benchmark.

@@ -52,12 +52,12 @@ use tokio::task::JoinHandle;
 use crate::config::{load_log_list, Config, SelectedLog};
 use crate::error::{Error, Result};
 use crate::http::{HttpClient, LogEndpoint};
-use crate::leaf::SignedEntry;
-use crate::loglist::LogApi;
-use crate::merkle::{tile_for_size, verify_consistency, CompactRange, Hash, TILE_WIDTH};
 use crate::rfc6962::Rfc6962Client;
 use crate::static_ct::{StaticCtClient, TileCache};
-use crate::x509::entry_validity;
+use ct_core::leaf::SignedEntry;
+use ct_core::loglist::LogApi;
+use ct_core::merkle::{tile_for_size, verify_consistency, CompactRange, Hash, TILE_WIDTH};
+use ct_core::x509::entry_validity;
 use ct_store::{CommitOutcome, Entry, LogId, LogKind, LogMeta, Store, StoreError};
 
 /// `notAfter` assumed for a logged entry whose certificate validity cannot

@@ -4,8 +4,7 @@
 //! bytes, requests, errors) and per-log gauges (verified size, lag behind
 //! the signed head in entries and in time); [`render_prometheus`] renders
 //! them. The `ct-ingest` binary writes the rendering to a file after every
-//! run (`--metrics-file`, for a node-exporter textfile collector), and
-//! auditor-server can serve the same text on its `/metrics`.
+//! run (`--metrics-file`, for a node-exporter textfile collector).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;

@@ -21,11 +21,12 @@ use std::error::Error as StdError;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use ct_core::LogList;
 use ct_ingest::config::{hex, Config, LogLimits, LogSelector, SelectedLog};
 use ct_ingest::http::{HttpClient, HttpSettings};
 use ct_ingest::ingest::{ingest_log, run_once, IngestOptions, IngestReport};
 use ct_ingest::testlog::{IssuedEntry, Misbehaviour, TestLog, TestLogConfig};
-use ct_ingest::{Error, LogList};
+use ct_ingest::Error;
 use ct_store::{LogKind, Store};
 use futures_util::TryStreamExt;
 

@@ -6,18 +6,18 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine as _;
 use serde::Deserialize;
 
-use ct_ingest::leaf::leaf_hash_of_encoded_entry;
-use ct_ingest::merkle::root_from_inclusion_proof;
-use ct_ingest::precert::{
+use ct_core::leaf::leaf_hash_of_encoded_entry;
+use ct_core::merkle::root_from_inclusion_proof;
+use ct_core::precert::{
     embedded_scts, precert_entry_from_final_cert, precert_tbs, tbs_certificate,
 };
-use ct_ingest::testlog::{IssuedEntry, Misbehaviour, TestLog, TestLogConfig};
-use ct_ingest::tls::Reader;
-use ct_ingest::{
+use ct_core::tls::Reader;
+use ct_core::{
     data_tiles_for_range, parse_data_tile_checked, parse_hash_tile, root_from_leaf_hashes,
     root_from_tiles, verify_checkpoint, verify_consistency, verify_inclusion, Hash, LogApi,
     LogList, MerkleTreeLeaf, SignedEntry, SignedTreeHead, TileId,
 };
+use ct_ingest::testlog::{IssuedEntry, Misbehaviour, TestLog, TestLogConfig};
 
 struct Http {
     client: reqwest::Client,
@@ -139,7 +139,7 @@ fn url_b64(h: &Hash) -> String {
 fn leaf_hash_of(leaf_input: &[u8]) -> Hash {
     let leaf = MerkleTreeLeaf::decode(leaf_input).expect("leaf_input parses");
     let h = leaf.leaf_hash().unwrap();
-    assert_eq!(h, ct_ingest::merkle::leaf_hash(leaf_input));
+    assert_eq!(h, ct_core::merkle::leaf_hash(leaf_input));
     h
 }
 
@@ -222,7 +222,7 @@ async fn rfc6962_api_verifies() {
         }
         assert_eq!(read_chain(&mut r), vec![log.issuer_der()]);
         assert!(r.is_empty());
-        let validity = ct_ingest::entry_validity(&te.signed_entry).unwrap();
+        let validity = ct_core::entry_validity(&te.signed_entry).unwrap();
         assert_eq!(validity.not_after, e.not_after);
         assert!(validity.contains(e.timestamp_ms as i64 / 1000));
     }
@@ -324,7 +324,7 @@ async fn static_ct_api_verifies() {
     // Every level of hash tiles, fetched over HTTP, gives the root.
     let mut tiles = std::collections::HashMap::new();
     for level in 0..3u8 {
-        for id in ct_ingest::tiles_for_size(level, 600) {
+        for id in ct_core::tiles_for_size(level, 600) {
             let body = http.ok(&id.path()).await;
             tiles.insert(id, parse_hash_tile(&body, id.width()).unwrap());
         }
@@ -364,10 +364,7 @@ async fn static_ct_api_verifies() {
     for l in &logs {
         assert_eq!(l.key, key);
         assert_eq!(l.mmd, 86_400);
-        assert_eq!(
-            l.state.map(|s| s.kind),
-            Some(ct_ingest::LogStateKind::Usable)
-        );
+        assert_eq!(l.state.map(|s| s.kind), Some(ct_core::LogStateKind::Usable));
         match &l.api {
             LogApi::Rfc6962 { url } => assert_eq!(url, &log.base_url()),
             LogApi::StaticCt { monitoring_url, .. } => {
@@ -625,7 +622,7 @@ async fn misbehaviour_garbage_is_a_parse_error() {
     assert!(serde_json::from_slice::<ProofByHash>(&body).is_err());
     let t = TileId::new(0, 0, 10).unwrap();
     assert!(parse_data_tile_checked(t, &http.get(&t.data_path()).await.body).is_err());
-    assert!(ct_ingest::parse_data_tile(&http.get(&t.data_path()).await.body).is_err());
+    assert!(ct_core::parse_data_tile(&http.get(&t.data_path()).await.body).is_err());
     let body = http.get(&t.path()).await.body;
     for w in 1..=256u16 {
         assert!(parse_hash_tile(&body, w).is_err());
@@ -847,7 +844,7 @@ async fn empty_log_and_shutdown() {
     let sth = http.sth().await;
     sth.verify(&log.log_key()).unwrap();
     assert_eq!(sth.tree_size, 0);
-    assert_eq!(sth.root_hash, ct_ingest::empty_root());
+    assert_eq!(sth.root_hash, ct_core::empty_root());
     assert_eq!(
         http.get("ct/v1/get-entries?start=0&end=0").await.status,
         400

@@ -16,7 +16,7 @@ use axum::Router;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine as _;
 
-use crate::merkle::{parse_tile_path, Hash, TilePath, HASH_LEN};
+use ct_core::merkle::{parse_tile_path, Hash, TilePath, HASH_LEN};
 
 use super::state::View;
 use super::{Misbehaviour, Shared};

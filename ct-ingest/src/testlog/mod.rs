@@ -32,7 +32,7 @@
 //! with the critical poison extension is issued, the log signs the
 //! `PreCert` (issuer key hash and the TBS without the poison), and the final
 //! certificate carries the SCT list extension in the poison's place, so
-//! [`crate::precert::precert_entry_from_final_cert`] rebuilds the logged
+//! [`ct_core::precert::precert_entry_from_final_cert`] rebuilds the logged
 //! entry from the final certificate alone.
 //!
 //! # Misbehaviour
@@ -53,7 +53,7 @@
 //! [`TestLog::log_list_json`] lists the log twice, under `logs` (RFC 6962,
 //! `url`) and `tiled_logs` (`submission_url` whose schema-less form is the
 //! origin, `monitoring_url` = [`TestLog::base_url`]), so
-//! [`crate::LogInfo::checkpoint_origin`] always gives the right origin.
+//! [`ct_core::LogInfo::checkpoint_origin`] always gives the right origin.
 
 mod ca;
 mod http;
@@ -72,10 +72,10 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 use crate::error::{Error, Result};
-use crate::leaf::{encode_leaf_index_extension, PreCert, SignedEntry, TileLeaf};
-use crate::merkle::Hash;
-use crate::sth::{LogKey, SignedCertificateTimestamp, SignedTreeHead};
-use crate::tls::Writer;
+use ct_core::leaf::{encode_leaf_index_extension, PreCert, SignedEntry, TileLeaf};
+use ct_core::merkle::Hash;
+use ct_core::sth::{LogKey, SignedCertificateTimestamp, SignedTreeHead};
+use ct_core::tls::Writer;
 
 pub use signer::LogSigner;
 
@@ -204,7 +204,7 @@ impl IssuedEntry {
     pub fn signed_entry(&self) -> SignedEntry {
         match &self.precert_tbs_der {
             Some(tbs) => SignedEntry::Precert(PreCert {
-                issuer_key_hash: crate::precert::issuer_key_hash(&self.issuer_der)
+                issuer_key_hash: ct_core::precert::issuer_key_hash(&self.issuer_der)
                     .unwrap_or_default(),
                 tbs_certificate: tbs.clone(),
             }),
@@ -295,13 +295,13 @@ impl Shared {
         let extensions = encode_leaf_index_extension(index)?;
         let (entry, sct, cert_der, precert_der) = match issued.precert_der.clone() {
             Some(pre) => {
-                let tbs = crate::precert::precert_tbs(&pre)?;
+                let tbs = ct_core::precert::precert_tbs(&pre)?;
                 let entry = SignedEntry::Precert(PreCert {
                     issuer_key_hash: self.ca.key_hash,
                     tbs_certificate: tbs,
                 });
                 let sct = self.signer.sign_sct(timestamp, &entry, extensions)?;
-                let value = crate::precert::sct_list_extension_value(std::slice::from_ref(&sct))?;
+                let value = ct_core::precert::sct_list_extension_value(std::slice::from_ref(&sct))?;
                 let cert = self.ca.finish(issued, Some(value))?;
                 (entry, sct, cert, Some(pre))
             }
@@ -437,7 +437,7 @@ impl TestLog {
         chain.put_opaque24(ca.der(), "ASN.1Cert")?;
         let mut chain_encoding = Writer::new();
         chain_encoding.put_opaque24(chain.as_bytes(), "certificate_chain")?;
-        let empty_root: Hash = crate::merkle::empty_root();
+        let empty_root: Hash = ct_core::merkle::empty_root();
         let head = Head::sign(&signer, &origin, now, 0, empty_root)?;
         let state = State {
             real: Ledger::default(),
@@ -654,7 +654,7 @@ mod tests {
         assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
         assert_eq!(rfc3339(1_700_000_000), "2023-11-14T22:13:20Z");
         assert_eq!(
-            crate::loglist::parse_rfc3339(&rfc3339(1_234_567_890)).unwrap(),
+            ct_core::loglist::parse_rfc3339(&rfc3339(1_234_567_890)).unwrap(),
             1_234_567_890
         );
     }

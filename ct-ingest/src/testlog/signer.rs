@@ -2,7 +2,7 @@
 //! static-ct-api checkpoints (`RFC6962NoteSignature`).
 //!
 //! Each signature is ECDSA P-256 over SHA-256 of the exact bytes that
-//! [`crate::sth`] and [`crate::checkpoint`] verify, encoded as a TLS
+//! [`ct_core::sth`] and [`ct_core::checkpoint`] verify, encoded as a TLS
 //! `DigitallySigned` with a DER `Ecdsa-Sig-Value`. Nonces are RFC 6979
 //! deterministic, so signing needs no randomness.
 
@@ -11,13 +11,13 @@ use p256::ecdsa::{Signature, SigningKey};
 use p256::pkcs8::EncodePublicKey as _;
 use sha2::{Digest, Sha256};
 
-use crate::checkpoint::{
+use crate::error::{Error, Result};
+use ct_core::checkpoint::{
     is_valid_key_name, rfc6962_key_id, Checkpoint, NoteSignature, Rfc6962NoteSignature, SignedNote,
 };
-use crate::error::{Error, Result};
-use crate::leaf::SignedEntry;
-use crate::merkle::Hash;
-use crate::sth::{
+use ct_core::leaf::SignedEntry;
+use ct_core::merkle::Hash;
+use ct_core::sth::{
     sct_signature_input, tree_head_signature_input, DigitallySigned, LogKey,
     SignedCertificateTimestamp, SignedTreeHead, HASH_ALGORITHM_SHA256, SIGNATURE_ALGORITHM_ECDSA,
 };
@@ -185,8 +185,8 @@ impl LogSigner {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::checkpoint::verify_checkpoint;
-    use crate::leaf::encode_leaf_index_extension;
+    use ct_core::checkpoint::verify_checkpoint;
+    use ct_core::leaf::encode_leaf_index_extension;
 
     #[test]
     fn signatures_verify_with_the_crate_verifiers() {

@@ -2,9 +2,9 @@
 //! head, and the alternative heads and trees the misbehaviours serve.
 
 use crate::error::Result;
-use crate::leaf::{encode_leaf_index_extension, TileLeaf};
-use crate::merkle::Hash;
-use crate::sth::SignedTreeHead;
+use ct_core::leaf::{encode_leaf_index_extension, TileLeaf};
+use ct_core::merkle::Hash;
+use ct_core::sth::SignedTreeHead;
 
 use super::signer::LogSigner;
 use super::tree::Tree;
@@ -210,7 +210,7 @@ impl State {
                 let mut data = self.real.clone();
                 let n = data.entries.len();
                 for e in &forked.entries[n..] {
-                    let hash = crate::leaf::leaf_hash_of_encoded_entry(&e.tile_leaf[..e.te_len]);
+                    let hash = ct_core::leaf::leaf_hash_of_encoded_entry(&e.tile_leaf[..e.te_len]);
                     data.push(e.clone(), hash);
                 }
                 self.fork = Some(Fork {

@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use crate::merkle::{empty_root, node_hash, Hash, TileId, TILE_HEIGHT};
+use ct_core::merkle::{empty_root, node_hash, Hash, TileId, TILE_HEIGHT};
 
 /// An append-only Merkle tree.
 #[derive(Clone, Debug, Default)]
@@ -166,7 +166,7 @@ impl Tree {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::merkle::{
+    use ct_core::merkle::{
         leaf_hash, parse_hash_tile, root_from_leaf_hashes, root_from_tiles, tiles_for_size,
         verify_consistency, verify_inclusion, TILE_WIDTH,
     };
