@@ -88,7 +88,7 @@ async fn leaf_hashes_rebuilt_from_certificates_match_the_log() -> TestResult {
     // The store holds exactly these leaf hashes after ct-ingest verified the log.
     let url = sqlite_url(dir.path());
     ingest(&log, dir.path(), &url).await?;
-    let store = ct_ingest::store::Store::connect(&url).await?;
+    let store = ct_store::Store::connect(&url).await?;
     let stored: HashSet<[u8; 32]> = store.active_leaf_hashes(0).try_collect().await?;
     let rebuilt: HashSet<[u8; 32]> = issued.iter().map(|e| e.leaf_hash).collect();
     assert_eq!(stored, rebuilt);
@@ -229,7 +229,7 @@ async fn private_audits_find_logged_and_catch_omitted_scts() -> TestResult {
             .any(|s| s.auditable() && s.leaf_hash == rep.leaf_hash));
     }
     // …and the leaf is absent from what the log published.
-    let store = ct_ingest::store::Store::connect(&url).await?;
+    let store = ct_store::Store::connect(&url).await?;
     let stored: HashSet<[u8; 32]> = store.active_leaf_hashes(0).try_collect().await?;
     assert!(issued
         .omitted

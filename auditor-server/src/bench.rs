@@ -391,7 +391,7 @@ pub struct BuildBench {
 }
 
 async fn build(n: u64) -> Result<BuildBench> {
-    use ct_ingest::store::{Entry, LogKind, LogMeta, Store};
+    use ct_store::{Commit, Entry, LogKind, LogMeta, Store};
     let tmp = tempfile::tempdir().map_err(crate::error::io(std::path::Path::new("tmp")))?;
     let url = format!(
         "sqlite://{}?mode=rwc",
@@ -424,7 +424,11 @@ async fn build(n: u64) -> Result<BuildBench> {
             })
             .collect();
         store
-            .commit_verified(&log_id, &entries, n, &[0; 32], (now as u64 - 3600) * 1000)
+            .commit(
+                Commit::new(&log_id, n, &[0; 32])
+                    .entries(&entries)
+                    .ingested_until_ms((now as u64 - 3600) * 1000),
+            )
             .await?;
     }
     let fill_store_s = t.elapsed().as_secs_f64();

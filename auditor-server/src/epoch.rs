@@ -70,12 +70,12 @@ pub struct Snapshot {
     /// Leaf hashes of S, sorted and deduplicated.
     pub hashes: Vec<[u8; 32]>,
     /// Per-log coverage, read before the hashes.
-    pub coverage: Vec<ct_ingest::store::Coverage>,
+    pub coverage: Vec<ct_store::Coverage>,
 }
 
 /// Reads a snapshot of S from the store (see the module docs for the
 /// order of reads).
-pub async fn snapshot(store: &ct_ingest::store::Store, now_s: i64) -> Result<Snapshot> {
+pub async fn snapshot(store: &ct_store::Store, now_s: i64) -> Result<Snapshot> {
     let coverage = store.coverage().await?;
     let mut hashes: Vec<[u8; 32]> = store.active_leaf_hashes(now_s).try_collect().await?;
     hashes.sort_unstable();
@@ -605,7 +605,7 @@ impl EpochDir {
 /// Snapshot of the store at `now_s`, build of the next epoch, publication
 /// and pruning: what `auditor-server build-epoch` and the schedule run.
 pub async fn build_next(
-    store: &ct_ingest::store::Store,
+    store: &ct_store::Store,
     dir: &EpochDir,
     bp: BuildParams,
     keep: usize,

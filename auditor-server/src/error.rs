@@ -26,7 +26,7 @@ pub enum Error {
     },
     /// The entry store failed.
     #[error("entry store: {0}")]
-    Store(#[from] ct_ingest::store::StoreError),
+    Store(#[from] ct_store::StoreError),
     /// The PIR layer refused something (e.g. a shape whose error bound
     /// exceeds 2^-40).
     #[error("pir: {0}")]

@@ -1,7 +1,7 @@
 //! The auditor service: builds daily epochs of salted multi-Bloom filters
-//! from ct-ingest's store (SimplePIR paper §6–7) and answers hintless YPIR
-//! single-bit queries on them over HTTP (YPIR Construction 3.1, §4.3
-//! batching).
+//! from the entry store that ct-ingest fills (`ct-store`; SimplePIR paper
+//! §6–7) and answers hintless YPIR single-bit queries on them over HTTP
+//! (YPIR Construction 3.1, §4.3 batching).
 //!
 //! * [`epoch`]: snapshot → salts → filters → PIR databases → DBSetup →
 //!   persisted artifacts; loading them back.

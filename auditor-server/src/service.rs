@@ -128,7 +128,7 @@ impl Service {
     /// now), persists and publishes it. Returns its id.
     pub async fn build_and_publish(&self, now_s: Option<i64>) -> Result<u64> {
         let _guard = self.building.lock().await;
-        let store = ct_ingest::store::Store::connect(self.config.database_url()).await?;
+        let store = ct_store::Store::connect(self.config.database_url()).await?;
         let bp = BuildParams::from_config(&self.config)?;
         let now = now_s.unwrap_or_else(epoch::unix_now_s);
         let built = epoch::build_next(&store, &self.dir, bp, self.config.epoch.keep, now).await;

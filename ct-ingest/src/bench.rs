@@ -17,8 +17,8 @@ use crate::config::{Config, LogLimits, LogSelector, SelectedLog};
 use crate::error::{Error, Result};
 use crate::http::{HttpClient, HttpSettings};
 use crate::ingest::{ingest_log, IngestOptions};
-use crate::loglist::LogList;
-use crate::store::{LogKind, Store};
+use ct_core::loglist::LogList;
+use ct_store::{LogKind, Store};
 
 /// What to benchmark.
 #[derive(Clone, Debug)]

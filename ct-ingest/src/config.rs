@@ -48,13 +48,11 @@ use serde::Deserialize;
 
 use crate::error::{Error, Result};
 use crate::http::{HttpClient, HttpSettings};
-use crate::loglist::{LogApi, LogInfo, LogList, LogStateKind, MAX_LOG_LIST_SIZE};
-use crate::store::LogKind;
+use ct_core::loglist::{LogApi, LogInfo, LogList, LogStateKind, MAX_LOG_LIST_SIZE};
+use ct_store::{LogKind, DEFAULT_DATABASE_URL};
 
 /// Chrome's current log list.
 pub const DEFAULT_LOG_LIST: &str = "https://www.gstatic.com/ct/log_list/v3/log_list.json";
-/// The embedded SQLite file used when no database URL is configured.
-pub const DEFAULT_DATABASE_URL: &str = "sqlite://ct-ingest.db?mode=rwc";
 /// Largest configuration file accepted.
 pub const MAX_CONFIG_SIZE: usize = 1 << 20;
 
@@ -476,7 +474,7 @@ pub fn parse_log_id(s: &str) -> Result<[u8; 32]> {
         }
         return Ok(out);
     }
-    let bytes = crate::sth::decode_base64(s, "log id", 32)
+    let bytes = ct_core::sth::decode_base64(s, "log id", 32)
         .map_err(|e| Error::Config(format!("log id {s:?}: {e}")))?;
     <[u8; 32]>::try_from(bytes.as_slice())
         .map_err(|_| Error::Config(format!("log id {s:?} is not 32 bytes")))

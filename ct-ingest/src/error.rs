@@ -97,9 +97,9 @@ pub enum Error {
     TestLog(#[from] ct_testlog::Error),
 
     /// The entry store failed (database error, refused batch, ...); the
-    /// store's own variants say which (see [`crate::store::StoreError`]).
+    /// store's own variants say which (see [`ct_store::StoreError`]).
     #[error("store: {0}")]
-    Store(#[from] crate::store::StoreError),
+    Store(#[from] ct_store::StoreError),
 }
 
 impl Error {

@@ -20,8 +20,9 @@
 //!    recomputed root equals `root_N`; before: an RFC 6962 consistency proof
 //!    `b → N` from the recomputed root of `[0, b)`, or for static-ct-api the
 //!    root of `N` recomputed from `[0, b)` plus hash tiles), and only then
-//!    commits the entries with [`Store::commit_verified_with_frontier_at`]:
-//!    entries, new verified position and frontier in one transaction.
+//!    commits the entries with [`Store::commit`] (a [`Commit`] with the
+//!    frontier): entries, new verified position and frontier in one
+//!    transaction.
 //!
 //! Nothing unverified is ever committed: a failed check (or a fetch error,
 //! or garbage) ends the run for that log with an error and the verified
@@ -52,13 +53,15 @@ use tokio::task::JoinHandle;
 use crate::config::{load_log_list, Config, SelectedLog};
 use crate::error::{Error, Result};
 use crate::http::{HttpClient, LogEndpoint};
-use crate::leaf::SignedEntry;
-use crate::loglist::LogApi;
-use crate::merkle::{tile_for_size, verify_consistency, CompactRange, Hash, TILE_WIDTH};
 use crate::rfc6962::Rfc6962Client;
 use crate::static_ct::{StaticCtClient, TileCache};
-use crate::store::{CommitOutcome, Entry, LogId, LogKind, LogMeta, Store, StoreError};
-use crate::x509::entry_validity;
+use ct_core::leaf::SignedEntry;
+use ct_core::loglist::LogApi;
+use ct_core::merkle::{tile_for_size, verify_consistency, CompactRange, Hash, TILE_WIDTH};
+use ct_core::x509::entry_validity;
+#[cfg(feature = "fault-injection")]
+use ct_store::FaultPlan;
+use ct_store::{Commit, CommitOutcome, Entry, LogId, LogKind, LogMeta, Store, StoreError};
 
 /// `notAfter` assumed for a logged entry whose certificate validity cannot
 /// be parsed: its SCT timestamp plus this many seconds (1,200 days, longer
@@ -108,11 +111,11 @@ pub struct IngestOptions {
     /// The clock for expiry at commit time, Unix seconds (`None`: the
     /// system clock at each commit).
     pub now_s: Option<i64>,
-    /// Test hook: the n-th commit (1-based) of this run is rolled back
-    /// instead of committed, as if the process died just before `COMMIT`,
-    /// and the run fails.
-    #[doc(hidden)]
-    pub crash_before_commit: Option<u64>,
+    /// Crash tests (feature `fault-injection`): the n-th commit (1-based)
+    /// of this run ends with this fault (see [`FaultPlan`]), and the run
+    /// fails.
+    #[cfg(feature = "fault-injection")]
+    pub fault: Option<(u64, FaultPlan)>,
 }
 
 /// What one run did for one log.
@@ -352,39 +355,23 @@ struct CommitJob {
     ingested_until_ms: u64,
     frontier: Vec<Hash>,
     now_s: i64,
-    crash: bool,
+    #[cfg(feature = "fault-injection")]
+    fault: Option<FaultPlan>,
 }
 
 impl CommitJob {
     async fn run(self) -> Result<CommitOutcome> {
-        if self.crash {
-            self.store
-                .commit_verified_with_frontier_then_crash(
-                    &self.log_id,
-                    &self.entries,
-                    self.head.tree_size,
-                    &self.head.root,
-                    self.ingested_until_ms,
-                    &self.frontier,
-                    self.now_s,
-                )
-                .await?;
-            return Err(Error::Internal(
-                "simulated crash before COMMIT (test hook)".into(),
-            ));
-        }
-        Ok(self
-            .store
-            .commit_verified_with_frontier_at(
-                &self.log_id,
-                &self.entries,
-                self.head.tree_size,
-                &self.head.root,
-                self.ingested_until_ms,
-                &self.frontier,
-                self.now_s,
-            )
-            .await?)
+        let commit = Commit::new(&self.log_id, self.head.tree_size, &self.head.root)
+            .entries(&self.entries)
+            .ingested_until_ms(self.ingested_until_ms)
+            .frontier(&self.frontier)
+            .now_s(self.now_s);
+        #[cfg(feature = "fault-injection")]
+        let commit = match self.fault {
+            Some(fault) => commit.fault(fault),
+            None => commit,
+        };
+        Ok(self.store.commit(commit).await?)
     }
 }
 
@@ -544,14 +531,11 @@ pub async fn ingest_log(
         // "ingested until".
         if head.tree_size > 0 && head_until > state.ingested_until_ms {
             let out = store
-                .commit_verified_with_frontier_at(
-                    &log_id,
-                    &[],
-                    head.tree_size,
-                    &head.root,
-                    head_until,
-                    compact.nodes(),
-                    now(opts),
+                .commit(
+                    Commit::new(&log_id, head.tree_size, &head.root)
+                        .ingested_until_ms(head_until)
+                        .frontier(compact.nodes())
+                        .now_s(now(opts)),
                 )
                 .await?;
             report.verified_position = out.verified_position;
@@ -618,7 +602,10 @@ pub async fn ingest_log(
                 ingested_until_ms: if e == end { head_until } else { 0 },
                 frontier: compact.nodes().to_vec(),
                 now_s: now(opts),
-                crash: opts.crash_before_commit == Some(commits_started),
+                #[cfg(feature = "fault-injection")]
+                fault: opts
+                    .fault
+                    .and_then(|(n, fault)| (n == commits_started).then_some(fault)),
             };
             in_flight = Some(tokio::spawn(job.run()));
         }

@@ -5,8 +5,8 @@
 //! the signed head in entries and in time); [`render_prometheus`] renders
 //! them. The `ct-ingest` binary writes the rendering to a file after every
 //! run (`--metrics-file`, for a node-exporter textfile collector); nothing
-//! serves it over HTTP (auditor-server exports only its own metrics). The
-//! names and their meanings are listed in docs/ingest.md.
+//! serves it over HTTP. The names and their meanings are listed in
+//! docs/ingest.md.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;

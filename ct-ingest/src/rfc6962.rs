@@ -9,7 +9,7 @@
 //! error for that request (nothing of it is returned). Tree heads are
 //! returned only once their signature verifies with the log's key.
 //!
-//! Entries come back as [`store::Entry`](crate::store::Entry) values (leaf
+//! Entries come back as [`ct_store::Entry`] values (leaf
 //! index, leaf hash, SCT timestamp, `notAfter`): they are *downloaded*, not
 //! verified; [`crate::ingest`] verifies them against a signed tree head
 //! before they are committed.
@@ -20,11 +20,11 @@ use serde::Deserialize;
 
 use crate::error::{Error, Result};
 use crate::http::LogEndpoint;
-use crate::leaf::{LogEntryType, MerkleTreeLeaf, MAX_CERT_LEN, MAX_EXTENSIONS_LEN};
-use crate::merkle::{leaf_hash, Hash, HASH_LEN, MAX_PROOF_LEN};
-use crate::sth::{decode_base64, LogKey, SignedTreeHead, MAX_STH_JSON_LEN};
-use crate::store::Entry;
-use crate::tls::{Reader, MAX_U24_LEN};
+use ct_core::leaf::{LogEntryType, MerkleTreeLeaf, MAX_CERT_LEN, MAX_EXTENSIONS_LEN};
+use ct_core::merkle::{leaf_hash, Hash, HASH_LEN, MAX_PROOF_LEN};
+use ct_core::sth::{decode_base64, LogKey, SignedTreeHead, MAX_STH_JSON_LEN};
+use ct_core::tls::{Reader, MAX_U24_LEN};
+use ct_store::Entry;
 
 /// Largest `leaf_input` accepted: a `MerkleTreeLeaf` with a maximal
 /// certificate (or TBS plus issuer key hash) and maximal extensions.
@@ -89,7 +89,7 @@ impl Rfc6962Client {
 
     /// `get-sth-consistency?first=..&second=..`: the proof's hashes
     /// (checked to be 32 bytes each and at most [`MAX_PROOF_LEN`]; whether
-    /// they prove anything is for [`crate::merkle::verify_consistency`]).
+    /// they prove anything is for [`ct_core::merkle::verify_consistency`]).
     pub async fn get_sth_consistency(&self, first: u64, second: u64) -> Result<Vec<Hash>> {
         let url = format!(
             "{}get-sth-consistency?first={first}&second={second}",

@@ -1,6 +1,5 @@
-//! Stop requests for the long-running binaries (`ct-ingest run`,
-//! `auditor-server serve`): Ctrl-C, or SIGTERM on Unix (what `docker stop`
-//! and systemd send).
+//! Stop requests for `ct-ingest run`: Ctrl-C, or SIGTERM on Unix (what
+//! `docker stop` and systemd send).
 
 /// Resolves on the first Ctrl-C or (on Unix) SIGTERM.
 pub async fn stop_requested() {

@@ -21,16 +21,16 @@ use std::collections::HashMap;
 
 use futures_util::future::try_join_all;
 
-use crate::checkpoint::{verify_checkpoint, VerifiedCheckpoint, MAX_NOTE_SIZE};
 use crate::error::{Error, Result};
 use crate::http::{LogEndpoint, Response};
-use crate::leaf::{parse_data_tile_checked, MAX_DATA_TILE_SIZE};
-use crate::merkle::{
+use ct_core::checkpoint::{verify_checkpoint, VerifiedCheckpoint, MAX_NOTE_SIZE};
+use ct_core::leaf::{parse_data_tile_checked, MAX_DATA_TILE_SIZE};
+use ct_core::merkle::{
     node_hash, parse_hash_tile, root_from_leaf_hashes, tile_for_size, CompactRange, Hash, TileId,
     HASH_LEN, TILE_HEIGHT, TILE_WIDTH,
 };
-use crate::sth::LogKey;
-use crate::store::Entry;
+use ct_core::sth::LogKey;
+use ct_store::Entry;
 
 /// A static-ct-api log: its endpoint (with limits), monitoring prefix,
 /// checkpoint origin and key.
@@ -48,7 +48,7 @@ pub type TileCache = HashMap<TileId, Vec<Hash>>;
 
 impl StaticCtClient {
     /// A client for the log whose monitoring prefix is `monitoring_url`,
-    /// checkpoint origin `origin` ([`crate::loglist::LogInfo::checkpoint_origin`])
+    /// checkpoint origin `origin` ([`ct_core::loglist::LogInfo::checkpoint_origin`])
     /// and key `key`.
     pub fn new(ep: LogEndpoint, monitoring_url: &str, origin: &str, key: LogKey) -> Self {
         StaticCtClient {
@@ -283,7 +283,7 @@ pub fn extend_with_subtree(range: &CompactRange, height: u32, hash: Hash) -> Res
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::merkle::leaf_hash;
+    use ct_core::merkle::leaf_hash;
 
     fn leaves(n: u64) -> Vec<Hash> {
         (0..n).map(|i| leaf_hash(&i.to_be_bytes())).collect()

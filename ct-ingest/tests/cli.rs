@@ -2,7 +2,7 @@
 //! `ct-ingest once` run as a child process, then the store and the metrics
 //! file are checked.
 
-use ct_ingest::store::Store;
+use ct_store::Store;
 use ct_testlog::{TestLog, TestLogConfig};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

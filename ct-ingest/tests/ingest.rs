@@ -5,9 +5,9 @@
 //! case, like `tests/store.rs`):
 //!
 //! ```sh
-//! export TEST_DATABASE_URL="$(bash ct-ingest/tests/pg.sh start)"
+//! export TEST_DATABASE_URL="$(bash ct-store/tests/pg.sh start)"
 //! cargo test -p ct-ingest --test ingest
-//! bash ct-ingest/tests/pg.sh stop
+//! bash ct-store/tests/pg.sh stop
 //! ```
 //!
 //! `TEST_REQUIRE_POSTGRES=1` turns a missing `TEST_DATABASE_URL` into a
@@ -19,11 +19,12 @@ use std::error::Error as StdError;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use ct_core::LogList;
 use ct_ingest::config::{hex, Config, LogLimits, LogSelector, SelectedLog};
 use ct_ingest::http::{HttpClient, HttpSettings};
 use ct_ingest::ingest::{ingest_log, run_once, IngestOptions, IngestReport};
-use ct_ingest::store::{LogKind, Store};
-use ct_ingest::{Error, LogList};
+use ct_ingest::Error;
+use ct_store::{Commit, FaultPlan, LogKind, Store};
 use ct_testlog::{IssuedEntry, Misbehaviour, TestLog, TestLogConfig};
 use futures_util::TryStreamExt;
 
@@ -233,7 +234,7 @@ async fn resume_after_crash_before_commit() -> TestResult {
             let issued = fill(&log, 1100).await?;
             let sel = select(&log, api, &limits(100, 256))?;
             let crash = IngestOptions {
-                crash_before_commit: Some(2),
+                fault: Some((2, FaultPlan::CrashBeforeCommit)),
                 ..IngestOptions::default()
             };
             let err = ingest(&store, &sel, &crash)
@@ -246,6 +247,41 @@ async fn resume_after_crash_before_commit() -> TestResult {
             assert_eq!(r.start_position, 256, "{ctx}");
             assert_eq!(r.verified_position, 1100, "{ctx}");
             assert_eq!(r.entries_downloaded, 1100 - 256, "{ctx}");
+            assert_set(&store, &issued, &ctx).await?;
+            log.shutdown().await;
+            store.close().await;
+            db.cleanup().await?;
+        }
+    }
+    Ok(())
+}
+
+/// The process dies just after the COMMIT of the second batch, before it
+/// noticed: both batches stay; the next run resumes after them, with no loss
+/// and no duplicates.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resume_after_crash_after_commit() -> TestResult {
+    for api in APIS {
+        for db in TestDb::all("i", &format!("crash_after_{}", api.as_str())).await? {
+            let ctx = format!("{} {}", db.name(), api.as_str());
+            let store = db.store().await?;
+            let log = start_log(256).await?;
+            let issued = fill(&log, 1100).await?;
+            let sel = select(&log, api, &limits(100, 256))?;
+            let crash = IngestOptions {
+                fault: Some((2, FaultPlan::CrashAfterCommit)),
+                ..IngestOptions::default()
+            };
+            let err = ingest(&store, &sel, &crash)
+                .await
+                .expect_err("simulated crash");
+            assert!(err.to_string().contains("simulated crash"), "{ctx}: {err}");
+            let (pos, count, _) = snapshot(&store, &log).await?;
+            assert_eq!((pos, count), (512, 512), "{ctx}: both batches committed");
+            let r = ingest(&store, &sel, &IngestOptions::default()).await?;
+            assert_eq!(r.start_position, 512, "{ctx}");
+            assert_eq!(r.verified_position, 1100, "{ctx}");
+            assert_eq!(r.entries_downloaded, 1100 - 512, "{ctx}");
             assert_set(&store, &issued, &ctx).await?;
             log.shutdown().await;
             store.close().await;
@@ -324,8 +360,8 @@ async fn resume_after_abort_mid_run() -> TestResult {
     Ok(())
 }
 
-/// A store whose verified position was committed without a frontier (the
-/// plain `commit_verified`, or a database from before migration 0002): the
+/// A store whose verified position was committed without a frontier (a
+/// `Commit` without one, or a database from before migration 0002): the
 /// ingester re-hashes from 0, replaying the stored prefix without
 /// duplicating it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -347,17 +383,17 @@ async fn resume_without_stored_frontier() -> TestResult {
                 .ok_or("backend")?;
             let store2 = fresh.store().await?;
             store2
-                .upsert_log(&ct_ingest::store::LogMeta {
+                .upsert_log(&ct_store::LogMeta {
                     log_id: log.log_id(),
                     url: sel.url().to_owned(),
                     mmd_s: 3600,
                     kind: api,
                 })
                 .await?;
-            let first: Vec<ct_ingest::store::Entry> = issued[..150]
+            let first: Vec<ct_store::Entry> = issued[..150]
                 .iter()
                 .enumerate()
-                .map(|(i, e)| ct_ingest::store::Entry {
+                .map(|(i, e)| ct_store::Entry {
                     leaf_index: i as u64,
                     leaf_hash: e.leaf_hash,
                     sct_timestamp_ms: e.timestamp_ms,
@@ -366,7 +402,7 @@ async fn resume_without_stored_frontier() -> TestResult {
                 .collect();
             let sth = log.signed_tree_head();
             store2
-                .commit_verified(&log.log_id(), &first, sth.tree_size, &sth.root_hash, 0)
+                .commit(Commit::new(&log.log_id(), sth.tree_size, &sth.root_hash).entries(&first))
                 .await?;
             assert_eq!(store2.verified_frontier(&log.log_id()).await?, (150, None));
             let r = ingest(&store2, &sel, &IngestOptions::default()).await?;

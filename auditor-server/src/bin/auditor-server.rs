@@ -92,7 +92,7 @@ async fn main() -> anyhow::Result<()> {
         }
         Cmd::BuildEpoch { now } => {
             let config = load_config(&cli)?;
-            let store = ct_ingest::store::Store::connect(config.database_url()).await?;
+            let store = ct_store::Store::connect(config.database_url()).await?;
             let dir = epoch::EpochDir::open(&config.epoch_dir)?;
             let mut bp = epoch::BuildParams::from_config(&config)?;
             bp.progress = std::io::IsTerminal::is_terminal(&std::io::stderr());
@@ -111,7 +111,26 @@ async fn main() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Resolves on the first Ctrl-C or (on Unix) SIGTERM, what `docker stop`
+/// and systemd send.
 async fn shutdown_signal() {
-    ct_ingest::signal::stop_requested().await;
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {}
+        _ = term => {}
+    }
     tracing::info!("shutdown requested: draining requests");
 }

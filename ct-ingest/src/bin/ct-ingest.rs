@@ -216,7 +216,7 @@ async fn main() -> Result<()> {
             database_url,
         } => {
             use ct_ingest::bench::{run, BenchOptions};
-            use ct_ingest::store::LogKind;
+            use ct_store::LogKind;
             let api = match api.as_str() {
                 "rfc6962" => LogKind::Rfc6962,
                 "static" => LogKind::Static,

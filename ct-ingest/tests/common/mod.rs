@@ -1,7 +1,7 @@
-//! Test harness shared by `store.rs` and `ingest.rs`: one fresh database
-//! per test case on SQLite (a temp file) and, when `TEST_DATABASE_URL` is
-//! set, on PostgreSQL.
-#![allow(dead_code)]
+//! Test harness of `ingest.rs`: one fresh database per test case on SQLite
+//! (a temp file) and, when `TEST_DATABASE_URL` is set, on PostgreSQL (the
+//! same scheme as ct-store's own tests; `ct-store/tests/pg.sh` starts a
+//! throwaway server).
 
 /// Boxed error of the tests.
 pub type BoxErr = Box<dyn std::error::Error + Send + Sync>;
@@ -20,8 +20,8 @@ pub struct TestDb {
 
 impl TestDb {
     /// A store on this database (migrations applied).
-    pub async fn store(&self) -> Result<ct_ingest::store::Store, BoxErr> {
-        Ok(ct_ingest::store::Store::connect(&self.url).await?)
+    pub async fn store(&self) -> Result<ct_store::Store, BoxErr> {
+        Ok(ct_store::Store::connect(&self.url).await?)
     }
 
     /// SQLite always; PostgreSQL when `TEST_DATABASE_URL` is set (a fresh
@@ -71,43 +71,6 @@ impl TestDb {
             Backend::Sqlite(_) => "sqlite",
             Backend::Postgres { .. } => "postgres",
         }
-    }
-
-    /// Whether this is the PostgreSQL backend.
-    pub fn is_postgres(&self) -> bool {
-        matches!(self.backend, Backend::Postgres { .. })
-    }
-
-    /// Runs a query returning one integer, bypassing the Store.
-    pub async fn scalar(&self, sql: &str) -> Result<i64, BoxErr> {
-        Ok(match self.backend {
-            Backend::Sqlite(_) => {
-                let pool = sqlx::SqlitePool::connect(&self.url).await?;
-                let v = sqlx::query_scalar(sql).fetch_one(&pool).await?;
-                pool.close().await;
-                v
-            }
-            Backend::Postgres { .. } => {
-                let pool = sqlx::PgPool::connect(&self.url).await?;
-                let v = sqlx::query_scalar(sql).fetch_one(&pool).await?;
-                pool.close().await;
-                v
-            }
-        })
-    }
-
-    /// Names of the `entries` partitions (PostgreSQL only), sorted.
-    pub async fn partitions(&self) -> Result<Vec<String>, BoxErr> {
-        let pool = sqlx::PgPool::connect(&self.url).await?;
-        let mut names: Vec<String> = sqlx::query_scalar(
-            "SELECT c.relname::text FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid \
-             WHERE i.inhparent = 'entries'::regclass",
-        )
-        .fetch_all(&pool)
-        .await?;
-        pool.close().await;
-        names.sort();
-        Ok(names)
     }
 
     /// Drops the PostgreSQL database (SQLite's temp dir goes with `self`).

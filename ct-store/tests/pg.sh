@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
-# Throwaway PostgreSQL cluster for the ct-ingest store tests.
+# Throwaway PostgreSQL cluster for the store tests (ct-store, and the
+# ingestion tests of ct-ingest, which use the same TEST_DATABASE_URL).
 #
-#   bash ct-ingest/tests/pg.sh start [DIR]   # prints the database URL on stdout
-#   bash ct-ingest/tests/pg.sh stop  [DIR]   # stops the cluster and deletes DIR
+#   bash ct-store/tests/pg.sh start [DIR]   # prints the database URL on stdout
+#   bash ct-store/tests/pg.sh stop  [DIR]   # stops the cluster and deletes DIR
 #
-# DIR defaults to ${TMPDIR:-/tmp}/ct-ingest-pg. `start` wipes any previous
-# cluster in DIR, runs initdb (trust auth, no fsync), starts the server on
-# 127.0.0.1 and a free port (Unix socket inside DIR), creates database
-# `ct_test` and prints e.g. postgres://postgres@127.0.0.1:41234/ct_test.
+# DIR defaults to ${TMPDIR:-/tmp}/ct-store-pg; clusters running at the same
+# time need different DIRs. `start` wipes any previous cluster in DIR, runs
+# initdb (trust auth, no fsync), starts the server on 127.0.0.1 and a free
+# port (Unix socket inside DIR), creates database `ct_test` and prints
+# e.g. postgres://postgres@127.0.0.1:41234/ct_test.
 # Everything else (progress, logs) goes to stderr. The tests create one
 # database per test case in this cluster and drop it afterwards.
 #
@@ -18,9 +20,9 @@
 #
 # How CI calls it (in .ci/run, before `cargo test --workspace`):
 #
-#   TEST_DATABASE_URL="$(bash ct-ingest/tests/pg.sh start)"
+#   TEST_DATABASE_URL="$(bash ct-store/tests/pg.sh start)"
 #   export TEST_DATABASE_URL
-#   trap 'bash ct-ingest/tests/pg.sh stop' EXIT
+#   trap 'bash ct-store/tests/pg.sh stop' EXIT
 #   cargo test --workspace        # tests/store.rs runs on SQLite and PostgreSQL
 #
 # Without TEST_DATABASE_URL the store tests run on SQLite only.
@@ -31,7 +33,7 @@
 set -euo pipefail
 
 cmd="${1:-}"
-dir="${2:-${TMPDIR:-/tmp}/ct-ingest-pg}"
+dir="${2:-${TMPDIR:-/tmp}/ct-store-pg}"
 
 log() { printf 'pg.sh: %s\n' "$*" >&2; }
 die() { log "$*"; exit 1; }
@@ -88,13 +90,21 @@ case "$cmd" in
     as_owner "$bindir/initdb" -D "$dir/data" -U postgres --auth=trust \
       --encoding=UTF8 --no-locale --no-sync >"$dir/initdb.log" 2>&1 \
       || { cat "$dir/initdb.log" >&2; die "initdb failed"; }
-    port="$(free_port)"
-    # Test cluster: durability off for speed (override with PGTEST_SERVER_OPTS).
-    opts="-c listen_addresses=127.0.0.1 -p $port -k $dir -c fsync=off"
-    opts+=" -c synchronous_commit=off -c full_page_writes=off"
-    opts+=" -c max_connections=200 ${PGTEST_SERVER_OPTS:-}"
-    as_owner "$bindir/pg_ctl" -D "$dir/data" -l "$dir/server.log" -o "$opts" -w -t 60 start >&2 \
-      || { cat "$dir/server.log" >&2 || true; die "pg_ctl start failed"; }
+    # A port found free can be taken by a parallel start before the server
+    # binds it: then try another one.
+    for attempt in 1 2 3 4 5; do
+      port="$(free_port)"
+      # Test cluster: durability off for speed (override with PGTEST_SERVER_OPTS).
+      opts="-c listen_addresses=127.0.0.1 -p $port -k $dir -c fsync=off"
+      opts+=" -c synchronous_commit=off -c full_page_writes=off"
+      opts+=" -c max_connections=200 ${PGTEST_SERVER_OPTS:-}"
+      if as_owner "$bindir/pg_ctl" -D "$dir/data" -l "$dir/server.log" -o "$opts" -w -t 60 start >&2; then
+        break
+      fi
+      cat "$dir/server.log" >&2 || true
+      [[ $attempt -lt 5 ]] || die "pg_ctl start failed"
+      log "start on port $port failed; retrying"
+    done
     as_owner "$bindir/psql" -X -q -h 127.0.0.1 -p "$port" -U postgres -d postgres \
       -v ON_ERROR_STOP=1 -c 'CREATE DATABASE ct_test' >&2
     url="postgres://postgres@127.0.0.1:$port/ct_test"

@@ -4,9 +4,9 @@
 //! with `tests/pg.sh` (see there for how CI calls it):
 //!
 //! ```sh
-//! export TEST_DATABASE_URL="$(bash ct-ingest/tests/pg.sh start)"
-//! cargo test -p ct-ingest --test store
-//! bash ct-ingest/tests/pg.sh stop
+//! export TEST_DATABASE_URL="$(bash ct-store/tests/pg.sh start)"
+//! cargo test -p ct-store --test store
+//! bash ct-store/tests/pg.sh stop
 //! ```
 //!
 //! Set `TEST_REQUIRE_POSTGRES=1` to fail instead of skipping PostgreSQL when
@@ -18,7 +18,7 @@ use std::collections::HashSet;
 use std::error::Error;
 use std::time::Instant;
 
-use ct_ingest::store::{Coverage, Entry, LogKind, LogMeta, Store, StoreError};
+use ct_store::{Commit, Coverage, Entry, FaultPlan, LogKind, LogMeta, Store, StoreError};
 use futures_util::TryStreamExt;
 use sha2::{Digest, Sha256};
 
@@ -108,7 +108,12 @@ const LATER: i64 = APR_01_2027 + 86_400; // active for all of these tests
 async fn migrations_idempotent_case(store: &Store, db: &TestDb) -> TestResult {
     store.upsert_log(&meta(1)).await?;
     store
-        .commit_verified_at(&log_id(1), &entries(1, 0..10, LATER), 10, &root(10), 5, NOW)
+        .commit(
+            Commit::new(&log_id(1), 10, &root(10))
+                .entries(&entries(1, 0..10, LATER))
+                .ingested_until_ms(5)
+                .now_s(NOW),
+        )
         .await?;
     // Again on the same pool, and from a second connection (Store::connect
     // migrates too): no error, nothing lost, each migration recorded once.
@@ -120,7 +125,7 @@ async fn migrations_idempotent_case(store: &Store, db: &TestDb) -> TestResult {
     again.close().await;
     // Every migration file of the backend, each applied once (both
     // flavours have the same numbered files).
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../migrations/sqlite");
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("migrations/sqlite");
     let files = std::fs::read_dir(dir)?
         .filter_map(|e| e.ok())
         .filter(|e| e.path().extension().is_some_and(|x| x == "sql"))
@@ -167,7 +172,12 @@ async fn upsert_and_download_case(store: &Store, _db: &TestDb) -> TestResult {
     assert_eq!((s.downloaded_position, s.verified_position), (4_000, 0));
 
     store
-        .commit_verified_at(&id, &entries(1, 0..100, LATER), 100, &root(100), 7, NOW)
+        .commit(
+            Commit::new(&id, 100, &root(100))
+                .entries(&entries(1, 0..100, LATER))
+                .ingested_until_ms(7)
+                .now_s(NOW),
+        )
         .await?;
     // Metadata updates keep the positions.
     let mut m = meta(1);
@@ -181,7 +191,12 @@ async fn upsert_and_download_case(store: &Store, _db: &TestDb) -> TestResult {
     // A commit lifts the downloaded position to at least the verified one.
     store.record_download(&id, 10).await?;
     store
-        .commit_verified_at(&id, &entries(1, 100..150, LATER), 150, &root(150), 8, NOW)
+        .commit(
+            Commit::new(&id, 150, &root(150))
+                .entries(&entries(1, 100..150, LATER))
+                .ingested_until_ms(8)
+                .now_s(NOW),
+        )
         .await?;
     let s = store.log_state(&id).await?;
     assert_eq!((s.downloaded_position, s.verified_position), (150, 150));
@@ -194,13 +209,11 @@ async fn commit_inserts_and_advances_atomically_case(store: &Store, _db: &TestDb
     store.upsert_log(&meta(1)).await?;
 
     let out = store
-        .commit_verified_at(
-            &id,
-            &entries(1, 0..100, LATER),
-            1_000,
-            &root(1_000),
-            111,
-            NOW,
+        .commit(
+            Commit::new(&id, 1_000, &root(1_000))
+                .entries(&entries(1, 0..100, LATER))
+                .ingested_until_ms(111)
+                .now_s(NOW),
         )
         .await?;
     assert_eq!((out.inserted, out.replayed, out.expired), (100, 0, 0));
@@ -214,13 +227,11 @@ async fn commit_inserts_and_advances_atomically_case(store: &Store, _db: &TestDb
 
     // Next batch against a newer tree head.
     let out = store
-        .commit_verified_at(
-            &id,
-            &entries(1, 100..250, LATER),
-            2_000,
-            &root(2_000),
-            222,
-            NOW,
+        .commit(
+            Commit::new(&id, 2_000, &root(2_000))
+                .entries(&entries(1, 100..250, LATER))
+                .ingested_until_ms(222)
+                .now_s(NOW),
         )
         .await?;
     assert_eq!((out.inserted, out.verified_position), (150, 250));
@@ -228,7 +239,11 @@ async fn commit_inserts_and_advances_atomically_case(store: &Store, _db: &TestDb
     // An empty batch advances only the tree head; ingested_until never
     // moves back.
     let out = store
-        .commit_verified_at(&id, &[], 3_000, &root(3_000), 100, NOW)
+        .commit(
+            Commit::new(&id, 3_000, &root(3_000))
+                .ingested_until_ms(100)
+                .now_s(NOW),
+        )
         .await?;
     assert_eq!((out.inserted, out.verified_position), (0, 250));
     let s = store.log_state(&id).await?;
@@ -243,16 +258,23 @@ async fn commit_inserts_and_advances_atomically_case(store: &Store, _db: &TestDb
 
     // Crash just before COMMIT: the transaction did everything, yet neither
     // the entries nor the position are visible afterwards.
-    let would = store
-        .commit_verified_then_crash(
-            &id,
-            &entries(1, 250..300, LATER),
-            4_000,
-            &root(4_000),
-            333,
-            NOW,
+    let err = store
+        .commit(
+            Commit::new(&id, 4_000, &root(4_000))
+                .entries(&entries(1, 250..300, LATER))
+                .ingested_until_ms(333)
+                .now_s(NOW)
+                .fault(FaultPlan::CrashBeforeCommit),
         )
-        .await?;
+        .await
+        .expect_err("injected crash");
+    let StoreError::InjectedFault {
+        fault: FaultPlan::CrashBeforeCommit,
+        outcome: would,
+    } = err
+    else {
+        return Err(format!("expected the injected fault, got {err}").into());
+    };
     assert_eq!((would.inserted, would.verified_position), (50, 300));
     let s = store.log_state(&id).await?;
     assert_eq!(
@@ -267,13 +289,11 @@ async fn commit_inserts_and_advances_atomically_case(store: &Store, _db: &TestDb
 
     // The restarted ingester replays the batch: inserted exactly once.
     let out = store
-        .commit_verified_at(
-            &id,
-            &entries(1, 250..300, LATER),
-            4_000,
-            &root(4_000),
-            333,
-            NOW,
+        .commit(
+            Commit::new(&id, 4_000, &root(4_000))
+                .entries(&entries(1, 250..300, LATER))
+                .ingested_until_ms(333)
+                .now_s(NOW),
         )
         .await?;
     assert_eq!(
@@ -285,7 +305,12 @@ async fn commit_inserts_and_advances_atomically_case(store: &Store, _db: &TestDb
     // A big batch crosses the per-statement chunk sizes of both backends.
     let big = entries(1, 300..40_300, LATER);
     let out = store
-        .commit_verified_at(&id, &big, 40_300, &root(40_300), 444, NOW)
+        .commit(
+            Commit::new(&id, 40_300, &root(40_300))
+                .entries(&big)
+                .ingested_until_ms(444)
+                .now_s(NOW),
+        )
         .await?;
     assert_eq!((out.inserted, out.verified_position), (40_000, 40_300));
     assert_eq!(store.count_active(NOW).await?, 40_300);
@@ -300,14 +325,44 @@ async fn replay_after_crash_is_idempotent_case(store: &Store, _db: &TestDb) -> T
     let id = log_id(1);
     store.upsert_log(&meta(1)).await?;
     let batch = entries(1, 0..100, LATER);
-    store
-        .commit_verified_at(&id, &batch, 100, &root(100), 10, NOW)
-        .await?;
+    // Crash after COMMIT, before the caller recorded it: the caller sees a
+    // failure, yet the batch is committed.
+    let err = store
+        .commit(
+            Commit::new(&id, 100, &root(100))
+                .entries(&batch)
+                .ingested_until_ms(10)
+                .now_s(NOW)
+                .fault(FaultPlan::CrashAfterCommit),
+        )
+        .await
+        .expect_err("injected crash");
+    assert!(
+        matches!(
+            err,
+            StoreError::InjectedFault {
+                fault: FaultPlan::CrashAfterCommit,
+                outcome: ct_store::CommitOutcome {
+                    inserted: 100,
+                    verified_position: 100,
+                    ..
+                },
+            }
+        ),
+        "{err}"
+    );
+    assert_eq!(store.count_active(NOW).await?, 100);
+    assert_eq!(store.log_state(&id).await?.verified_position, 100);
 
-    // Crash after COMMIT but before the caller recorded it: the same batch
-    // comes again. Nothing is inserted and the position stays.
+    // So the restarted caller sends the same batch again. Nothing is
+    // inserted and the position stays.
     let out = store
-        .commit_verified_at(&id, &batch, 100, &root(100), 10, NOW)
+        .commit(
+            Commit::new(&id, 100, &root(100))
+                .entries(&batch)
+                .ingested_until_ms(10)
+                .now_s(NOW),
+        )
         .await?;
     assert_eq!(
         (
@@ -323,7 +378,12 @@ async fn replay_after_crash_is_idempotent_case(store: &Store, _db: &TestDb) -> T
 
     // A batch overlapping the verified position: only the new half goes in.
     let out = store
-        .commit_verified_at(&id, &entries(1, 50..150, LATER), 150, &root(150), 15, NOW)
+        .commit(
+            Commit::new(&id, 150, &root(150))
+                .entries(&entries(1, 50..150, LATER))
+                .ingested_until_ms(15)
+                .now_s(NOW),
+        )
         .await?;
     assert_eq!(
         (out.inserted, out.replayed, out.verified_position),
@@ -334,7 +394,12 @@ async fn replay_after_crash_is_idempotent_case(store: &Store, _db: &TestDb) -> T
     // A stale replay verified against an older (smaller) tree head is a
     // no-op too: the stored head does not move back.
     let out = store
-        .commit_verified_at(&id, &batch, 100, &root(100), 10, NOW)
+        .commit(
+            Commit::new(&id, 100, &root(100))
+                .entries(&batch)
+                .ingested_until_ms(10)
+                .now_s(NOW),
+        )
         .await?;
     assert_eq!(
         (out.inserted, out.replayed, out.verified_position),
@@ -355,7 +420,12 @@ async fn replay_after_crash_is_idempotent_case(store: &Store, _db: &TestDb) -> T
     store.prune_expired(LATER + 1).await?;
     assert_eq!(store.count_active(NOW).await?, 0);
     store
-        .commit_verified_at(&id, &batch, 150, &root(150), 15, NOW)
+        .commit(
+            Commit::new(&id, 150, &root(150))
+                .entries(&batch)
+                .ingested_until_ms(15)
+                .now_s(NOW),
+        )
         .await?;
     assert_eq!(store.count_active(NOW).await?, 0);
     Ok(())
@@ -369,12 +439,22 @@ async fn gaps_and_bad_batches_refused_case(store: &Store, _db: &TestDb) -> TestR
     let id = log_id(1);
     store.upsert_log(&meta(1)).await?;
     store
-        .commit_verified_at(&id, &entries(1, 0..10, LATER), 100, &root(100), 1, NOW)
+        .commit(
+            Commit::new(&id, 100, &root(100))
+                .entries(&entries(1, 0..10, LATER))
+                .ingested_until_ms(1)
+                .now_s(NOW),
+        )
         .await?;
     let before = store.log_state(&id).await?;
 
     let r = store
-        .commit_verified_at(&id, &entries(1, 11..20, LATER), 100, &root(100), 2, NOW)
+        .commit(
+            Commit::new(&id, 100, &root(100))
+                .entries(&entries(1, 11..20, LATER))
+                .ingested_until_ms(2)
+                .now_s(NOW),
+        )
         .await;
     assert!(
         matches!(
@@ -387,7 +467,12 @@ async fn gaps_and_bad_batches_refused_case(store: &Store, _db: &TestDb) -> TestR
     let mut holey = entries(1, 10..20, LATER);
     holey.remove(3);
     let r = store
-        .commit_verified_at(&id, &holey, 100, &root(100), 2, NOW)
+        .commit(
+            Commit::new(&id, 100, &root(100))
+                .entries(&holey)
+                .ingested_until_ms(2)
+                .now_s(NOW),
+        )
         .await;
     assert!(
         matches!(
@@ -401,7 +486,12 @@ async fn gaps_and_bad_batches_refused_case(store: &Store, _db: &TestDb) -> TestR
     );
 
     let r = store
-        .commit_verified_at(&id, &entries(1, 10..120, LATER), 100, &root(100), 2, NOW)
+        .commit(
+            Commit::new(&id, 100, &root(100))
+                .entries(&entries(1, 10..120, LATER))
+                .ingested_until_ms(2)
+                .now_s(NOW),
+        )
         .await;
     assert!(
         matches!(
@@ -415,7 +505,12 @@ async fn gaps_and_bad_batches_refused_case(store: &Store, _db: &TestDb) -> TestR
     );
 
     let r = store
-        .commit_verified_at(&id, &entries(1, 10..20, LATER), 100, &root(7), 2, NOW)
+        .commit(
+            Commit::new(&id, 100, &root(7))
+                .entries(&entries(1, 10..20, LATER))
+                .ingested_until_ms(2)
+                .now_s(NOW),
+        )
         .await;
     assert!(
         matches!(r, Err(StoreError::RootMismatch { tree_size: 100, .. })),
@@ -427,7 +522,12 @@ async fn gaps_and_bad_batches_refused_case(store: &Store, _db: &TestDb) -> TestR
     let mut bad = entries(1, 10..20, LATER);
     bad[5].sct_timestamp_ms = u64::MAX;
     let r = store
-        .commit_verified_at(&id, &bad, 100, &root(100), 2, NOW)
+        .commit(
+            Commit::new(&id, 100, &root(100))
+                .entries(&bad)
+                .ingested_until_ms(2)
+                .now_s(NOW),
+        )
         .await;
     assert!(
         matches!(
@@ -441,7 +541,12 @@ async fn gaps_and_bad_batches_refused_case(store: &Store, _db: &TestDb) -> TestR
     );
 
     let r = store
-        .commit_verified_at(&log_id(9), &entries(9, 0..1, LATER), 1, &root(1), 2, NOW)
+        .commit(
+            Commit::new(&log_id(9), 1, &root(1))
+                .entries(&entries(9, 0..1, LATER))
+                .ingested_until_ms(2)
+                .now_s(NOW),
+        )
         .await;
     assert!(matches!(r, Err(StoreError::UnknownLog(_))), "{r:?}");
 
@@ -450,7 +555,12 @@ async fn gaps_and_bad_batches_refused_case(store: &Store, _db: &TestDb) -> TestR
 
     // The right batch still goes in.
     let out = store
-        .commit_verified_at(&id, &entries(1, 10..20, LATER), 100, &root(100), 2, NOW)
+        .commit(
+            Commit::new(&id, 100, &root(100))
+                .entries(&entries(1, 10..20, LATER))
+                .ingested_until_ms(2)
+                .now_s(NOW),
+        )
         .await?;
     assert_eq!((out.inserted, out.verified_position), (10, 20));
     Ok(())
@@ -472,7 +582,12 @@ async fn expiry_pruning_case(store: &Store, db: &TestDb) -> TestResult {
     batch.extend(entries(1, 50..55, END_OF_TIME));
     batch.extend(entries(1, 55..60, NOV_15_2026)); // already expired at commit
     let out = store
-        .commit_verified_at(&id, &batch, 60, &root(60), 1, DEC_01_2026)
+        .commit(
+            Commit::new(&id, 60, &root(60))
+                .entries(&batch)
+                .ingested_until_ms(1)
+                .now_s(DEC_01_2026),
+        )
         .await?;
     assert_eq!(
         (out.inserted, out.expired, out.verified_position),
@@ -552,13 +667,11 @@ async fn expiry_pruning_case(store: &Store, db: &TestDb) -> TestResult {
     // The position is untouched by expiry, and later months still work.
     assert_eq!(store.log_state(&id).await?.verified_position, 60);
     let out = store
-        .commit_verified_at(
-            &id,
-            &entries(1, 60..70, APR_01_2027 + 3_600),
-            70,
-            &root(70),
-            2,
-            APR_01_2027,
+        .commit(
+            Commit::new(&id, 70, &root(70))
+                .entries(&entries(1, 60..70, APR_01_2027 + 3_600))
+                .ingested_until_ms(2)
+                .now_s(APR_01_2027),
         )
         .await?;
     assert_eq!(out.inserted, 10);
@@ -592,7 +705,12 @@ async fn active_set_iteration_case(store: &Store, _db: &TestDb) -> TestResult {
             }
         }
         store
-            .commit_verified_at(&log_id(log), &batch, n, &root(n), 1, NOW)
+            .commit(
+                Commit::new(&log_id(log), n, &root(n))
+                    .entries(&batch)
+                    .ingested_until_ms(1)
+                    .now_s(NOW),
+            )
             .await?;
     }
     assert_eq!(want_now.len(), 6_000);
@@ -638,23 +756,19 @@ async fn coverage_case(store: &Store, _db: &TestDb) -> TestResult {
         store.upsert_log(&meta(log)).await?;
     }
     store
-        .commit_verified_at(
-            &log_id(1),
-            &entries(1, 0..40, LATER),
-            50,
-            &root(50),
-            1_111,
-            NOW,
+        .commit(
+            Commit::new(&log_id(1), 50, &root(50))
+                .entries(&entries(1, 0..40, LATER))
+                .ingested_until_ms(1_111)
+                .now_s(NOW),
         )
         .await?;
     store
-        .commit_verified_at(
-            &log_id(2),
-            &entries(2, 0..7, LATER),
-            7,
-            &root(7),
-            2_222,
-            NOW,
+        .commit(
+            Commit::new(&log_id(2), 7, &root(7))
+                .entries(&entries(2, 0..7, LATER))
+                .ingested_until_ms(2_222)
+                .now_s(NOW),
         )
         .await?;
     let mut want = vec![
@@ -696,13 +810,11 @@ async fn concurrent_commits_serialize_case(store: &Store, _db: &TestDb) -> TestR
         let store = store.clone();
         tasks.push(tokio::spawn(async move {
             store
-                .commit_verified_at(
-                    &log_id(log),
-                    &entries(log, 0..count, LATER),
-                    count,
-                    &root(count),
-                    9,
-                    NOW,
+                .commit(
+                    Commit::new(&log_id(log), count, &root(count))
+                        .entries(&entries(log, 0..count, LATER))
+                        .ingested_until_ms(9)
+                        .now_s(NOW),
                 )
                 .await
         }));
@@ -733,12 +845,22 @@ async fn frontier_with_position_case(store: &Store, _db: &TestDb) -> TestResult 
     assert_eq!(store.verified_frontier(&id).await?, (0, None));
     let f5 = vec![[5u8; 32], [1u8; 32]]; // popcount(5) = 2
     store
-        .commit_verified_with_frontier_at(&id, &entries(1, 0..5, LATER), 10, &root(10), 0, &f5, NOW)
+        .commit(
+            Commit::new(&id, 10, &root(10))
+                .entries(&entries(1, 0..5, LATER))
+                .frontier(&f5)
+                .now_s(NOW),
+        )
         .await?;
     assert_eq!(store.verified_frontier(&id).await?, (5, Some(f5.clone())));
     // Wrong number of roots: refused, nothing written.
     let err = store
-        .commit_verified_with_frontier_at(&id, &entries(1, 5..8, LATER), 10, &root(10), 0, &f5, NOW)
+        .commit(
+            Commit::new(&id, 10, &root(10))
+                .entries(&entries(1, 5..8, LATER))
+                .frontier(&f5)
+                .now_s(NOW),
+        )
         .await
         .expect_err("popcount(8) = 1");
     assert!(matches!(
@@ -752,39 +874,36 @@ async fn frontier_with_position_case(store: &Store, _db: &TestDb) -> TestResult 
     assert_eq!(store.verified_frontier(&id).await?, (5, Some(f5.clone())));
     // A replay that does not move the position keeps the frontier.
     store
-        .commit_verified_with_frontier_at(
-            &id,
-            &entries(1, 0..3, LATER),
-            10,
-            &root(10),
-            0,
-            &[[3u8; 32]],
-            NOW,
+        .commit(
+            Commit::new(&id, 10, &root(10))
+                .entries(&entries(1, 0..3, LATER))
+                .frontier(&[[3u8; 32]])
+                .now_s(NOW),
         )
         .await?;
     assert_eq!(store.verified_frontier(&id).await?, (5, Some(f5.clone())));
     // Crash before COMMIT: neither position nor frontier move.
-    store
-        .commit_verified_with_frontier_then_crash(
-            &id,
-            &entries(1, 5..8, LATER),
-            10,
-            &root(10),
-            0,
-            &[[8u8; 32]],
-            NOW,
+    let err = store
+        .commit(
+            Commit::new(&id, 10, &root(10))
+                .entries(&entries(1, 5..8, LATER))
+                .frontier(&[[8u8; 32]])
+                .now_s(NOW)
+                .fault(FaultPlan::CrashBeforeCommit),
         )
-        .await?;
+        .await
+        .expect_err("injected crash");
+    assert!(
+        matches!(err, StoreError::InjectedFault { outcome, .. } if outcome.verified_position == 8),
+        "{err}"
+    );
     assert_eq!(store.verified_frontier(&id).await?, (5, Some(f5)));
     store
-        .commit_verified_with_frontier_at(
-            &id,
-            &entries(1, 5..8, LATER),
-            10,
-            &root(10),
-            0,
-            &[[8u8; 32]],
-            NOW,
+        .commit(
+            Commit::new(&id, 10, &root(10))
+                .entries(&entries(1, 5..8, LATER))
+                .frontier(&[[8u8; 32]])
+                .now_s(NOW),
         )
         .await?;
     assert_eq!(
@@ -793,7 +912,11 @@ async fn frontier_with_position_case(store: &Store, _db: &TestDb) -> TestResult 
     );
     // A commit without a frontier that moves the position clears it.
     store
-        .commit_verified_at(&id, &entries(1, 8..9, LATER), 10, &root(10), 0, NOW)
+        .commit(
+            Commit::new(&id, 10, &root(10))
+                .entries(&entries(1, 8..9, LATER))
+                .now_s(NOW),
+        )
         .await?;
     assert_eq!(store.verified_frontier(&id).await?, (9, None));
     Ok(())
@@ -802,7 +925,7 @@ on_all_backends!(frontier_with_position, frontier_with_position_case);
 
 /// Not a correctness test: bulk-insert throughput of one ingester
 /// (sequential commits of 10,000-entry batches over 8 logs). Run with
-/// `cargo test -p ct-ingest --test store -- --ignored --nocapture`;
+/// `cargo test -p ct-store --test store -- --ignored --nocapture`;
 /// `STORE_BENCH_ENTRIES` sets the total (default 1,000,000).
 async fn bulk_insert_throughput_case(store: &Store, db: &TestDb) -> TestResult {
     let total: u64 = std::env::var("STORE_BENCH_ENTRIES")
@@ -828,7 +951,12 @@ async fn bulk_insert_throughput_case(store: &Store, db: &TestDb) -> TestResult {
             let batch: Vec<Entry> = (pos..end).map(|i| entry(log, i, not_after(i))).collect();
             build += t.elapsed();
             let out = store
-                .commit_verified_at(&log_id(log), &batch, per_log, &root(per_log), end, NOW)
+                .commit(
+                    Commit::new(&log_id(log), per_log, &root(per_log))
+                        .entries(&batch)
+                        .ingested_until_ms(end)
+                        .now_s(NOW),
+                )
                 .await?;
             done += out.inserted;
         }
