@@ -242,7 +242,7 @@ pub fn build_epoch(snap: &Snapshot, epoch: u64, bp: &BuildParams, out: &Path) ->
         let t = Instant::now();
         // zeroed and advised for huge pages before the filters write it, so
         // the database needs no page collapse later
-        let mut bitmap = pir_core::kernel::zeroed_huge::<u8>((bits / 8) as usize);
+        let mut bitmap = pir_core::mem::zeroed_huge::<u8>((bits / 8) as usize);
         let chunk = (filter_bits / 8) as usize;
         bitmap
             .par_chunks_mut(chunk)

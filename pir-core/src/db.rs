@@ -22,7 +22,7 @@
 //! N = 2^8), which keeps ‖D‖∞ ≤ N/2 as Theorem 3.4 assumes.
 
 use crate::error::{Error, Result};
-use crate::kernel;
+use crate::mem;
 use crate::params::DbShape;
 
 /// An ℓ1 × ℓ2 matrix of records in Z_N, N = 2^record_bits ≤ 2^8.
@@ -201,7 +201,7 @@ impl Database {
         Database {
             shape,
             record_bits,
-            data: kernel::zeroed_huge::<u8>(shape.records()),
+            data: mem::zeroed_huge::<u8>(shape.records()),
             map: OffsetMap::new(shape, is_tiled(shape)),
         }
     }
@@ -229,8 +229,8 @@ impl Database {
             tile_in_place(shape, &mut data);
         }
         // Every answer streams the whole buffer: back it with huge pages
-        // (free if it came from `kernel::zeroed_huge`).
-        kernel::collapse_huge_pages(&mut data);
+        // (free if it came from `mem::zeroed_huge`).
+        mem::collapse_huge_pages(&mut data);
         Ok(Database {
             shape,
             record_bits,
@@ -245,7 +245,7 @@ impl Database {
         record_bits: u32,
         mut f: impl FnMut(usize, usize) -> u8,
     ) -> Result<Self> {
-        let mut data = kernel::zeroed_huge::<u8>(shape.records());
+        let mut data = mem::zeroed_huge::<u8>(shape.records());
         for (j, col) in data.chunks_exact_mut(shape.ell1.max(1)).enumerate() {
             for (i, d) in col.iter_mut().enumerate() {
                 *d = f(i, j);
@@ -460,8 +460,8 @@ impl ColumnsMut<'_> {
     #[inline]
     pub fn prefetch(&self, row: usize, col: usize) {
         match self.locate(row, col, 0) {
-            Ok((Some(p), i)) => kernel::prefetch(self.panels[p], i),
-            Ok((None, i)) => kernel::prefetch(self.plain, i),
+            Ok((Some(p), i)) => mem::prefetch(self.panels[p], i),
+            Ok((None, i)) => mem::prefetch(self.plain, i),
             Err(_) => {}
         }
     }
@@ -519,7 +519,7 @@ impl BitDatabase {
             });
         }
         let shape = DbShape::for_bits(bits, Self::RECORD_BITS);
-        let mut data = kernel::zeroed_huge::<u8>(shape.records());
+        let mut data = mem::zeroed_huge::<u8>(shape.records());
         data[..bytes].copy_from_slice(bitmap);
         Ok(BitDatabase {
             bits,

@@ -44,6 +44,8 @@
 
 #![allow(unsafe_code)]
 
+use crate::digits::RowStride;
+
 /// A SimplePIR query vector c1 in the two forms the tile kernels read,
 /// zero-padded to a multiple of 64 entries:
 ///
@@ -459,7 +461,7 @@ fn tile_with(
         // ℓ2 = 2^16), which the database stream evicts from L2 between
         // panels: fetch them a few tiles ahead instead of stalling on each.
         if k_out.is_multiple_of(2) {
-            prefetch(out, k_out * 8 + OUT_PREFETCH_WORDS);
+            crate::mem::prefetch(out, k_out * 8 + OUT_PREFETCH_WORDS);
         }
         let tile = &view.data[base + g * 8 * panel..base + (g + 1) * 8 * panel];
         let o: &mut [u32; 8] = (&mut out[k_out * 8..k_out * 8 + 8])
@@ -504,7 +506,7 @@ fn block_with(k: Kernel, tile: &[u8], q: QueryRows<'_>, ahead: &[u8], out: &mut 
             }
             Kernel::Avx512Bw if avx512() => {
                 for (sub, lo, hi, pf) in slices(tile, q, ahead) {
-                    prefetch_l2(pf);
+                    crate::mem::prefetch_l2(pf);
                     // SAFETY: avx512f and avx512bw were detected at
                     // runtime; `slices` keeps the tile shape asserted above.
                     unsafe { avx512::block_bw(sub, lo, hi, out) };
@@ -513,7 +515,7 @@ fn block_with(k: Kernel, tile: &[u8], q: QueryRows<'_>, ahead: &[u8], out: &mut 
             }
             Kernel::Avx2 if std::arch::is_x86_feature_detected!("avx2") => {
                 for (sub, lo, hi, pf) in slices(tile, q, ahead) {
-                    prefetch_l2(pf);
+                    crate::mem::prefetch_l2(pf);
                     // SAFETY: avx2 was detected at runtime; `slices` keeps
                     // the tile shape asserted above.
                     unsafe { avx2::block(sub, lo, hi, out) };
@@ -524,7 +526,7 @@ fn block_with(k: Kernel, tile: &[u8], q: QueryRows<'_>, ahead: &[u8], out: &mut 
         }
     }
     let _ = k;
-    prefetch_l2(ahead);
+    crate::mem::prefetch_l2(ahead);
     block_scalar(tile, q.lo, q.hi, out);
 }
 
@@ -1533,131 +1535,6 @@ pub fn mul_sum_blocks_mod_scalar(
 #[cfg(target_arch = "x86_64")]
 mod rns_simd;
 
-/// Large read-mostly buffers (the database, the hint rows) are scanned once
-/// per answer; with 4 KiB pages a 1 GiB scan crosses 262,144 pages, each a
-/// TLB miss that the hardware prefetcher cannot run ahead of. Below this
-/// size huge pages do not matter.
-const HUGE_PAGE_MIN: usize = 4 << 20;
-/// Transparent huge page size on x86-64 and aarch64 Linux.
-const HUGE_PAGE: usize = 2 << 20;
-
-/// How the operating system was asked to back a buffer.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum PageAdvice {
-    /// Not attempted (small buffer, or not Linux).
-    Skipped,
-    /// The kernel accepted the request.
-    Accepted,
-    /// The kernel refused (e.g. THP disabled, or an old kernel without
-    /// `MADV_COLLAPSE`); the buffer works as before, with 4 KiB pages.
-    Refused,
-}
-
-/// The 2 MiB-aligned interior of `buf` as (address, length), if any.
-/// `PIR_HUGE_PAGES=0` turns the advice off (for A/B benchmarks).
-fn huge_range<T>(buf: &mut [T]) -> Option<(usize, usize)> {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    let on = *ON.get_or_init(|| std::env::var("PIR_HUGE_PAGES").map_or(true, |v| v != "0"));
-    let bytes = std::mem::size_of_val(buf);
-    if !on || bytes < HUGE_PAGE_MIN {
-        return None;
-    }
-    let p = buf.as_mut_ptr() as usize;
-    let start = p.checked_add(HUGE_PAGE - 1)? & !(HUGE_PAGE - 1);
-    let end = (p + bytes) & !(HUGE_PAGE - 1);
-    (end > start).then_some((start, end - start))
-}
-
-#[cfg(target_os = "linux")]
-fn madvise(range: (usize, usize), advice: libc::c_int) -> PageAdvice {
-    // SAFETY: `range` lies inside a live allocation we hold a unique borrow
-    // of (`huge_range`), aligned to 2 MiB. MADV_HUGEPAGE and MADV_COLLAPSE are
-    // hints about backing only: they never change the contents or the
-    // validity of the mapping (a collapse copies the data into a huge page
-    // and remaps it atomically), so no Rust-visible memory changes.
-    let r = unsafe { libc::madvise(range.0 as *mut libc::c_void, range.1, advice) };
-    if r == 0 {
-        PageAdvice::Accepted
-    } else {
-        PageAdvice::Refused
-    }
-}
-
-/// Asks for transparent huge pages for the pages of `buf` that are not yet
-/// touched: call it right after allocating a zeroed buffer and before
-/// writing it (`MADV_HUGEPAGE`). A hint; no-op off Linux.
-pub fn advise_huge_pages<T>(buf: &mut [T]) -> PageAdvice {
-    match huge_range(buf) {
-        #[cfg(target_os = "linux")]
-        Some(r) => madvise(r, libc::MADV_HUGEPAGE),
-        _ => PageAdvice::Skipped,
-    }
-}
-
-/// Moves an already written buffer onto huge pages now (`MADV_HUGEPAGE`
-/// then `MADV_COLLAPSE`, Linux ≥ 6.1): a copy of the buffer, 2 MiB at a
-/// time, so no second buffer is ever allocated. Pages already huge are
-/// left alone. A hint; no-op off Linux.
-pub fn collapse_huge_pages<T>(buf: &mut [T]) -> PageAdvice {
-    match huge_range(buf) {
-        #[cfg(target_os = "linux")]
-        Some(r) => {
-            madvise(r, libc::MADV_HUGEPAGE);
-            madvise(r, libc::MADV_COLLAPSE)
-        }
-        _ => PageAdvice::Skipped,
-    }
-}
-
-/// A zeroed vector of `len` integers whose pages are advised to be huge
-/// before they are first touched (see [`advise_huge_pages`]).
-pub fn zeroed_huge<T: Copy + Default>(len: usize) -> Vec<T> {
-    // `vec![0; n]` of an integer type is a zeroed allocation: for large n,
-    // fresh untouched pages, so the advice applies when they are first
-    // written.
-    let mut v = vec![T::default(); len];
-    advise_huge_pages(&mut v);
-    v
-}
-
-/// Prefetch hint for `data[index]` (no effect if out of range or on other
-/// architectures; never faults).
-#[inline]
-pub fn prefetch<T>(data: &[T], index: usize) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if index < data.len() {
-            // SAFETY: prefetch is a hint that cannot fault; the address is
-            // inside `data` anyway.
-            unsafe {
-                std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
-                    data.as_ptr().add(index) as *const i8,
-                )
-            };
-        }
-    }
-    let _ = (data, index);
-}
-
-/// Prefetch hints into L2 for every cache line of `data` (no effect on other
-/// architectures; never faults).
-#[inline]
-fn prefetch_l2(data: &[u8]) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        for at in (0..data.len()).step_by(64) {
-            // SAFETY: prefetch is a hint that cannot fault; the address is
-            // inside `data` anyway.
-            unsafe {
-                std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T1 }>(
-                    data.as_ptr().add(at) as *const i8,
-                )
-            };
-        }
-    }
-    let _ = data;
-}
-
 /// `col[k] += Σ_t δ_t·g[o_t + k]` (mod 2^32) for every k, with `terms` the
 /// pairs (δ_t, o_t): every change of one column of A1·D at once
 /// (`Server::update`). Each term is a contiguous run of `g`, the doubled and
@@ -1793,36 +1670,6 @@ pub fn pack_groups_scalar(
 
 #[cfg(target_arch = "x86_64")]
 mod pack_simd;
-
-/// Where [`pack_columns`] puts chunk k of its columns in `out`:
-/// at `(k / 4)·quad + (k mod 4)·row`. A row-major buffer of stride s is
-/// [`RowStride::plain`]`(s)` (quad = 4s); the hint's own storage
-/// (`crate::digits`: rows in quads of 4, one 32-column chunk of each row
-/// after the other) is row = 32, quad = 4 × the block width, so the
-/// packer can write into it directly.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct RowStride {
-    /// Between rows 4q + i and 4q + i + 1.
-    pub row: usize,
-    /// Between rows 4q and 4q + 4.
-    pub quad: usize,
-}
-
-impl RowStride {
-    /// Row k at k·stride.
-    pub fn plain(stride: usize) -> Self {
-        RowStride {
-            row: stride,
-            quad: 4 * stride,
-        }
-    }
-
-    /// Index of row k's first entry.
-    #[inline]
-    pub fn at(self, k: usize) -> usize {
-        (k >> 2) * self.quad + (k & 3) * self.row
-    }
-}
 
 /// Most columns [`pack_columns`] takes: one 32-column chunk of the hint's
 /// storage (a row's 32 digits are one 64-byte line there).

@@ -90,6 +90,7 @@ pub mod db;
 pub mod digits;
 pub mod error;
 pub mod kernel;
+pub mod mem;
 pub mod ntt;
 pub mod packing;
 pub mod params;

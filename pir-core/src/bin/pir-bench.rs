@@ -84,7 +84,7 @@ fn sum_words(buf: &[u8], prefetch: bool) {
     let mut chunks = buf.chunks_exact(64);
     for (n, c) in (&mut chunks).enumerate() {
         if prefetch {
-            pir_core::kernel::prefetch(buf, n * 64 + 8192);
+            pir_core::mem::prefetch(buf, n * 64 + 8192);
         }
         for (k, a) in acc.iter_mut().enumerate() {
             let mut w = [0u8; 8];
@@ -138,7 +138,7 @@ fn run(args: &Args) -> Result<()> {
 
     // Random bitmap.
     let mut rng = ChaCha8Rng::seed_from_u64(args.db_bits as u64);
-    let mut bitmap = pir_core::kernel::zeroed_huge::<u8>((bits / 8) as usize);
+    let mut bitmap = pir_core::mem::zeroed_huge::<u8>((bits / 8) as usize);
     rng.fill_bytes(&mut bitmap);
     let bitdb = BitDatabase::from_bitmap_owned(bits, bitmap)?;
     let db_bytes = bitdb.database().as_bytes().len();

@@ -882,39 +882,6 @@ fn doublepir_matches_wide_arithmetic() {
 }
 
 #[test]
-fn huge_range_is_the_aligned_interior() {
-    let mut small = vec![0u8; HUGE_PAGE_MIN - 1];
-    assert_eq!(huge_range(&mut small), None);
-    let mut v = vec![0u8; 3 * HUGE_PAGE + 12345];
-    let p = v.as_ptr() as usize;
-    let (start, len) = huge_range(&mut v).expect("large enough");
-    assert_eq!(start % HUGE_PAGE, 0);
-    assert_eq!(len % HUGE_PAGE, 0);
-    assert!(start >= p && start - p < HUGE_PAGE);
-    assert!(start + len <= p + v.len() && p + v.len() - (start + len) < HUGE_PAGE);
-}
-
-#[test]
-fn huge_page_advice_keeps_contents() {
-    // zeroed before and after the advice, writable afterwards
-    let mut v = zeroed_huge::<u32>(3 << 20);
-    assert!(v.iter().all(|&x| x == 0));
-    for (i, x) in v.iter_mut().enumerate() {
-        *x = (i as u32).wrapping_mul(2654435761);
-    }
-    // collapsing written pages must not change a byte, whatever the
-    // kernel answers
-    let _ = collapse_huge_pages(&mut v);
-    assert!(v
-        .iter()
-        .enumerate()
-        .all(|(i, &x)| x == (i as u32).wrapping_mul(2654435761)));
-    let mut small = vec![7u8; 100];
-    assert_eq!(collapse_huge_pages(&mut small), PageAdvice::Skipped);
-    assert_eq!(small, vec![7u8; 100]);
-}
-
-#[test]
 fn mul_sum_blocks_mod_matches_naive() {
     use crate::arith::{P0, P1};
     let mut s = 23;
