@@ -4,8 +4,8 @@
 //!
 //! A leaf module: it uses nothing else from the crate, so every other module
 //! (the record and digit storage, packing, the kernels) can depend on it.
-//! Besides [`crate::kernel`] it is the only module with `unsafe`: the
-//! `madvise` call and the prefetch instructions, hints that never change
+//! Besides the crate-private `kernel` it is the only module with `unsafe`:
+//! the `madvise` call and the prefetch instructions, hints that never change
 //! memory contents.
 
 #![allow(unsafe_code)]

@@ -27,6 +27,13 @@
 //! seed: a cost independent of ℓ1. The file does not bind the database
 //! contents: it must be stored together with the database version it was
 //! written for.
+//!
+//! # Kernel selection and prefetch tuning
+//! The SimplePIR and DoublePIR passes run the fastest SIMD kernel this CPU
+//! has ([`simplepir_impl`] names it; `PIR_KERNEL=scalar|avx2|avx512bw|
+//! avx512-vnni` forces one). The first DBSetup of a database of at least
+//! 64 MiB in a process measures the SimplePIR pass's software-prefetch
+//! distance ([`prefetch_tuning`], [`prefetch_distance`]; `PIR_PF` fixes it).
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -43,6 +50,8 @@ use crate::params::{DbShape, Layout, Params, LOG_Q1};
 use crate::rns::{self, Context};
 use crate::sampler::{hex, PublicSeed};
 use crate::wire::{Query, Response};
+
+pub use crate::kernel::{prefetch_distance, prefetch_tuning, simplepir_impl, PrefetchTuning};
 
 /// Words between consecutive a2 blocks (and the transformed row blocks
 /// H2 sums them against, [`Server::rows_a`]): 2·d2 plus 64. With a stride
@@ -95,9 +104,8 @@ pub struct SetupTimings {
     pub h2: f64,
     /// Packing precomputation (§4.2).
     pub packing: f64,
-    /// Measuring the SimplePIR prefetch distance
-    /// ([`kernel::tune_prefetch`]): once per process, at the first large
-    /// database; 0 otherwise.
+    /// Measuring the SimplePIR prefetch distance ([`prefetch_tuning`]):
+    /// once per process, at the first large database; 0 otherwise.
     pub tune: f64,
 }
 

@@ -338,7 +338,7 @@ fn run(args: &Args) -> Result<()> {
         "batch": args.batch,
         "threads": args.threads,
         "trials": args.trials,
-        "kernel": pir_core::kernel::simplepir_impl(),
+        "kernel": pir_core::server::simplepir_impl(),
         "prep_seconds": prep_seconds,
         "prep_mb_per_s": db_bytes as f64 / prep_seconds / 1e6,
         "prep_hint_seconds": prep.hint,
@@ -347,8 +347,8 @@ fn run(args: &Args) -> Result<()> {
         // the one-off prefetch measurement of the first DBSetup (included in
         // prep_seconds) and what it chose
         "prep_tune_seconds": prep.tune,
-        "simplepir_prefetch_bytes": pir_core::kernel::prefetch_distance(),
-        "simplepir_prefetch_tuning": pir_core::kernel::prefetch_tuning().map(|t| serde_json::json!({
+        "simplepir_prefetch_bytes": pir_core::server::prefetch_distance(),
+        "simplepir_prefetch_tuning": pir_core::server::prefetch_tuning().map(|t| serde_json::json!({
             "forced": t.forced,
             "span_bytes": t.span_bytes,
             "candidates_gb_s": t.candidates.iter().map(|(d, g)| serde_json::json!([d, g])).collect::<Vec<_>>(),

@@ -8,7 +8,7 @@
 //! 16-lane tables in [`NttTable`]'s `small` field (their 32-element
 //! chunks are two of ours). Every element goes through the same
 //! butterflies as in the scalar transform, so the output is identical.
-use crate::ntt::NttTable;
+use super::NttTable;
 use std::arch::x86_64::*;
 
 /// x·w mod p in [0, 2p) (Shoup), lane-wise, any x < 2^32; `ws_even`
@@ -32,7 +32,7 @@ fn mul_shoup_lazy(
 /// x − m if x ≥ m (unsigned lanes; also the key switch's, `avx2_ks`).
 #[inline]
 #[target_feature(enable = "avx2")]
-pub(super) fn csub(x: __m256i, m: __m256i) -> __m256i {
+pub(in crate::kernel) fn csub(x: __m256i, m: __m256i) -> __m256i {
     _mm256_min_epu32(x, _mm256_sub_epi32(x, m))
 }
 
@@ -103,7 +103,7 @@ fn swap_odd_even(x: __m256i, y: __m256i) -> (__m256i, __m256i) {
 /// # Safety
 /// AVX2 must be available; `a.len() == t.n`, n ≥ 32 a power of two.
 #[target_feature(enable = "avx2")]
-pub unsafe fn forward(t: &NttTable, a: &mut [u32]) {
+pub(super) unsafe fn forward(t: &NttTable, a: &mut [u32]) {
     assert!(a.len() == t.n && t.n >= 32);
     // SAFETY: AVX2 available (caller), lengths asserted.
     unsafe { forward_from(t, a, t.n / 2, 1) };
@@ -116,7 +116,7 @@ pub unsafe fn forward(t: &NttTable, a: &mut [u32]) {
 /// AVX2 must be available; `src.len() == a.len() == t.n`, n ≥ 32 a power
 /// of two.
 #[target_feature(enable = "avx2")]
-pub unsafe fn forward_reversed_i16(t: &NttTable, src: &[i16], a: &mut [u32]) {
+pub(super) unsafe fn forward_reversed_i16(t: &NttTable, src: &[i16], a: &mut [u32]) {
     let n = t.n;
     assert!(a.len() == n && src.len() == n && n >= 32);
     let p = _mm256_set1_epi32(t.m.p as i32);
@@ -221,7 +221,7 @@ unsafe fn forward_from(t: &NttTable, a: &mut [u32], half: usize, m: usize) {
 /// # Safety
 /// AVX2 must be available; `a.len() == t.n`, n ≥ 32 a power of two.
 #[target_feature(enable = "avx2")]
-pub unsafe fn inverse(t: &NttTable, a: &mut [u32]) {
+pub(super) unsafe fn inverse(t: &NttTable, a: &mut [u32]) {
     let n = t.n;
     assert!(a.len() == n && n >= 32);
     let p = _mm256_set1_epi32(t.m.p as i32);

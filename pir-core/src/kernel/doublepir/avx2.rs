@@ -2,7 +2,7 @@ use std::arch::x86_64::*;
 
 // The same bound as for `vpdpwssd`: `vpmaddwd` adds the same two
 // products per lane.
-use super::avx512_vnni_dp::FLUSH;
+use super::avx512_vnni::FLUSH;
 
 /// Sum of the 4 i64 lanes of the widened i32 lanes of `v`.
 #[inline]
@@ -26,7 +26,7 @@ fn widen(v: __m256i) -> __m256i {
 /// avx2 must be available; `quad` holds 4·w digits in chunk order and
 /// `limbs` 6·w entries, w a multiple of 32 and at most 32·FLUSH.
 #[target_feature(enable = "avx2")]
-pub unsafe fn quad_limbs(quad: &[i16], limbs: &[i16], acc: &mut [[i64; 2]; 4]) {
+pub(super) unsafe fn quad_limbs(quad: &[i16], limbs: &[i16], acc: &mut [[i64; 2]; 4]) {
     let chunks = quad.len() / 128;
     assert!(
         quad.len() == chunks * 128 && limbs.len() == chunks * 192 && chunks <= FLUSH,
