@@ -14,7 +14,7 @@ fn widen(v: __m256i) -> __m256i {
 }
 
 /// DoublePIR on one quad with `vpmaddwd`, the AVX2 twin of
-/// `avx512_vnni_dp::quad_limbs` on the same limbs: per row and prime
+/// `avx512_vnni::quad_limbs` on the same limbs: per row and prime
 /// Σ x·c2 = Σ x·l0 + 2^10·Σ x·l1 + 2^20·Σ x·l2. Two rows at a time:
 /// 12 accumulators + 2 digit vectors + 1 limb vector = 15 of the 16
 /// ymm registers; the quad's second row pair re-reads the block's limbs

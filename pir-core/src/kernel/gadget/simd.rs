@@ -5,7 +5,7 @@ use crate::arith::{Crt, P0, P1, Q2};
 use crate::kernel::keyswitch::{avx2 as ks_avx2, avx512 as ks_avx512};
 use std::arch::x86_64::*;
 
-/// 16 slots per step (see `avx512_ks::add_permuted`).
+/// 16 slots per step (see `keyswitch::avx512::add_permuted`).
 ///
 /// # Safety
 /// avx512f must be available; every `perm` index < `src.len()` =

@@ -1,4 +1,4 @@
-//! AVX2 twins of `avx512_ks` (the online packing of YPIR §4.2): 8 slots
+//! AVX2 twins of `avx512` (the online packing of YPIR §4.2): 8 slots
 //! per step, 32×32→64 products on the even and odd lanes with
 //! `vpmuludq`.
 use super::Mont;
@@ -9,7 +9,7 @@ use std::arch::x86_64::*;
 /// `vpermd` (low 3 bits of each index), otherwise a gather.
 ///
 /// # Safety
-/// avx2 must be available; as `avx512_ks::slots16` with blocks of 8.
+/// avx2 must be available; as `avx512::slots16` with blocks of 8.
 #[inline]
 #[target_feature(enable = "avx2")]
 pub(in crate::kernel) unsafe fn slots8(

@@ -1,5 +1,5 @@
 //! Harvey's lazy NTT butterflies on 8 u32 lanes, the AVX2 twin of
-//! `ntt_avx512`. Stages with half-size t ≥ 8 broadcast one twiddle per
+//! `avx512`. Stages with half-size t ≥ 8 broadcast one twiddle per
 //! block; the three smallest stages (t = 4, 2, 1) run on 16-element
 //! chunks held in two registers X, Y, regrouped between stages by
 //! in-lane shuffles so that lane l of X and Y always hold the two inputs
@@ -29,7 +29,8 @@ fn mul_shoup_lazy(
     _mm256_sub_epi32(_mm256_mullo_epi32(x, w), _mm256_mullo_epi32(q, p))
 }
 
-/// x − m if x ≥ m (unsigned lanes; also the key switch's, `avx2_ks`).
+/// x − m if x ≥ m (unsigned lanes; also used by `keyswitch::avx2` and
+/// `rns::simd`).
 #[inline]
 #[target_feature(enable = "avx2")]
 pub(in crate::kernel) fn csub(x: __m256i, m: __m256i) -> __m256i {
@@ -109,7 +110,7 @@ pub(super) unsafe fn forward(t: &NttTable, a: &mut [u32]) {
     unsafe { forward_from(t, a, t.n / 2, 1) };
 }
 
-/// The AVX2 twin of `ntt_avx512::forward_reversed_i16`: the transform of
+/// The AVX2 twin of `avx512::forward_reversed_i16`: the transform of
 /// the residues of `src` reversed, the first stage reading the digits.
 ///
 /// # Safety

@@ -14,7 +14,7 @@ fn mul_shoup_lazy(x: __m512i, w: __m512i, ws: __m512i, p: __m512i) -> __m512i {
     _mm512_sub_epi32(_mm512_mullo_epi32(x, w), _mm512_mullo_epi32(q, p))
 }
 
-/// x − m if x ≥ m (unsigned lanes).
+/// x − m if x ≥ m (unsigned lanes; also used by `rns::simd`).
 #[inline]
 #[target_feature(enable = "avx512f")]
 pub(in crate::kernel) fn csub(x: __m512i, m: __m512i) -> __m512i {
