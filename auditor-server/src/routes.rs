@@ -319,27 +319,31 @@ async fn answer_query(
         }
         e => bad("malformed_query", e.to_string()),
     })?;
-    if q.param_id != ep.params.id {
+    if q.param_id() != ep.params.id {
         return Err(bad(
             "wrong_param_set",
             format!(
                 "query for parameter set {}, this epoch uses {}",
-                q.param_id, ep.params.id
+                q.param_id(),
+                ep.params.id
             ),
         ));
     }
-    if q.seed_id != served.seed_id {
+    if q.seed_id() != served.seed_id {
         return Err(bad(
             "wrong_seed",
             "query built for another public seed; refetch the manifest".to_owned(),
         ));
     }
-    if q.shape != served.shape {
+    if q.shape() != served.shape {
         return Err(bad(
             "wrong_shape",
             format!(
                 "query for a {}×{} database, this one is {}×{}",
-                q.shape.ell1, q.shape.ell2, served.shape.ell1, served.shape.ell2
+                q.shape().ell1,
+                q.shape().ell2,
+                served.shape.ell1,
+                served.shape.ell2
             ),
         ));
     }
