@@ -12,7 +12,7 @@
 //! while the slice of the query it needs (P rows, 4P bytes) stays in the
 //! L1 cache; with P = ℓ1 the query would be re-read from L2 for every
 //! 256 bytes of database, which measurably keeps the pass from the memory
-//! bandwidth (`docs/benchmarks.md`, session 4). Columns past the last full
+//! bandwidth (`docs/benchmarks.md`). Columns past the last full
 //! group, and every column when ℓ1 mod 32 ≠ 0, are plain column-major
 //! (record (i, j) at j·ℓ1 + i). Tiling is a permutation of the column-major
 //! bytes and is done in place.
@@ -45,9 +45,9 @@ pub const BLOCK_ROWS: usize = 32;
 /// tile streams past. Taller tiles mean fewer per-tile reductions: the
 /// `vpdpbusd` kernel, compute-bound in a batch, spent a tenth of its time
 /// on them with 512-row tiles (batch of 4 at B = 33: 88.6 → 79.7 ms with
-/// 2048 rows and the cheaper reduction, `docs/benchmarks.md` session 8);
+/// 2048 rows and the cheaper reduction, `docs/benchmarks.md`);
 /// 4096 rows slowed the single-query pass by a third. The `pmaddwd` kernels
-/// still take 512 rows at a time (`kernel::SLICE_ROWS`).
+/// still take 512 rows at a time (`kernel::simplepir::SLICE_ROWS`).
 pub const MAX_PANEL_ROWS: usize = 2048;
 
 /// Whether a shape is stored tiled.

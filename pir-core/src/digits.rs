@@ -4,8 +4,8 @@
 //!
 //! The pass computes, for every row r, `Σ_j x[r][j]·c2[j]` over both CRT
 //! primes. Stored row-major, it reads several row streams at once beside a
-//! block of c2 that is re-read for every row, and on the Zen 4 EPYC of
-//! session 5 that ran at 11–14 GB/s whatever the prefetching; the same
+//! block of c2 that is re-read for every row, and on a Zen 4 EPYC that
+//! ran at 11–14 GB/s whatever the prefetching; the same
 //! arithmetic over one sequential stream with the c2 block in L1 ran at
 //! 26–29 GB/s (`docs/benchmarks.md`). So the digits are stored in the
 //! order the pass reads them:

@@ -86,7 +86,7 @@ pub struct Server {
     /// d1 − 1 − ii, negacyclic signs included (App. B).
     a1_ext: Vec<u32>,
     /// Unrounded A1·D, column-major (d1 words per column), kept so that an
-    /// update touches only what changed (performance issue, item 6). Empty
+    /// update touches only what changed. Empty
     /// after [`Server::from_hint`] (a hint file stores only the rounded
     /// hint); the first [`Server::update`] then recomputes it.
     ad: Vec<u32>,

@@ -253,7 +253,7 @@ fn run(args: &Args) -> Result<()> {
             all_correct &= got == *want;
         }
     }
-    // Incremental update (performance issue, item 6).
+    // Incremental update (`Server::update`).
     let mut update = serde_json::Value::Null;
     if let Some(frac) = args.update_fraction {
         // What the update is compared with: DBSetup from scratch, timed

@@ -180,8 +180,8 @@ enum DpLimbs {
 
 /// Which limb kernel variant `k` runs on this CPU (None: the scalar
 /// kernel on [`DpQuery::Wide`]). The limb kernels replaced `vpmuldq`
-/// kernels on 64-bit residue lanes (session 8, B = 33 DoublePIR pass: AVX2
-/// 8.1–8.4 → 6.3–6.5 ms, AVX-512BW 7.2–7.5 → 6.2–6.4 ms on the Zen 4).
+/// kernels on 64-bit residue lanes (B = 33 DoublePIR pass: AVX2
+/// 8.1–8.4 → 6.3–6.5 ms, AVX-512BW 7.2–7.5 → 6.2–6.4 ms on a Zen 4).
 fn dp_limbs(k: Kernel) -> Option<DpLimbs> {
     #[cfg(target_arch = "x86_64")]
     {

@@ -192,7 +192,7 @@ fn plus_minus_scalar(
 /// aligned block of input slots (checked here, true of every level at
 /// Table 1). Then the permutation is a block load and one in-register
 /// `vpermd`, instead of a gather (`vpgatherdd`, several times slower on
-/// the Zen 4 EPYC of session 5).
+/// a Zen 4 EPYC).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct SlotPerm {
     pub(super) perm: Vec<u32>,

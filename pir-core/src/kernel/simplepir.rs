@@ -204,9 +204,9 @@ fn panels_with(
 
 /// Bytes per turn of a batch in the SimplePIR pass (whole tiles, at least
 /// one; 8 tiles of 2048 rows): the run being read and the next one being
-/// prefetched take half of a 512 KiB L2 (session 4's AVX2 EPYC). On the
+/// prefetched take half of a 512 KiB L2 (an AVX2-only EPYC). On the
 /// 1 MiB L2 of Zen 4, 128 and 256 KiB runs measured the same (batch of 4,
-/// B = 33: 90.5 and 90.7 ms, session 7).
+/// B = 33: 90.5 and 90.7 ms).
 const BATCH_RUN_BYTES: usize = 128 * 1024;
 
 /// One pass with kernel `k` on the calling thread: the tiled region in
@@ -352,7 +352,7 @@ fn tile_with(
 /// query slice in L1 for the second pass: with 512 rows they take 4 + 2 KiB;
 /// whole 2048-row tiles (16 + 8 KiB) ran its single-query pass at half
 /// speed, and both kernels' batches were 4–18 % slower with one prefetch
-/// burst per tall tile (`docs/benchmarks.md`, session 8).
+/// burst per tall tile (`docs/benchmarks.md`).
 #[cfg(target_arch = "x86_64")]
 const SLICE_ROWS: usize = 512;
 

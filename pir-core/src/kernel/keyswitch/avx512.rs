@@ -7,7 +7,7 @@ use std::arch::x86_64::*;
 /// pass visits them (t·stride words per node), so the same row of the
 /// node [`super::KS_NODES_AHEAD`] ahead is where this stream will be
 /// then. The hint is `prefetcht1` (into L2): with `prefetcht0` 2 KiB
-/// ahead (sessions 3–6), 2,000 key switches over 94 MB of digits
+/// ahead, 2,000 key switches over 94 MB of digits
 /// streamed at 14 GB/s (6.4–6.7 ms, against 3.3 ms with the digits in
 /// cache); into L2 three nodes ahead, 3.8–4.1 ms (min of 3 runs each,
 /// four alternating rounds, Zen 4). `PIR_KSPF=<words>` overrides it.

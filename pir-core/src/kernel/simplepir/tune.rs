@@ -8,9 +8,9 @@ use crate::kernel::Kernel;
 /// [`tune_prefetch`] tries; 0 issues no prefetch instruction and leaves the
 /// stream to the hardware prefetchers.
 ///
-/// Which is best depends on the core, not on the code: on the AVX2-only
-/// EPYC of session 4 `prefetchnta` 24 KiB ahead beat the alternatives; on
-/// the Zen 4 EPYC of session 5 any software prefetch cost 10–35 % of the
+/// Which is best depends on the core, not on the code: on an AVX2-only
+/// EPYC `prefetchnta` 24 KiB ahead beat the alternatives; on a Zen 4
+/// EPYC any software prefetch cost 10–35 % of the
 /// pass (0.60–0.74 of bandwidth with it, 0.91–0.94 without; see
 /// `docs/benchmarks.md`). So the distance is measured on the machine, like
 /// an FFT plan, rather than fixed at compile time.
