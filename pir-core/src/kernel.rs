@@ -26,8 +26,8 @@
 //!
 //! | family | what | variants |
 //! |---|---|---|
-//! | [`simplepir`] | SimplePIR tile and column passes, work splitting across threads; `simplepir::tune`: the measured prefetch distance | `avx2` (`pmaddwd`), `avx512` (`vpmaddwd`, `vpdpbusd`, `vpdpwssd`) |
-//! | [`doublepir`] | DoublePIR limb kernels over a quad of digit rows | `avx512_vnni` (`vpdpwssd`), `avx2` (`vpmaddwd`) |
+//! | [`simplepir`](mod@simplepir) | SimplePIR tile and column passes, work splitting across threads; `simplepir::tune`: the measured prefetch distance | `avx2` (`pmaddwd`), `avx512` (`vpmaddwd`, `vpdpbusd`, `vpdpwssd`) |
+//! | [`doublepir`](mod@doublepir) | DoublePIR limb kernels over a quad of digit rows | `avx512_vnni` (`vpdpwssd`), `avx2` (`vpmaddwd`) |
 //! | [`ntt`] | negacyclic NTT tables and transforms (Harvey butterflies), the transform of H2's reversed digit blocks | `avx512`, `avx2` |
 //! | [`keyswitch`] | packing: Montgomery key-switch accumulation, node combination, slot permutations | `avx512`, `avx2` |
 //! | [`gadget`] | packing: the automorphism of a node's slots and its CRT gadget digits | `simd` (both widths) |
@@ -37,7 +37,7 @@
 //!
 //! Every family's `tests` compare each variant this CPU has against the
 //! scalar twin; `TEST_REQUIRE_AVX512=1` / `TEST_REQUIRE_AVX2=1` make them
-//! fail instead of skipping a variant the CPU lacks (see [`test_util`]).
+//! fail instead of skipping a variant the CPU lacks (see `test_util`).
 
 #![allow(unsafe_code)]
 

@@ -15,7 +15,7 @@ mod tests;
 
 /// `out[i] = src[perm[i]]`: τ of Automorph applied to NTT slots (the
 /// digits of a packing node, §4.2). Runtime-dispatched like
-/// [`add_permuted`] (block load + `vpermd` when the permutation is
+/// [`add_permuted`](super::add_permuted) (block load + `vpermd` when the permutation is
 /// block-structured, gathers otherwise); [`permute_scalar`] is the twin.
 pub(crate) fn permute(src: &[u32], perm: &SlotPerm, out: &mut [u32]) {
     let n = perm.perm.len();

@@ -217,7 +217,7 @@ impl NttTable {
 }
 
 /// Forward NTT with AVX-512 or AVX2 when the selected kernel allows it
-/// (see [`simd`]); returns false (untouched input) when the caller should
+/// (see `simd_width`); returns false (untouched input) when the caller should
 /// use the scalar twin. Both SIMD transforms need n ≥ 32 (the lane twiddle
 /// tables of [`NttTable`] exist from there on).
 fn simd_forward(t: &NttTable, a: &mut [u32]) -> bool {
@@ -252,7 +252,7 @@ fn simd_forward(t: &NttTable, a: &mut [u32]) -> bool {
 /// transform whose first stage reads the digits themselves (no residue
 /// pass written out and read back); a ragged one, or no SIMD, through the
 /// residues then [`NttTable::forward`]. Scalar twin:
-/// [`ntt_forward_reversed_i16_scalar`].
+/// `ntt_forward_reversed_i16_scalar` (tests).
 ///
 /// # Panics
 /// If `out.len() != t.n` or `src` is longer than `out`.

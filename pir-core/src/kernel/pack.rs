@@ -115,7 +115,7 @@ pub(crate) const PACK_COLS_MAX: usize = 32;
 /// one quad stride = a multiple of 4 KiB apart, were evicted in between).
 /// `scratch` holds each group's rounded values interleaved (value i of
 /// column 8g + c at g·8(n + 1) + 8i + c). Runtime-dispatched: AVX-512F or
-/// AVX2, with [`pack_columns_scalar`] as the twin.
+/// AVX2, with `pack_columns_scalar` (tests) as the twin.
 ///
 /// # Panics
 /// If `cols.len()` is not 8, 16, 24 or 32, the columns differ in length, a
