@@ -403,7 +403,7 @@ pub fn answer_times(
         points.extend(measure_answer_times(measure_bits, trials)?);
         source.measured_here = Some(ThisMachine {
             cpu: cpu_model(),
-            kernel: pir_core::kernel::simplepir_impl().to_owned(),
+            kernel: pir_core::server::simplepir_impl().to_owned(),
             log2_bits: measure_bits.to_vec(),
             trials,
         });
@@ -2155,7 +2155,7 @@ mod tests {
         let here = t.source.measured_here.unwrap();
         assert_eq!((here.log2_bits, here.trials), (vec![16], 1));
         assert_eq!(here.cpu, cpu_model());
-        assert_eq!(here.kernel, pir_core::kernel::simplepir_impl());
+        assert_eq!(here.kernel, pir_core::server::simplepir_impl());
     }
 
     #[test]

@@ -244,7 +244,7 @@ pub fn build_epoch(snap: &Snapshot, epoch: u64, bp: &BuildParams, out: &Path) ->
         let t = Instant::now();
         // zeroed and advised for huge pages before the filters write it, so
         // the database needs no page collapse later
-        let mut bitmap = pir_core::kernel::zeroed_huge::<u8>((bits / 8) as usize);
+        let mut bitmap = pir_core::mem::zeroed_huge::<u8>((bits / 8) as usize);
         let chunk = (filter_bits / 8) as usize;
         bitmap
             .par_chunks_mut(chunk)
@@ -407,12 +407,12 @@ pub fn load_epoch(dir: &Path) -> Result<Epoch> {
 
 /// Logs, once per process, the SimplePIR software-prefetch distance
 /// pir-core measured at the first database large enough to measure on
-/// (`pir_core::kernel::tune_prefetch`): it depends on the machine, so an
+/// (`pir_core::server::prefetch_tuning`): it depends on the machine, so an
 /// operator comparing hosts should see it.
 fn log_prefetch_choice() {
     use std::sync::atomic::{AtomicBool, Ordering};
     static LOGGED: AtomicBool = AtomicBool::new(false);
-    if let Some(t) = pir_core::kernel::prefetch_tuning() {
+    if let Some(t) = pir_core::server::prefetch_tuning() {
         if !LOGGED.swap(true, Ordering::Relaxed) {
             tracing::info!(
                 bytes = t.chosen,

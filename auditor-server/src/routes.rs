@@ -308,27 +308,31 @@ async fn answer_query(
         }
         e => ApiError::new(ErrorCode::MalformedQuery, e.to_string()),
     })?;
-    if q.param_id != ep.params.id {
+    if q.param_id() != ep.params.id {
         return Err(ApiError::new(
             ErrorCode::WrongParamSet,
             format!(
                 "query for parameter set {}, this epoch uses {}",
-                q.param_id, ep.params.id
+                q.param_id(),
+                ep.params.id
             ),
         ));
     }
-    if q.seed_id != served.seed_id {
+    if q.seed_id() != served.seed_id {
         return Err(ApiError::new(
             ErrorCode::WrongSeed,
             "query built for another public seed; refetch the manifest".to_owned(),
         ));
     }
-    if q.shape != served.shape {
+    if q.shape() != served.shape {
         return Err(ApiError::new(
             ErrorCode::WrongShape,
             format!(
                 "query for a {}×{} database, this one is {}×{}",
-                q.shape.ell1, q.shape.ell2, served.shape.ell1, served.shape.ell2
+                q.shape().ell1,
+                q.shape().ell2,
+                served.shape.ell1,
+                served.shape.ell2
             ),
         ));
     }

@@ -245,14 +245,7 @@ impl Client {
         s1_ntt.fill(0);
         s2_ntt.fill(0);
         Ok((
-            Query {
-                param_id: params.id,
-                seed_id: self.seed_id,
-                shape: self.shape,
-                pk_b,
-                c1,
-                c2,
-            },
+            Query::new(params.id, self.seed_id, self.shape, pk_b, c1, c2)?,
             QueryKey {
                 s1,
                 s2,

@@ -12,7 +12,7 @@
 //! while the slice of the query it needs (P rows, 4P bytes) stays in the
 //! L1 cache; with P = ℓ1 the query would be re-read from L2 for every
 //! 256 bytes of database, which measurably keeps the pass from the memory
-//! bandwidth (`docs/benchmarks.md`, session 4). Columns past the last full
+//! bandwidth (`docs/benchmarks.md`). Columns past the last full
 //! group, and every column when ℓ1 mod 32 ≠ 0, are plain column-major
 //! (record (i, j) at j·ℓ1 + i). Tiling is a permutation of the column-major
 //! bytes and is done in place.
@@ -22,7 +22,7 @@
 //! N = 2^8), which keeps ‖D‖∞ ≤ N/2 as Theorem 3.4 assumes.
 
 use crate::error::{Error, Result};
-use crate::kernel;
+use crate::mem;
 use crate::params::DbShape;
 
 /// An ℓ1 × ℓ2 matrix of records in Z_N, N = 2^record_bits ≤ 2^8.
@@ -45,9 +45,9 @@ pub const BLOCK_ROWS: usize = 32;
 /// tile streams past. Taller tiles mean fewer per-tile reductions: the
 /// `vpdpbusd` kernel, compute-bound in a batch, spent a tenth of its time
 /// on them with 512-row tiles (batch of 4 at B = 33: 88.6 → 79.7 ms with
-/// 2048 rows and the cheaper reduction, `docs/benchmarks.md` session 8);
+/// 2048 rows and the cheaper reduction, `docs/benchmarks.md`);
 /// 4096 rows slowed the single-query pass by a third. The `pmaddwd` kernels
-/// still take 512 rows at a time (`kernel::SLICE_ROWS`).
+/// still take 512 rows at a time (`kernel::simplepir::SLICE_ROWS`).
 pub const MAX_PANEL_ROWS: usize = 2048;
 
 /// Whether a shape is stored tiled.
@@ -201,7 +201,7 @@ impl Database {
         Database {
             shape,
             record_bits,
-            data: kernel::zeroed_huge::<u8>(shape.records()),
+            data: mem::zeroed_huge::<u8>(shape.records()),
             map: OffsetMap::new(shape, is_tiled(shape)),
         }
     }
@@ -229,8 +229,8 @@ impl Database {
             tile_in_place(shape, &mut data);
         }
         // Every answer streams the whole buffer: back it with huge pages
-        // (free if it came from `kernel::zeroed_huge`).
-        kernel::collapse_huge_pages(&mut data);
+        // (free if it came from `mem::zeroed_huge`).
+        mem::collapse_huge_pages(&mut data);
         Ok(Database {
             shape,
             record_bits,
@@ -245,7 +245,7 @@ impl Database {
         record_bits: u32,
         mut f: impl FnMut(usize, usize) -> u8,
     ) -> Result<Self> {
-        let mut data = kernel::zeroed_huge::<u8>(shape.records());
+        let mut data = mem::zeroed_huge::<u8>(shape.records());
         for (j, col) in data.chunks_exact_mut(shape.ell1.max(1)).enumerate() {
             for (i, d) in col.iter_mut().enumerate() {
                 *d = f(i, j);
@@ -460,8 +460,8 @@ impl ColumnsMut<'_> {
     #[inline]
     pub fn prefetch(&self, row: usize, col: usize) {
         match self.locate(row, col, 0) {
-            Ok((Some(p), i)) => kernel::prefetch(self.panels[p], i),
-            Ok((None, i)) => kernel::prefetch(self.plain, i),
+            Ok((Some(p), i)) => mem::prefetch(self.panels[p], i),
+            Ok((None, i)) => mem::prefetch(self.plain, i),
             Err(_) => {}
         }
     }
@@ -519,7 +519,7 @@ impl BitDatabase {
             });
         }
         let shape = DbShape::for_bits(bits, Self::RECORD_BITS);
-        let mut data = kernel::zeroed_huge::<u8>(shape.records());
+        let mut data = mem::zeroed_huge::<u8>(shape.records());
         data[..bytes].copy_from_slice(bitmap);
         Ok(BitDatabase {
             bits,

@@ -4,8 +4,8 @@
 //!
 //! The pass computes, for every row r, `Σ_j x[r][j]·c2[j]` over both CRT
 //! primes. Stored row-major, it reads several row streams at once beside a
-//! block of c2 that is re-read for every row, and on the Zen 4 EPYC of
-//! session 5 that ran at 11–14 GB/s whatever the prefetching; the same
+//! block of c2 that is re-read for every row, and on a Zen 4 EPYC that
+//! ran at 11–14 GB/s whatever the prefetching; the same
 //! arithmetic over one sequential stream with the c2 block in L1 ran at
 //! 26–29 GB/s (`docs/benchmarks.md`). So the digits are stored in the
 //! order the pass reads them:
@@ -52,6 +52,36 @@ pub struct ColumnBlockMut<'a> {
     data: &'a mut [i16],
 }
 
+/// Where the hint's chunk packer (`kernel::pack_columns`) puts chunk k of
+/// its columns in `out`: at `(k / 4)·quad + (k mod 4)·row`. A row-major buffer of stride s is
+/// [`RowStride::plain`]`(s)` (quad = 4s); the hint's own storage
+/// (this module's layout: rows in quads of 4, one 32-column chunk of each
+/// row after the other) is row = 32, quad = 4 × the block width, so the
+/// packer can write into it directly.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RowStride {
+    /// Between rows 4q + i and 4q + i + 1.
+    pub row: usize,
+    /// Between rows 4q and 4q + 4.
+    pub quad: usize,
+}
+
+impl RowStride {
+    /// Row k at k·stride.
+    pub fn plain(stride: usize) -> Self {
+        RowStride {
+            row: stride,
+            quad: 4 * stride,
+        }
+    }
+
+    /// Index of row k's first entry.
+    #[inline]
+    pub fn at(self, k: usize) -> usize {
+        (k >> 2) * self.quad + (k & 3) * self.row
+    }
+}
+
 impl ColumnBlockMut<'_> {
     /// Index in the block of (r, j), j a column of the block.
     #[inline]
@@ -63,19 +93,19 @@ impl ColumnBlockMut<'_> {
     }
 
     /// The storage from entry (0, j) on, and where each row of column j
-    /// lies in it ([`crate::kernel::RowStride`]): entry (r, j + c) is at
+    /// lies in it ([`RowStride`]): entry (r, j + c) is at
     /// `stride.at(r) + c` for c < 32 − j mod 32 (the rest of j's 32-column
-    /// chunk), so [`crate::kernel::pack_columns`] can write them in place.
+    /// chunk), so the chunk packer (`kernel::pack_columns`) can write them in place.
     ///
     /// # Panics
     /// If j is not a column of this block.
-    pub fn column_run(&mut self, j: usize) -> (&mut [i16], crate::kernel::RowStride) {
+    pub fn column_run(&mut self, j: usize) -> (&mut [i16], RowStride) {
         assert!(
             j >= self.c0 && j < self.c0 + self.cols,
             "column of the block"
         );
         let o = self.offset(0, j);
-        let stride = crate::kernel::RowStride {
+        let stride = RowStride {
             row: CHUNK_COLS,
             quad: QUAD_ROWS * self.w,
         };
@@ -110,7 +140,7 @@ impl DigitMatrix {
         DigitMatrix {
             rows,
             cols,
-            data: crate::kernel::zeroed_huge::<i16>(len),
+            data: crate::mem::zeroed_huge::<i16>(len),
         }
     }
 

@@ -31,7 +31,8 @@
 //! | [`sampler`] | discrete Gaussian (constant-time CDT), OS-keyed secret stream, seed expansion |
 //! | [`db`] | record databases (1 byte per record, column-major) and bit databases |
 //! | [`digits`] | storage layout of the DoublePIR matrices (hint rows, T rows): column blocks × row quads × 32-column chunks, one sequential stream per pass |
-//! | [`kernel`] | the only `unsafe`: SimplePIR/DoublePIR passes, NTT, key switching, update and chunk-packing kernels (AVX2/AVX-512, each with a scalar twin), the measured SimplePIR prefetch distance, huge-page advice |
+//! | `kernel` (crate-private) | the SIMD inner loops, each with a scalar twin and chosen at run time: SimplePIR/DoublePIR passes, NTT, key switching and gadget digits of packing, residue products of the hint and H2, update and chunk-packing kernels; reached through [`server`] and [`ntt`] (which also name the selected kernel and the measured SimplePIR prefetch distance) |
+//! | [`mem`] | huge-page advice for the buffers the passes stream, zeroed buffers advised before first touch, prefetch hints |
 //! | [`packing`] | CDKS LWE-to-RLWE packing with the §4.2 precomputation |
 //! | [`server`] | DBSetup (NTT hint, App. B), hint files for restarts, Answer, batched answers (§4.3) |
 //! | [`client`] | Query and Extract |
@@ -75,12 +76,29 @@
 //!   does not certify Table 1 (see [`params`]). A test measures the real noise
 //!   against the model (they agree within a few percent).
 //!
-//! `unsafe` is confined to [`kernel`]; everything else is safe Rust and runs on
-//! wasm32 (`cargo build -p pir-core --target wasm32-unknown-unknown
-//! --no-default-features`).
+//! `unsafe` is confined to `kernel` and [`mem`], and every `unsafe` block
+//! states why it is sound (`clippy::undocumented_unsafe_blocks`);
+//! everything else is safe Rust and runs on wasm32 (`cargo build -p
+//! pir-core --target wasm32-unknown-unknown --no-default-features`). The
+//! modules depend on each other without cycles (`tests/module_graph.rs`
+//! checks it): `mem`, `arith` and `error` at the bottom, `kernel` above the
+//! storage modules `db` and `digits`, `ntt` and the rest above `kernel`.
+//!
+//! ## Tests
+//! `cargo test -p pir-core` compares every SIMD kernel variant this CPU
+//! has with its scalar twin. A variant the CPU lacks is skipped with a note
+//! on stderr, unless a switch demands it; then its tests fail instead:
+//! `TEST_REQUIRE_AVX2=1` demands the AVX2 variants, `TEST_REQUIRE_AVX512=1`
+//! the AVX-512 ones (AVX-512F/BW, and AVX-512 VNNI for the VNNI variants of
+//! the SimplePIR and DoublePIR passes). `.ci/run` sets each switch when
+//! `/proc/cpuinfo` lists the features, so a CI run cannot pass with a
+//! variant silently untested. `PIR_KERNEL=scalar|avx2|avx512bw|avx512-vnni`
+//! selects the variant the dispatched paths (and the end-to-end tests) use.
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
+#![warn(unreachable_pub)]
+#![warn(clippy::undocumented_unsafe_blocks)]
 // Loops over the two CRT residues index several parallel arrays at once.
 #![allow(clippy::needless_range_loop)]
 
@@ -89,7 +107,8 @@ pub mod client;
 pub mod db;
 pub mod digits;
 pub mod error;
-pub mod kernel;
+pub(crate) mod kernel;
+pub mod mem;
 pub mod ntt;
 pub mod packing;
 pub mod params;

@@ -484,7 +484,7 @@ impl PackPrecomp {
         // buffer, so a rebuild of the same length (an update: the layout
         // depends on the parameters only) reuses it without clearing 98 MB.
         if g_data.capacity() < n_static * node_len {
-            g_data = crate::kernel::zeroed_huge(n_static * node_len);
+            g_data = crate::mem::zeroed_huge(n_static * node_len);
         } else if g_data.len() != n_static * node_len {
             g_data.clear();
             g_data.resize(n_static * node_len, 0);

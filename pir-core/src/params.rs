@@ -185,8 +185,8 @@ impl Params {
     pub fn kappa(&self) -> usize {
         (self.q1_tilde_bits as usize).div_ceil(self.p_bits as usize)
     }
-    /// K_H = ⌈d1 · log q̃1 / log p⌉: dense hint chunk rows (item 5 of the
-    /// pir-core issue: the d1 hint values are bit-packed into p-bit chunks).
+    /// K_H = ⌈d1 · log q̃1 / log p⌉: dense hint chunk rows (the d1 hint
+    /// values are bit-packed into p-bit chunks, see [`crate::server`]).
     pub fn hint_rows(&self) -> usize {
         (self.d1 * self.q1_tilde_bits as usize).div_ceil(self.p_bits as usize)
     }

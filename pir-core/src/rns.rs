@@ -47,7 +47,7 @@ pub fn mul(a: &[u32], b: &[u32], out: &mut [u32]) {
 }
 
 /// acc += a ⊙ b with 64-bit lazy accumulators (caller reduces; each term < 2^56).
-/// SIMD kernel: [`crate::kernel::mul_acc_lazy`].
+/// SIMD kernel: `kernel::mul_acc_lazy`.
 pub fn mul_acc_lazy(a: &[u32], b: &[u32], acc: &mut [u64]) {
     let n = acc.len().min(a.len()).min(b.len());
     crate::kernel::mul_acc_lazy(a, b, &mut acc[..n]);
@@ -93,7 +93,7 @@ pub struct LevelConsts {
     /// Automorphism exponent g = 2^t + 1.
     pub g: usize,
     /// `τ_g(f)[i] = f[perm[i]]` (same for both primes).
-    pub perm: crate::kernel::SlotPerm,
+    pub(crate) perm: crate::kernel::SlotPerm,
     /// NTT(x^{d2/2^t}), RNS layout.
     pub mono: Vec<u32>,
     /// Shoup quotients of `mono`.
@@ -121,7 +121,7 @@ pub struct Context {
     /// z^k mod (P0, P1) for k < t.
     pub z_pows: Vec<[u32; 2]>,
     /// Montgomery constants of (P0, P1) for the key-switching kernel.
-    pub mont: [crate::kernel::Mont; 2],
+    pub(crate) mont: [crate::kernel::Mont; 2],
 }
 
 impl Context {

@@ -27,6 +27,13 @@
 //! seed: a cost independent of ℓ1. The file does not bind the database
 //! contents: it must be stored together with the database version it was
 //! written for.
+//!
+//! # Kernel selection and prefetch tuning
+//! The SimplePIR and DoublePIR passes run the fastest SIMD kernel this CPU
+//! has ([`simplepir_impl`] names it; `PIR_KERNEL=scalar|avx2|avx512bw|
+//! avx512-vnni` forces one). The first DBSetup of a database of at least
+//! 64 MiB in a process measures the SimplePIR pass's software-prefetch
+//! distance ([`prefetch_tuning`], [`prefetch_distance`]; `PIR_PF` fixes it).
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -43,6 +50,8 @@ use crate::params::{DbShape, Layout, Params, LOG_Q1};
 use crate::rns::{self, Context};
 use crate::sampler::{hex, PublicSeed};
 use crate::wire::{Query, Response};
+
+pub use crate::kernel::{prefetch_distance, prefetch_tuning, simplepir_impl, PrefetchTuning};
 
 /// Words between consecutive a2 blocks (and the transformed row blocks
 /// H2 sums them against, [`Server::rows_a`]): 2·d2 plus 64. With a stride
@@ -77,7 +86,7 @@ pub struct Server {
     /// d1 − 1 − ii, negacyclic signs included (App. B).
     a1_ext: Vec<u32>,
     /// Unrounded A1·D, column-major (d1 words per column), kept so that an
-    /// update touches only what changed (performance issue, item 6). Empty
+    /// update touches only what changed. Empty
     /// after [`Server::from_hint`] (a hint file stores only the rounded
     /// hint); the first [`Server::update`] then recomputes it.
     ad: Vec<u32>,
@@ -95,9 +104,8 @@ pub struct SetupTimings {
     pub h2: f64,
     /// Packing precomputation (§4.2).
     pub packing: f64,
-    /// Measuring the SimplePIR prefetch distance
-    /// ([`kernel::tune_prefetch`]): once per process, at the first large
-    /// database; 0 otherwise.
+    /// Measuring the SimplePIR prefetch distance ([`prefetch_tuning`]):
+    /// once per process, at the first large database; 0 otherwise.
     pub tune: f64,
 }
 
@@ -1100,36 +1108,29 @@ impl Server {
         }
     }
 
+    /// Whether `q` was built for this database. Its section lengths then
+    /// match too: a [`Query`] always has the lengths of its own parameter
+    /// set and shape.
     fn check_query(&self, q: &Query) -> Result<()> {
         let params = &self.ctx.params;
-        if q.param_id != params.id {
+        if q.param_id() != params.id {
             return Err(Error::WrongParamSet {
                 expected: params.id,
-                got: q.param_id,
+                got: q.param_id(),
             });
         }
-        if q.seed_id != self.seed_id {
+        if q.seed_id() != self.seed_id {
             return Err(Error::WrongSeed {
                 expected: hex(&self.seed_id),
-                got: hex(&q.seed_id),
+                got: hex(&q.seed_id()),
             });
         }
-        if q.shape != self.shape {
+        if q.shape() != self.shape {
             return Err(Error::WrongShape {
                 ell1: self.shape.ell1,
                 ell2: self.shape.ell2,
-                got_ell1: q.shape.ell1,
-                got_ell2: q.shape.ell2,
-            });
-        }
-        let pk_len = params.log_d2() * params.gadget_len() * 2 * params.d2;
-        if q.pk_b.len() != pk_len
-            || q.c1.len() != self.shape.ell1
-            || q.c2.len() != 2 * self.shape.ell2
-        {
-            return Err(Error::LengthMismatch {
-                expected: pk_len + self.shape.ell1 + 2 * self.shape.ell2,
-                got: q.pk_b.len() + q.c1.len() + q.c2.len(),
+                got_ell1: q.shape().ell1,
+                got_ell2: q.shape().ell2,
             });
         }
         Ok(())
@@ -1163,7 +1164,7 @@ impl Server {
         let ell2 = self.shape.ell2;
         let kappa = params.kappa();
         let mut tm = AnswerTimings::default();
-        let c2s: Vec<&[u32]> = qs.iter().map(|q| q.c2.as_slice()).collect();
+        let c2s: Vec<&[u32]> = qs.iter().map(|q| q.c2()).collect();
 
         // The query-only work: the DoublePIR pass over the hint rows (step
         // 2) and the packing tree's static subtrees (step 3, §4.2) depend
@@ -1174,7 +1175,7 @@ impl Server {
             kernel::doublepir(&self.hint, &c2s, &mut yh);
             let dp_secs = t.elapsed().as_secs_f64();
             let t = Instant::now();
-            let wbs: Vec<Vec<u32>> = qs.iter().map(|q| self.ctx.to_mont(&q.pk_b)).collect();
+            let wbs: Vec<Vec<u32>> = qs.iter().map(|q| self.ctx.to_mont(q.pk_b())).collect();
             let wb_refs: Vec<&[u32]> = wbs.iter().map(Vec::as_slice).collect();
             let sks = self.pack.static_ks(&self.ctx, &wb_refs);
             QueryOnly {
@@ -1188,7 +1189,7 @@ impl Server {
         // Step 1: SimplePIR pass, one scan for the whole batch.
         let scan = || {
             let t = Instant::now();
-            let split: Vec<SplitQuery> = qs.iter().map(|q| SplitQuery::new(&q.c1)).collect();
+            let split: Vec<SplitQuery> = qs.iter().map(|q| SplitQuery::new(q.c1())).collect();
             let mut y1 = vec![vec![0u32; ell2]; qs.len()];
             kernel::simplepir(&self.db, &split, &mut y1);
             (y1, t.elapsed().as_secs_f64())
@@ -1228,7 +1229,7 @@ impl Server {
         let mut t_leaf_a = Vec::with_capacity(qs.len());
         for (q, t) in qs.iter().zip(&t_rows) {
             let mut o = vec![vec![[0u32; 2]; kappa]];
-            kernel::doublepir(t, &[q.c2.as_slice()], &mut o);
+            kernel::doublepir(t, &[q.c2()], &mut o);
             yt.push(o.remove(0));
             t_leaf_a.push(Self::rows_a(&self.ctx, t, &self.a2));
         }
@@ -1274,7 +1275,7 @@ impl Server {
                 .map(|k| round_mod(self.ctx.crt.combine(b[k], b[d2 + k]), Q2, q22) as u32)
                 .collect();
             out.push(Response {
-                param_id: q.param_id,
+                param_id: q.param_id(),
                 seed_id: self.seed_id,
                 c0,
                 c1,

@@ -25,21 +25,21 @@ pub const QUERY_HEADER: usize = 3 + 1 + 2 + 8 + 4 + 4;
 pub const RESPONSE_HEADER: usize = 3 + 1 + 2 + 8;
 
 /// A YPIR query q = (pk, c1, c2) (Construction 3.1), as the server sees it.
+///
+/// Built by [`crate::client::Client`], parsed by [`Query::from_bytes`] or
+/// assembled with [`Query::new`]; all three uphold the same invariants: a
+/// known parameter set, a shape of 1..=2^18 per side, section lengths that
+/// match both, and every residue below its prime. So every `Query`
+/// serializes, and the server only has to check that it was built for its
+/// database (parameter set, seed, shape).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Query {
-    /// Parameter-set id.
-    pub param_id: u16,
-    /// Id of the public seed the query was built for.
-    pub seed_id: [u8; 8],
-    /// Database shape the query was built for.
-    pub shape: DbShape,
-    /// The b rows of the packing key W_1..W_{log d2}, NTT form:
-    /// (log d2)·t polynomials of 2·d2 residues (P0 half, then P1 half).
-    pub pk_b: Vec<u32>,
-    /// c1 ∈ Z_{2^32}^{ℓ1}.
-    pub c1: Vec<u32>,
-    /// c2 ∈ Z_{q2}^{ℓ2}: ℓ2 residues mod P0 then ℓ2 residues mod P1.
-    pub c2: Vec<u32>,
+    param_id: u16,
+    seed_id: [u8; 8],
+    shape: DbShape,
+    pk_b: Vec<u32>,
+    c1: Vec<u32>,
+    c2: Vec<u32>,
 }
 
 /// A YPIR response: one RLWE ciphertext after split modulus switching
@@ -189,6 +189,18 @@ fn get_residues(
     Ok(())
 }
 
+/// Checks polynomials of `2·n` residues (P0 half, then P1 half) laid end
+/// to end in `v` (`v.len()` a multiple of 2n).
+fn check_residues(v: &[u32], n: usize, field: &'static str) -> Result<()> {
+    for (index, &x) in v.iter().enumerate() {
+        let p = if index % (2 * n) < n { P0 } else { P1 };
+        if x >= p {
+            return Err(Error::OutOfRange { field, index });
+        }
+    }
+    Ok(())
+}
+
 fn check_len(buf: &[u8], want: usize) -> Result<()> {
     use std::cmp::Ordering::*;
     match buf.len().cmp(&want) {
@@ -228,10 +240,81 @@ fn parse_common_header(
 }
 
 impl Query {
+    /// A query from its parts, checked like [`Query::from_bytes`] checks
+    /// bytes: `param_id` must name a known parameter set (else
+    /// [`Error::UnknownParamSet`]) and `shape` have 1..=2^18 rows and
+    /// columns ([`Error::ShapeTooLarge`]); `pk_b` must hold the
+    /// (log d2)·t packing-key polynomials of 2·d2 residues, `c1` ℓ1 words
+    /// and `c2` 2·ℓ2 residues ([`Error::LengthMismatch`], checked before
+    /// any residue is read); residues must be below P0 in each first half
+    /// and below P1 in each second half ([`Error::OutOfRange`], index within
+    /// the field).
+    pub fn new(
+        param_id: u16,
+        seed_id: [u8; 8],
+        shape: DbShape,
+        pk_b: Vec<u32>,
+        c1: Vec<u32>,
+        c2: Vec<u32>,
+    ) -> Result<Query> {
+        let params = params::by_id(param_id)?;
+        let DbShape { ell1, ell2 } = shape;
+        if ell1 == 0 || ell2 == 0 || ell1 > params::MAX_DIM || ell2 > params::MAX_DIM {
+            return Err(Error::ShapeTooLarge { ell1, ell2 });
+        }
+        let pk_len = params.log_d2() * params.gadget_len() * 2 * params.d2;
+        if pk_b.len() != pk_len || c1.len() != ell1 || c2.len() != 2 * ell2 {
+            return Err(Error::LengthMismatch {
+                expected: pk_len + ell1 + 2 * ell2,
+                got: pk_b.len() + c1.len() + c2.len(),
+            });
+        }
+        check_residues(&pk_b, params.d2, "pk")?;
+        check_residues(&c2, ell2, "c2")?;
+        Ok(Query {
+            param_id,
+            seed_id,
+            shape,
+            pk_b,
+            c1,
+            c2,
+        })
+    }
+
+    /// Parameter-set id.
+    pub fn param_id(&self) -> u16 {
+        self.param_id
+    }
+
+    /// Id of the public seed the query was built for.
+    pub fn seed_id(&self) -> [u8; 8] {
+        self.seed_id
+    }
+
+    /// Database shape the query was built for.
+    pub fn shape(&self) -> DbShape {
+        self.shape
+    }
+
+    /// The b rows of the packing key W_1..W_{log d2}, NTT form:
+    /// (log d2)·t polynomials of 2·d2 residues (P0 half, then P1 half).
+    pub fn pk_b(&self) -> &[u32] {
+        &self.pk_b
+    }
+
+    /// c1 ∈ Z_{2^32}^{ℓ1}.
+    pub fn c1(&self) -> &[u32] {
+        &self.c1
+    }
+
+    /// c2 ∈ Z_{q2}^{ℓ2}: ℓ2 residues mod P0 then ℓ2 residues mod P1.
+    pub fn c2(&self) -> &[u32] {
+        &self.c2
+    }
+
     /// Serializes (wire version 1).
     pub fn to_bytes(&self) -> Vec<u8> {
-        let params =
-            params::by_id(self.param_id).expect("queries are built from known parameter sets");
+        let params = params::by_id(self.param_id).expect("Query::new and from_bytes check the id");
         let mut w = BitWriter::new(query_len(&params, self.shape));
         w.out.extend_from_slice(&QUERY_MAGIC);
         w.out.push(VERSION);
@@ -337,5 +420,99 @@ impl Response {
             c0,
             c1,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::params::TOY;
+
+    /// Parts of a TOY query for `shape`: every residue the largest its prime
+    /// allows, c1 all ones.
+    fn parts(shape: DbShape) -> (Vec<u32>, Vec<u32>, Vec<u32>) {
+        let halves = |n: usize, polys: usize| -> Vec<u32> {
+            (0..polys)
+                .flat_map(|_| [vec![P0 - 1; n], vec![P1 - 1; n]].concat())
+                .collect()
+        };
+        let pk_b = halves(TOY.d2, TOY.log_d2() * TOY.gadget_len());
+        (pk_b, vec![u32::MAX; shape.ell1], halves(shape.ell2, 1))
+    }
+
+    #[test]
+    fn new_accepts_valid_parts_and_round_trips() {
+        let shape = DbShape { ell1: 3, ell2: 5 };
+        let (pk_b, c1, c2) = parts(shape);
+        let q = Query::new(TOY.id, [7; 8], shape, pk_b.clone(), c1.clone(), c2.clone()).unwrap();
+        assert_eq!(
+            (q.param_id(), q.seed_id(), q.shape()),
+            (TOY.id, [7; 8], shape)
+        );
+        assert_eq!((q.pk_b(), q.c1(), q.c2()), (&pk_b[..], &c1[..], &c2[..]));
+        let bytes = q.to_bytes();
+        assert_eq!(bytes.len(), query_len(&TOY, shape));
+        assert_eq!(Query::from_bytes(&bytes).unwrap(), q);
+    }
+
+    #[test]
+    fn new_rejects_what_the_parser_rejects() {
+        let shape = DbShape { ell1: 3, ell2: 5 };
+        let (pk_b, c1, c2) = parts(shape);
+        let new = |id, shape, pk_b: &[u32], c1: &[u32], c2: &[u32]| {
+            Query::new(id, [0; 8], shape, pk_b.to_vec(), c1.to_vec(), c2.to_vec())
+        };
+        assert!(matches!(
+            new(0x7777, shape, &pk_b, &c1, &c2),
+            Err(Error::UnknownParamSet(0x7777))
+        ));
+        for bad in [
+            DbShape { ell1: 0, ell2: 5 },
+            DbShape { ell1: 3, ell2: 0 },
+            DbShape {
+                ell1: params::MAX_DIM + 1,
+                ell2: 5,
+            },
+        ] {
+            assert!(matches!(
+                new(TOY.id, bad, &pk_b, &c1, &c2),
+                Err(Error::ShapeTooLarge { .. })
+            ));
+        }
+        let total = pk_b.len() + c1.len() + c2.len();
+        for (p, a, b) in [
+            (&pk_b[1..], &c1[..], &c2[..]),
+            (&pk_b[..], &c1[1..], &c2[..]),
+            (&pk_b[..], &c1[..], &c2[1..]),
+        ] {
+            assert!(matches!(
+                new(TOY.id, shape, p, a, b),
+                Err(Error::LengthMismatch { expected, got }) if expected == total && got == total - 1
+            ));
+        }
+        // a residue at its prime: P0 in a first half, P1 in a second half
+        let n = TOY.d2;
+        for (field, index, value) in [
+            ("pk", 0, P0),
+            ("pk", n - 1, P0),
+            ("pk", n, P1),
+            ("pk", 2 * n + 1, P0),
+            ("pk", pk_b.len() - 1, P1),
+            ("c2", 0, P0),
+            ("c2", 4, P0),
+            ("c2", 5, P1),
+            ("c2", 9, P1),
+        ] {
+            let (mut p, mut b) = (pk_b.clone(), c2.clone());
+            match field {
+                "pk" => p[index] = value,
+                _ => b[index] = value,
+            }
+            let r = new(TOY.id, shape, &p, &c1, &b);
+            assert!(
+                matches!(r, Err(Error::OutOfRange { field: f, index: i }) if f == field && i == index),
+                "{field}[{index}] = {value}: {r:?}"
+            );
+        }
     }
 }

@@ -1,6 +1,6 @@
 //! `pir-bench` as a user runs it: a tiny database, a batch on two threads,
-//! update rounds, and the in-run fields the performance issue's targets
-//! read.
+//! update rounds, and the in-run fields the benchmark targets
+//! (`docs/benchmarks.md`) read.
 
 use std::process::Command;
 

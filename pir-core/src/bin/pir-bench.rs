@@ -84,7 +84,7 @@ fn sum_words(buf: &[u8], prefetch: bool) {
     let mut chunks = buf.chunks_exact(64);
     for (n, c) in (&mut chunks).enumerate() {
         if prefetch {
-            pir_core::kernel::prefetch(buf, n * 64 + 8192);
+            pir_core::mem::prefetch(buf, n * 64 + 8192);
         }
         for (k, a) in acc.iter_mut().enumerate() {
             let mut w = [0u8; 8];
@@ -138,7 +138,7 @@ fn run(args: &Args) -> Result<()> {
 
     // Random bitmap.
     let mut rng = ChaCha8Rng::seed_from_u64(args.db_bits as u64);
-    let mut bitmap = pir_core::kernel::zeroed_huge::<u8>((bits / 8) as usize);
+    let mut bitmap = pir_core::mem::zeroed_huge::<u8>((bits / 8) as usize);
     rng.fill_bytes(&mut bitmap);
     let bitdb = BitDatabase::from_bitmap_owned(bits, bitmap)?;
     let db_bytes = bitdb.database().as_bytes().len();
@@ -253,7 +253,7 @@ fn run(args: &Args) -> Result<()> {
             all_correct &= got == *want;
         }
     }
-    // Incremental update (performance issue, item 6).
+    // Incremental update (`Server::update`).
     let mut update = serde_json::Value::Null;
     if let Some(frac) = args.update_fraction {
         // What the update is compared with: DBSetup from scratch, timed
@@ -338,7 +338,7 @@ fn run(args: &Args) -> Result<()> {
         "batch": args.batch,
         "threads": args.threads,
         "trials": args.trials,
-        "kernel": pir_core::kernel::simplepir_impl(),
+        "kernel": pir_core::server::simplepir_impl(),
         "prep_seconds": prep_seconds,
         "prep_mb_per_s": db_bytes as f64 / prep_seconds / 1e6,
         "prep_hint_seconds": prep.hint,
@@ -347,8 +347,8 @@ fn run(args: &Args) -> Result<()> {
         // the one-off prefetch measurement of the first DBSetup (included in
         // prep_seconds) and what it chose
         "prep_tune_seconds": prep.tune,
-        "simplepir_prefetch_bytes": pir_core::kernel::prefetch_distance(),
-        "simplepir_prefetch_tuning": pir_core::kernel::prefetch_tuning().map(|t| serde_json::json!({
+        "simplepir_prefetch_bytes": pir_core::server::prefetch_distance(),
+        "simplepir_prefetch_tuning": pir_core::server::prefetch_tuning().map(|t| serde_json::json!({
             "forced": t.forced,
             "span_bytes": t.span_bytes,
             "candidates_gb_s": t.candidates.iter().map(|(d, g)| serde_json::json!([d, g])).collect::<Vec<_>>(),

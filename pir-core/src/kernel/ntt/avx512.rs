@@ -1,7 +1,7 @@
 //! Harvey's lazy NTT butterflies on 16 u32 lanes. Stages with half-size
 //! t ≥ 16 broadcast one twiddle per block; the four smallest stages work
 //! on 32-element chunks split into butterfly halves with `vpermt2d`.
-use crate::ntt::NttTable;
+use super::NttTable;
 use std::arch::x86_64::*;
 
 /// x·w mod p in [0, 2p) (Shoup), lane-wise; any x < 2^32.
@@ -14,10 +14,10 @@ fn mul_shoup_lazy(x: __m512i, w: __m512i, ws: __m512i, p: __m512i) -> __m512i {
     _mm512_sub_epi32(_mm512_mullo_epi32(x, w), _mm512_mullo_epi32(q, p))
 }
 
-/// x − m if x ≥ m (unsigned lanes).
+/// x − m if x ≥ m (unsigned lanes; also used by `rns::simd`).
 #[inline]
 #[target_feature(enable = "avx512f")]
-pub(super) fn csub(x: __m512i, m: __m512i) -> __m512i {
+pub(in crate::kernel) fn csub(x: __m512i, m: __m512i) -> __m512i {
     _mm512_min_epu32(x, _mm512_sub_epi32(x, m))
 }
 
@@ -53,7 +53,7 @@ fn load_idx(v: &[i32; 16]) -> __m512i {
 /// # Safety
 /// avx512f must be available; `a.len() == t.n`, n ≥ 32 a power of two.
 #[target_feature(enable = "avx512f,avx512bw")]
-pub unsafe fn forward(t: &NttTable, a: &mut [u32]) {
+pub(super) unsafe fn forward(t: &NttTable, a: &mut [u32]) {
     assert!(a.len() == t.n && t.n >= 32);
     // SAFETY: avx512f/avx512bw available (caller), lengths asserted.
     unsafe { forward_from(t, a, t.n / 2, 1) };
@@ -68,7 +68,7 @@ pub unsafe fn forward(t: &NttTable, a: &mut [u32]) {
 /// avx512f and avx512bw must be available; `src.len() == a.len() == t.n`,
 /// n ≥ 32 a power of two.
 #[target_feature(enable = "avx512f,avx512bw")]
-pub unsafe fn forward_reversed_i16(t: &NttTable, src: &[i16], a: &mut [u32]) {
+pub(super) unsafe fn forward_reversed_i16(t: &NttTable, src: &[i16], a: &mut [u32]) {
     let n = t.n;
     assert!(a.len() == n && src.len() == n && n >= 32);
     let p = _mm512_set1_epi32(t.m.p as i32);
@@ -180,7 +180,7 @@ unsafe fn forward_from(t: &NttTable, a: &mut [u32], half: usize, m: usize) {
 /// # Safety
 /// avx512f must be available; `a.len() == t.n`, n ≥ 32 a power of two.
 #[target_feature(enable = "avx512f,avx512bw")]
-pub unsafe fn inverse(t: &NttTable, a: &mut [u32]) {
+pub(super) unsafe fn inverse(t: &NttTable, a: &mut [u32]) {
     let n = t.n;
     assert!(a.len() == n && n >= 32);
     let p = _mm512_set1_epi32(t.m.p as i32);

@@ -7,7 +7,7 @@ use std::arch::x86_64::*;
 /// pass visits them (t·stride words per node), so the same row of the
 /// node [`super::KS_NODES_AHEAD`] ahead is where this stream will be
 /// then. The hint is `prefetcht1` (into L2): with `prefetcht0` 2 KiB
-/// ahead (sessions 3–6), 2,000 key switches over 94 MB of digits
+/// ahead, 2,000 key switches over 94 MB of digits
 /// streamed at 14 GB/s (6.4–6.7 ms, against 3.3 ms with the digits in
 /// cache); into L2 three nodes ahead, 3.8–4.1 ms (min of 3 runs each,
 /// four alternating rounds, Zen 4). `PIR_KSPF=<words>` overrides it.
@@ -36,7 +36,12 @@ fn redc(x: __m512i, p: __m512i, pinv: __m512i) -> __m512i {
 /// aligned 16-slot block of `perm[i]` and `src.len()` is a multiple of 16.
 #[inline]
 #[target_feature(enable = "avx512f")]
-pub(super) unsafe fn slots16(src: &[u32], perm: &[u32], i: usize, within16: bool) -> __m512i {
+pub(in crate::kernel) unsafe fn slots16(
+    src: &[u32],
+    perm: &[u32],
+    i: usize,
+    within16: bool,
+) -> __m512i {
     // SAFETY: the caller's bounds above.
     unsafe {
         let idx = _mm512_loadu_si512(perm.as_ptr().add(i) as *const __m512i);
@@ -59,7 +64,7 @@ pub(super) unsafe fn slots16(src: &[u32], perm: &[u32], i: usize, within16: bool
 /// avx512f and avx512bw must be available; the slices must hold
 /// (t−1)·stride + n words and `out` n words.
 #[target_feature(enable = "avx512f,avx512bw")]
-pub unsafe fn keyswitch_acc(
+pub(super) unsafe fn keyswitch_acc(
     m: &Mont,
     w: &[u32],
     g: &[u32],
@@ -110,7 +115,7 @@ pub unsafe fn keyswitch_acc(
 /// # Safety
 /// avx512f and avx512bw must be available; all slices have e.len() words.
 #[target_feature(enable = "avx512f,avx512bw")]
-pub unsafe fn plus_minus(
+pub(super) unsafe fn plus_minus(
     m: &Mont,
     e: &[u32],
     o: &[u32],
@@ -153,7 +158,7 @@ pub unsafe fn plus_minus(
 /// avx512f must be available; every `perm[i] < minus.len()`; plus, perm
 /// and out have the same length.
 #[target_feature(enable = "avx512f,avx512bw")]
-pub unsafe fn add_permuted(
+pub(super) unsafe fn add_permuted(
     p: u32,
     plus: &[u32],
     minus: &[u32],

@@ -9,7 +9,7 @@ use std::arch::x86_64::*;
 /// # Safety
 /// avx512f must be available; `g.len() ≥ o + col.len()` for every term.
 #[target_feature(enable = "avx512f")]
-pub unsafe fn runs512(col: &mut [u32], terms: &[(u32, usize)], g: &[u32]) {
+pub(super) unsafe fn runs512(col: &mut [u32], terms: &[(u32, usize)], g: &[u32]) {
     const V: usize = 8;
     let n128 = col.len() / (16 * V) * (16 * V);
     let n16 = col.len() / 16 * 16;
@@ -58,7 +58,7 @@ pub unsafe fn runs512(col: &mut [u32], terms: &[(u32, usize)], g: &[u32]) {
 /// # Safety
 /// avx2 must be available; `g.len() ≥ o + col.len()` for every term.
 #[target_feature(enable = "avx2")]
-pub unsafe fn runs256(col: &mut [u32], terms: &[(u32, usize)], g: &[u32]) {
+pub(super) unsafe fn runs256(col: &mut [u32], terms: &[(u32, usize)], g: &[u32]) {
     const V: usize = 4;
     let n32 = col.len() / (8 * V) * (8 * V);
     let n8 = col.len() / 8 * 8;

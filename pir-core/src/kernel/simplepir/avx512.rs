@@ -28,7 +28,7 @@ macro_rules! columns_body {
         /// The caller must have checked the CPU features in the
         /// `target_feature` attribute at runtime.
         #[target_feature(enable = $features)]
-        pub unsafe fn $name(
+        pub(super) unsafe fn $name(
             db: &[u8],
             ell1: usize,
             j0: usize,
@@ -92,11 +92,11 @@ macro_rules! block_body {
         /// `target_feature` attribute at runtime; `lo` and `hi` have the
         /// same length, a multiple of 32, and `tile` 8 times as many bytes.
         #[target_feature(enable = $features)]
-        pub unsafe fn $name(tile: &[u8], lo: &[i16], hi: &[i16], out: &mut [u32; 8]) {
+        pub(super) unsafe fn $name(tile: &[u8], lo: &[i16], hi: &[i16], out: &mut [u32; 8]) {
             let rows = lo.len();
             assert!(hi.len() == rows && rows.is_multiple_of(32) && tile.len() == 8 * rows);
             let base = tile.as_ptr();
-            let pfd = super::prefetch_distance();
+            let pfd = super::tune::prefetch_distance();
             let mut acc_lo = [_mm512_setzero_si512(); 8];
             let mut acc_hi = [_mm512_setzero_si512(); 8];
             let mut i = 0;
@@ -151,14 +151,14 @@ macro_rules! block_body {
 /// runtime; `tile.len()` is a multiple of 256 and `limbs` holds 128
 /// bytes per 256 bytes of tile.
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
-pub unsafe fn block_vnni(tile: &[u8], limbs: &[u8], ahead: &[u8], out: &mut [u32; 8]) {
+pub(super) unsafe fn block_vnni(tile: &[u8], limbs: &[u8], ahead: &[u8], out: &mut [u32; 8]) {
     let blocks = tile.len() / 256;
     let ahead_lines = ahead.len().div_ceil(64);
     let pf_per_block = ahead_lines.div_ceil(blocks.max(1));
     let ap = ahead.as_ptr();
     assert!(tile.len().is_multiple_of(256) && limbs.len() == blocks * super::LIMB_BLOCK);
     let base = tile.as_ptr();
-    let pfd = super::prefetch_distance();
+    let pfd = super::tune::prefetch_distance();
     let zero = _mm512_setzero_si512();
     let mut acc = [[zero; 4]; 4];
     for b in 0..blocks {

@@ -1,3 +1,4 @@
+use crate::kernel::ntt::{avx2 as ntt_avx2, avx512 as ntt_avx512};
 use std::arch::x86_64::*;
 
 /// 8 slots per step as two 4 × u64 halves.
@@ -5,7 +6,7 @@ use std::arch::x86_64::*;
 /// # Safety
 /// avx2 must be available; a and b hold ≥ acc.len() words.
 #[target_feature(enable = "avx2")]
-pub unsafe fn mul_acc_lazy_avx2(a: &[u32], b: &[u32], acc: &mut [u64]) {
+pub(super) unsafe fn mul_acc_lazy_avx2(a: &[u32], b: &[u32], acc: &mut [u64]) {
     let n8 = acc.len() / 8 * 8;
     let (pa, pb, pc) = (a.as_ptr(), b.as_ptr(), acc.as_mut_ptr());
     let mut i = 0;
@@ -30,7 +31,7 @@ pub unsafe fn mul_acc_lazy_avx2(a: &[u32], b: &[u32], acc: &mut [u64]) {
 /// # Safety
 /// avx512f must be available; a and b hold ≥ acc.len() words.
 #[target_feature(enable = "avx512f")]
-pub unsafe fn mul_acc_lazy_avx512(a: &[u32], b: &[u32], acc: &mut [u64]) {
+pub(super) unsafe fn mul_acc_lazy_avx512(a: &[u32], b: &[u32], acc: &mut [u64]) {
     let n16 = acc.len() / 16 * 16;
     let (pa, pb, pc) = (a.as_ptr(), b.as_ptr(), acc.as_mut_ptr());
     let mut i = 0;
@@ -95,7 +96,7 @@ fn fold512(x: __m512i, c: __m512i, c_shoup: __m512i, one_shoup: __m512i, p: __m5
 /// avx512f must be available; `a` and `x` hold ≥ (blocks − 1)·stride +
 /// out.len() words, each < 2^28, and blocks ≤ [`super::SUM_BLOCKS_MAX`].
 #[target_feature(enable = "avx512f")]
-pub unsafe fn mul_sum_blocks_mod_avx512(
+pub(super) unsafe fn mul_sum_blocks_mod_avx512(
     a: &[u32],
     x: &[u32],
     stride: usize,
@@ -140,7 +141,7 @@ pub unsafe fn mul_sum_blocks_mod_avx512(
                 let o = fold512(odd[v], c, cs, os, p64);
                 // [e0, o0, e1, o1, …]: the slots in their order, in [0, 4p)
                 let r = _mm512_or_si512(e, _mm512_slli_epi64(o, 32));
-                let r = super::ntt_avx512::csub(super::ntt_avx512::csub(r, p2), p32);
+                let r = ntt_avx512::csub(ntt_avx512::csub(r, p2), p32);
                 _mm512_storeu_si512(po.add(i + 16 * v) as *mut __m512i, r);
             }
         }
@@ -168,7 +169,7 @@ fn fold256(x: __m256i, c: __m256i, c_shoup: __m256i, one_shoup: __m256i, p: __m2
 /// # Safety
 /// avx2 must be available; bounds as for [`mul_sum_blocks_mod_avx512`].
 #[target_feature(enable = "avx2")]
-pub unsafe fn mul_sum_blocks_mod_avx2(
+pub(super) unsafe fn mul_sum_blocks_mod_avx2(
     a: &[u32],
     x: &[u32],
     stride: usize,
@@ -210,7 +211,7 @@ pub unsafe fn mul_sum_blocks_mod_avx2(
                 let e = fold256(even[v], c, cs, os, p64);
                 let o = fold256(odd[v], c, cs, os, p64);
                 let r = _mm256_or_si256(e, _mm256_slli_epi64(o, 32));
-                let r = super::ntt_avx2::csub(super::ntt_avx2::csub(r, p2), p32);
+                let r = ntt_avx2::csub(ntt_avx2::csub(r, p2), p32);
                 _mm256_storeu_si256(po.add(i + 8 * v) as *mut __m256i, r);
             }
         }

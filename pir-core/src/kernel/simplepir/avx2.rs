@@ -28,11 +28,11 @@ unsafe fn hsum(v: __m256i) -> u32 {
 /// `hi` have the same length, a multiple of 32, and `tile` holds 8 times
 /// as many bytes.
 #[target_feature(enable = "avx2")]
-pub unsafe fn block(tile: &[u8], lo: &[i16], hi: &[i16], out: &mut [u32; 8]) {
+pub(super) unsafe fn block(tile: &[u8], lo: &[i16], hi: &[i16], out: &mut [u32; 8]) {
     let rows = lo.len();
     assert!(hi.len() == rows && rows.is_multiple_of(32) && tile.len() == 8 * rows);
     let base = tile.as_ptr();
-    let pfd = super::prefetch_distance();
+    let pfd = super::tune::prefetch_distance();
     let pf = base.wrapping_add(pfd);
     let steps = rows / 16;
     for pass in 0..2 {
@@ -97,7 +97,7 @@ pub unsafe fn block(tile: &[u8], lo: &[i16], hi: &[i16], out: &mut [u32; 8]) {
 /// # Safety
 /// The caller must have checked that the CPU supports AVX2.
 #[target_feature(enable = "avx2")]
-pub unsafe fn columns(
+pub(super) unsafe fn columns(
     db: &[u8],
     ell1: usize,
     j0: usize,

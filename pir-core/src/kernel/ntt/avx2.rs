@@ -1,5 +1,5 @@
 //! Harvey's lazy NTT butterflies on 8 u32 lanes, the AVX2 twin of
-//! `ntt_avx512`. Stages with half-size t ≥ 8 broadcast one twiddle per
+//! `avx512`. Stages with half-size t ≥ 8 broadcast one twiddle per
 //! block; the three smallest stages (t = 4, 2, 1) run on 16-element
 //! chunks held in two registers X, Y, regrouped between stages by
 //! in-lane shuffles so that lane l of X and Y always hold the two inputs
@@ -8,7 +8,7 @@
 //! 16-lane tables in [`NttTable`]'s `small` field (their 32-element
 //! chunks are two of ours). Every element goes through the same
 //! butterflies as in the scalar transform, so the output is identical.
-use crate::ntt::NttTable;
+use super::NttTable;
 use std::arch::x86_64::*;
 
 /// x·w mod p in [0, 2p) (Shoup), lane-wise, any x < 2^32; `ws_even`
@@ -29,10 +29,11 @@ fn mul_shoup_lazy(
     _mm256_sub_epi32(_mm256_mullo_epi32(x, w), _mm256_mullo_epi32(q, p))
 }
 
-/// x − m if x ≥ m (unsigned lanes; also the key switch's, `avx2_ks`).
+/// x − m if x ≥ m (unsigned lanes; also used by `keyswitch::avx2` and
+/// `rns::simd`).
 #[inline]
 #[target_feature(enable = "avx2")]
-pub(super) fn csub(x: __m256i, m: __m256i) -> __m256i {
+pub(in crate::kernel) fn csub(x: __m256i, m: __m256i) -> __m256i {
     _mm256_min_epu32(x, _mm256_sub_epi32(x, m))
 }
 
@@ -103,20 +104,20 @@ fn swap_odd_even(x: __m256i, y: __m256i) -> (__m256i, __m256i) {
 /// # Safety
 /// AVX2 must be available; `a.len() == t.n`, n ≥ 32 a power of two.
 #[target_feature(enable = "avx2")]
-pub unsafe fn forward(t: &NttTable, a: &mut [u32]) {
+pub(super) unsafe fn forward(t: &NttTable, a: &mut [u32]) {
     assert!(a.len() == t.n && t.n >= 32);
     // SAFETY: AVX2 available (caller), lengths asserted.
     unsafe { forward_from(t, a, t.n / 2, 1) };
 }
 
-/// The AVX2 twin of `ntt_avx512::forward_reversed_i16`: the transform of
+/// The AVX2 twin of `avx512::forward_reversed_i16`: the transform of
 /// the residues of `src` reversed, the first stage reading the digits.
 ///
 /// # Safety
 /// AVX2 must be available; `src.len() == a.len() == t.n`, n ≥ 32 a power
 /// of two.
 #[target_feature(enable = "avx2")]
-pub unsafe fn forward_reversed_i16(t: &NttTable, src: &[i16], a: &mut [u32]) {
+pub(super) unsafe fn forward_reversed_i16(t: &NttTable, src: &[i16], a: &mut [u32]) {
     let n = t.n;
     assert!(a.len() == n && src.len() == n && n >= 32);
     let p = _mm256_set1_epi32(t.m.p as i32);
@@ -221,7 +222,7 @@ unsafe fn forward_from(t: &NttTable, a: &mut [u32], half: usize, m: usize) {
 /// # Safety
 /// AVX2 must be available; `a.len() == t.n`, n ≥ 32 a power of two.
 #[target_feature(enable = "avx2")]
-pub unsafe fn inverse(t: &NttTable, a: &mut [u32]) {
+pub(super) unsafe fn inverse(t: &NttTable, a: &mut [u32]) {
     let n = t.n;
     assert!(a.len() == n && n >= 32);
     let p = _mm256_set1_epi32(t.m.p as i32);

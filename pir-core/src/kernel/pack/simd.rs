@@ -11,7 +11,7 @@ use std::arch::x86_64::*;
 /// avx2 must be available; every column has n values, `scratch` has at
 /// least 8n words and 1 ≤ w < 32.
 #[target_feature(enable = "avx2")]
-pub unsafe fn interleave_round8(cols: [&[u32]; 8], w: u32, scratch: &mut [u32]) -> usize {
+pub(super) unsafe fn interleave_round8(cols: [&[u32]; 8], w: u32, scratch: &mut [u32]) -> usize {
     let n = cols[0].len();
     assert!(cols.iter().all(|c| c.len() == n) && scratch.len() >= 8 * n);
     let n8 = n / 8 * 8;
@@ -67,7 +67,7 @@ pub unsafe fn interleave_round8(cols: [&[u32]; 8], w: u32, scratch: &mut [u32]) 
 /// [`super::pack_columns`] must hold (`r` is its scratch, `len` = 8(n + 1)
 /// words per group).
 #[target_feature(enable = "avx512f")]
-pub unsafe fn columns8_512(
+pub(super) unsafe fn columns8_512(
     r: &[u32],
     len: usize,
     w: u32,
@@ -107,7 +107,7 @@ pub unsafe fn columns8_512(
 /// avx512f must be available, and the bounds asserted by
 /// [`super::pack_groups`] must hold.
 #[target_feature(enable = "avx512f")]
-pub unsafe fn groups512(
+pub(super) unsafe fn groups512(
     r: &[u32],
     groups: &[PackGroup],
     w: u32,
@@ -174,7 +174,7 @@ fn chunks8(lo: __m256i, hi: __m256i, off: __m256i, w: __m256i, sh: __m128i) -> _
 /// [`super::pack_columns`] must hold (including off < w < 32; `len` as
 /// for [`columns8_512`]).
 #[target_feature(enable = "avx2")]
-pub unsafe fn columns8_256(
+pub(super) unsafe fn columns8_256(
     r: &[u32],
     len: usize,
     w: u32,
@@ -213,7 +213,7 @@ pub unsafe fn columns8_256(
 /// avx2 must be available, and the bounds asserted by
 /// [`super::pack_groups`] must hold (including off < w ≤ 32).
 #[target_feature(enable = "avx2")]
-pub unsafe fn groups256(
+pub(super) unsafe fn groups256(
     r: &[u32],
     groups: &[PackGroup],
     w: u32,

@@ -2,23 +2,24 @@
 //! The digit kernels hold one coefficient per 64-bit lane: the CRT
 //! value x < q2 < 2^56 and the offset value u < 2^63 need it.
 use crate::arith::{Crt, P0, P1, Q2};
+use crate::kernel::keyswitch::{avx2 as ks_avx2, avx512 as ks_avx512};
 use std::arch::x86_64::*;
 
-/// 16 slots per step (see `avx512_ks::add_permuted`).
+/// 16 slots per step (see `keyswitch::avx512::add_permuted`).
 ///
 /// # Safety
 /// avx512f must be available; every `perm` index < `src.len()` =
 /// `out.len()` = `perm.len()`; with `within16` every aligned 16-slot
 /// output block reads one aligned 16-slot input block.
 #[target_feature(enable = "avx512f")]
-pub unsafe fn permute512(src: &[u32], perm: &[u32], within16: bool, out: &mut [u32]) {
+pub(super) unsafe fn permute512(src: &[u32], perm: &[u32], within16: bool, out: &mut [u32]) {
     let n16 = out.len() / 16 * 16;
     let mut i = 0;
     while i < n16 {
         // SAFETY: i + 16 ≤ n16 ≤ n; indices < src.len() (caller); with
         // `within16` the block perm[i]/16·16 .. +16 is inside src.
         unsafe {
-            let g = super::avx512_ks::slots16(src, perm, i, within16);
+            let g = ks_avx512::slots16(src, perm, i, within16);
             _mm512_storeu_si512(out.as_mut_ptr().add(i) as *mut __m512i, g);
         }
         i += 16;
@@ -31,13 +32,13 @@ pub unsafe fn permute512(src: &[u32], perm: &[u32], within16: bool, out: &mut [u
 /// # Safety
 /// avx2 must be available; as [`permute512`] with blocks of 8.
 #[target_feature(enable = "avx2")]
-pub unsafe fn permute256(src: &[u32], perm: &[u32], within8: bool, out: &mut [u32]) {
+pub(super) unsafe fn permute256(src: &[u32], perm: &[u32], within8: bool, out: &mut [u32]) {
     let n8 = out.len() / 8 * 8;
     let mut i = 0;
     while i < n8 {
         // SAFETY: as in permute512 with 8 lanes.
         unsafe {
-            let g = super::avx2_ks::slots8(src, perm, i, within8);
+            let g = ks_avx2::slots8(src, perm, i, within8);
             _mm256_storeu_si256(out.as_mut_ptr().add(i) as *mut __m256i, g);
         }
         i += 8;
@@ -57,7 +58,7 @@ fn offset(log_z: u32, t: usize) -> u64 {
 /// avx512f must be available; `res.len() = 2n`, `out.len() = t·2n`,
 /// (t−1)·log z ≤ 62, residues < their primes.
 #[target_feature(enable = "avx512f")]
-pub unsafe fn digits512(crt: &Crt, res: &[u32], log_z: u32, t: usize, out: &mut [u32]) {
+pub(super) unsafe fn digits512(crt: &Crt, res: &[u32], log_z: u32, t: usize, out: &mut [u32]) {
     let n = res.len() / 2;
     let n8 = n / 8 * 8;
     let (w, ws) = crt.p0_inv();
@@ -130,7 +131,7 @@ fn csub64(a: __m256i, p: __m256i, p_minus_1: __m256i) -> __m256i {
 /// # Safety
 /// avx2 must be available; as [`digits512`].
 #[target_feature(enable = "avx2")]
-pub unsafe fn digits256(crt: &Crt, res: &[u32], log_z: u32, t: usize, out: &mut [u32]) {
+pub(super) unsafe fn digits256(crt: &Crt, res: &[u32], log_z: u32, t: usize, out: &mut [u32]) {
     let n = res.len() / 2;
     let n4 = n / 4 * 4;
     let (w, ws) = crt.p0_inv();

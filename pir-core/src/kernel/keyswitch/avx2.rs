@@ -1,18 +1,23 @@
-//! AVX2 twins of `avx512_ks` (the online packing of YPIR §4.2): 8 slots
+//! AVX2 twins of `avx512` (the online packing of YPIR §4.2): 8 slots
 //! per step, 32×32→64 products on the even and odd lanes with
 //! `vpmuludq`.
-use super::ntt_avx2::csub;
 use super::Mont;
+use crate::kernel::ntt::avx2::csub;
 use std::arch::x86_64::*;
 
 /// `src[perm[i..i+8]]`: with `within8`, one aligned block load and
 /// `vpermd` (low 3 bits of each index), otherwise a gather.
 ///
 /// # Safety
-/// avx2 must be available; as `avx512_ks::slots16` with blocks of 8.
+/// avx2 must be available; as `avx512::slots16` with blocks of 8.
 #[inline]
 #[target_feature(enable = "avx2")]
-pub(super) unsafe fn slots8(src: &[u32], perm: &[u32], i: usize, within8: bool) -> __m256i {
+pub(in crate::kernel) unsafe fn slots8(
+    src: &[u32],
+    perm: &[u32],
+    i: usize,
+    within8: bool,
+) -> __m256i {
     // SAFETY: the caller's bounds above.
     unsafe {
         let idx = _mm256_loadu_si256(perm.as_ptr().add(i) as *const __m256i);
@@ -45,7 +50,7 @@ fn redc2(even: __m256i, odd: __m256i, p: __m256i, pinv: __m256i) -> __m256i {
 /// avx2 must be available; the slices must hold (t−1)·stride + n words
 /// and `out` n words.
 #[target_feature(enable = "avx2")]
-pub unsafe fn keyswitch_acc(
+pub(super) unsafe fn keyswitch_acc(
     m: &Mont,
     w: &[u32],
     g: &[u32],
@@ -57,7 +62,7 @@ pub unsafe fn keyswitch_acc(
     let n8 = n / 8 * 8;
     let p = _mm256_set1_epi32(m.p as i32);
     let pinv = _mm256_set1_epi32(m.pinv_neg as i32);
-    let pf = super::avx512_ks::ks_prefetch(t, stride);
+    let pf = super::avx512::ks_prefetch(t, stride);
     let mut i = 0;
     while i < n8 {
         // SAFETY: i + 8 <= n8 <= n; every row k < t of w and g has n
@@ -92,7 +97,7 @@ pub unsafe fn keyswitch_acc(
 /// # Safety
 /// avx2 must be available; all slices have e.len() words.
 #[target_feature(enable = "avx2")]
-pub unsafe fn plus_minus(
+pub(super) unsafe fn plus_minus(
     m: &Mont,
     e: &[u32],
     o: &[u32],
@@ -129,7 +134,7 @@ pub unsafe fn plus_minus(
 /// out have the same length; `within8` only if every aligned block of 8
 /// outputs reads one aligned block of 8 inputs and n is a multiple of 8.
 #[target_feature(enable = "avx2")]
-pub unsafe fn add_permuted(
+pub(super) unsafe fn add_permuted(
     p: u32,
     plus: &[u32],
     minus: &[u32],

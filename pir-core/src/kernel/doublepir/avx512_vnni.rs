@@ -29,7 +29,7 @@ fn widen(v: __m512i) -> __m512i {
 /// 4·w digits in chunk order and `limbs` 6·w entries, w a multiple of
 /// 32 and at most 32·FLUSH.
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
-pub unsafe fn quad_limbs(quad: &[i16], limbs: &[i16], acc: &mut [[i64; 2]; 4]) {
+pub(super) unsafe fn quad_limbs(quad: &[i16], limbs: &[i16], acc: &mut [[i64; 2]; 4]) {
     let chunks = quad.len() / 128;
     assert!(
         quad.len() == chunks * 128 && limbs.len() == chunks * 192 && chunks <= FLUSH,

@@ -2,7 +2,7 @@ use std::arch::x86_64::*;
 
 // The same bound as for `vpdpwssd`: `vpmaddwd` adds the same two
 // products per lane.
-use super::avx512_vnni_dp::FLUSH;
+use super::avx512_vnni::FLUSH;
 
 /// Sum of the 4 i64 lanes of the widened i32 lanes of `v`.
 #[inline]
@@ -14,7 +14,7 @@ fn widen(v: __m256i) -> __m256i {
 }
 
 /// DoublePIR on one quad with `vpmaddwd`, the AVX2 twin of
-/// `avx512_vnni_dp::quad_limbs` on the same limbs: per row and prime
+/// `avx512_vnni::quad_limbs` on the same limbs: per row and prime
 /// Σ x·c2 = Σ x·l0 + 2^10·Σ x·l1 + 2^20·Σ x·l2. Two rows at a time:
 /// 12 accumulators + 2 digit vectors + 1 limb vector = 15 of the 16
 /// ymm registers; the quad's second row pair re-reads the block's limbs
@@ -26,7 +26,7 @@ fn widen(v: __m256i) -> __m256i {
 /// avx2 must be available; `quad` holds 4·w digits in chunk order and
 /// `limbs` 6·w entries, w a multiple of 32 and at most 32·FLUSH.
 #[target_feature(enable = "avx2")]
-pub unsafe fn quad_limbs(quad: &[i16], limbs: &[i16], acc: &mut [[i64; 2]; 4]) {
+pub(super) unsafe fn quad_limbs(quad: &[i16], limbs: &[i16], acc: &mut [[i64; 2]; 4]) {
     let chunks = quad.len() / 128;
     assert!(
         quad.len() == chunks * 128 && limbs.len() == chunks * 192 && chunks <= FLUSH,

@@ -1,0 +1,243 @@
+//! The DoublePIR pass c2ᵀ·[H; T]ᵀ (YPIR Construction 3.1, Answer step 2)
+//! over the digit storage of [`crate::digits`]: dispatch, the scalar twin
+//! on 64-bit residues, and the limb kernels (`avx512_vnni`: `vpdpwssd`,
+//! `avx2`: `vpmaddwd`).
+
+use super::Kernel;
+#[cfg(target_arch = "x86_64")]
+use super::{avx2 as has_avx2, avx512_vnni as has_avx512_vnni};
+
+#[cfg(target_arch = "x86_64")]
+mod avx2;
+#[cfg(target_arch = "x86_64")]
+mod avx512_vnni;
+
+#[cfg(test)]
+mod tests;
+
+/// One query's c2 as the DoublePIR kernels consume it, zero-padded to the
+/// matrix's padded column count.
+enum DpQuery {
+    /// Residues mod P0 and mod P1 widened to 64-bit lanes (the scalar
+    /// kernel).
+    Wide(Vec<u64>, Vec<u64>),
+    /// 10/10/8-bit limbs of the residues mod P0, then mod P1 (`vpdpwssd`,
+    /// `vpmaddwd`),
+    /// interleaved per 32-column chunk: limb t of chunk c's columns at
+    /// c·192 + 32·t, so one step reads 384 contiguous bytes (six separate
+    /// limb arrays sit at the same offset modulo 4 KiB and fight over the
+    /// same L1 sets).
+    Limbs(Vec<i16>, DpLimbs),
+}
+
+/// Limbs per column of [`DpQuery::Limbs`].
+const DP_LIMBS: usize = 6;
+
+impl DpQuery {
+    fn new(c2: &[u32], cols: usize, limbs: Option<DpLimbs>) -> DpQuery {
+        use crate::digits::{DigitMatrix, CHUNK_COLS};
+        let cols_pad = DigitMatrix::padded_cols(cols);
+        let (c0, c1) = c2.split_at(cols);
+        if let Some(kind) = limbs {
+            let mut l = vec![0i16; cols_pad * DP_LIMBS];
+            for (h, half) in [c0, c1].into_iter().enumerate() {
+                for (j, &x) in half.iter().enumerate() {
+                    let at = j / CHUNK_COLS * CHUNK_COLS * DP_LIMBS + j % CHUNK_COLS;
+                    for (k, (shift, bits)) in [(0, 10), (10, 10), (20, 8)].into_iter().enumerate() {
+                        l[at + (3 * h + k) * CHUNK_COLS] =
+                            ((x >> shift) & ((1 << bits) - 1)) as i16;
+                    }
+                }
+            }
+            DpQuery::Limbs(l, kind)
+        } else {
+            let wide = |half: &[u32]| {
+                let mut v = vec![0u64; cols_pad];
+                for (o, &x) in v.iter_mut().zip(half) {
+                    *o = x as u64;
+                }
+                v
+            };
+            DpQuery::Wide(wide(c0), wide(c1))
+        }
+    }
+}
+
+/// DoublePIR pass (YPIR Construction 3.1, Answer step 2): for each row r of
+/// `m` (signed digits |x| ≤ p/2), `out[q][r] = (Σ_j c2[j]·x[r][j] mod P0,
+/// … mod P1)` for every query q, where `c2s[q]` holds the ℓ2 residues mod
+/// P0 followed by the ℓ2 residues mod P1 (each < 2^28). Products are
+/// < 2^42 and at most 2^18 are summed, so signed 64-bit sums never
+/// overflow and are reduced once per row (YPIR §4, footnote 8: reduce only
+/// when a sum could overflow).
+///
+/// The matrix is read from memory once, front to back, in its storage
+/// order ([`crate::digits`]): column block by column block, quad of rows by
+/// quad; the other queries of a batch re-read each block from the
+/// last-level cache, so a batch shares the scan (§4.3). Workers take ranges
+/// of quads.
+pub(crate) fn doublepir(m: &crate::digits::DigitMatrix, c2s: &[&[u32]], out: &mut [Vec<[u32; 2]>]) {
+    doublepir_with(Kernel::selected(), m, c2s, out)
+}
+
+/// [`doublepir`] with an explicit kernel variant (tests).
+fn doublepir_with(
+    k: Kernel,
+    m: &crate::digits::DigitMatrix,
+    c2s: &[&[u32]],
+    out: &mut [Vec<[u32; 2]>],
+) {
+    use crate::digits::{DigitMatrix, QUAD_ROWS};
+    let (rows, cols) = (m.rows(), m.cols());
+    assert_eq!(c2s.len(), out.len(), "one output per query");
+    for (c2, o) in c2s.iter().zip(out.iter()) {
+        assert!(
+            c2.len() == 2 * cols && o.len() >= rows,
+            "c2 and output lengths"
+        );
+    }
+    if rows == 0 || c2s.is_empty() {
+        return;
+    }
+    let limbs = dp_limbs(k);
+    let preps: Vec<DpQuery> = c2s.iter().map(|c2| DpQuery::new(c2, cols, limbs)).collect();
+    let quads = DigitMatrix::padded_rows(rows) / QUAD_ROWS;
+    let task = |q0: usize, q1: usize| -> Vec<Vec<[i64; 2]>> {
+        let mut sums = vec![vec![[0i64; 2]; (q1 - q0) * QUAD_ROWS]; preps.len()];
+        // Block by block; inside a block each query walks the task's
+        // quads in turn. The block (≤ 4 MB at Table 1) comes from memory
+        // for the first query and from the last-level cache for the others,
+        // while a query's limbs for the block (12 KiB) stay in L1; with the
+        // queries interleaved per quad, four queries' limbs (48 KiB) did
+        // not fit and a batch of 4 took 22 ms instead of 18 at B = 33.
+        for (c0, w, blk) in m.blocks() {
+            for (p, s) in preps.iter().zip(sums.iter_mut()) {
+                for q in q0..q1 {
+                    let quad = &blk[q * QUAD_ROWS * w..(q + 1) * QUAD_ROWS * w];
+                    let mut acc = [[0i64; 2]; QUAD_ROWS];
+                    quad_with(quad, p, c0, w, &mut acc);
+                    for (t, a) in s[(q - q0) * QUAD_ROWS..].iter_mut().zip(&acc) {
+                        // |sums| < 2^18 · 2^42: no overflow in i64.
+                        t[0] += a[0];
+                        t[1] += a[1];
+                    }
+                }
+            }
+        }
+        sums
+    };
+    #[cfg(feature = "parallel")]
+    let threads = rayon::current_num_threads();
+    #[cfg(not(feature = "parallel"))]
+    let threads = 1;
+    // a few ranges per thread, so a slow core does not hold up the pass
+    let per = if threads > 1 {
+        quads.div_ceil(4 * threads).max(1)
+    } else {
+        quads
+    };
+    let ranges: Vec<(usize, usize)> = (0..quads)
+        .step_by(per)
+        .map(|q0| (q0, (q0 + per).min(quads)))
+        .collect();
+    #[cfg(feature = "parallel")]
+    let parts: Vec<Vec<Vec<[i64; 2]>>> = {
+        use rayon::prelude::*;
+        if threads > 1 {
+            ranges.par_iter().map(|&(a, b)| task(a, b)).collect()
+        } else {
+            ranges.iter().map(|&(a, b)| task(a, b)).collect()
+        }
+    };
+    #[cfg(not(feature = "parallel"))]
+    let parts: Vec<Vec<Vec<[i64; 2]>>> = ranges.iter().map(|&(a, b)| task(a, b)).collect();
+    for (&(q0, _), part) in ranges.iter().zip(&parts) {
+        for (o, sums) in out.iter_mut().zip(part) {
+            for (i, a) in sums.iter().enumerate() {
+                let r = q0 * QUAD_ROWS + i;
+                if r < rows {
+                    o[r] = [
+                        crate::arith::reduce_signed(&crate::arith::MOD0, a[0]),
+                        crate::arith::reduce_signed(&crate::arith::MOD1, a[1]),
+                    ];
+                }
+            }
+        }
+    }
+}
+
+/// The limb kernels of the DoublePIR pass.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum DpLimbs {
+    /// `vpdpwssd`, four rows at a time (AVX-512 VNNI).
+    #[cfg(target_arch = "x86_64")]
+    Vnni,
+    /// `vpmaddwd` + `vpaddd`, two rows at a time (AVX2; also the
+    /// AVX-512BW variant without VNNI).
+    #[cfg(target_arch = "x86_64")]
+    Avx2,
+}
+
+/// Which limb kernel variant `k` runs on this CPU (None: the scalar
+/// kernel on [`DpQuery::Wide`]). The limb kernels replaced `vpmuldq`
+/// kernels on 64-bit residue lanes (B = 33 DoublePIR pass: AVX2
+/// 8.1–8.4 → 6.3–6.5 ms, AVX-512BW 7.2–7.5 → 6.2–6.4 ms on a Zen 4).
+fn dp_limbs(k: Kernel) -> Option<DpLimbs> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        match k {
+            Kernel::Avx512Vnni if has_avx512_vnni() => return Some(DpLimbs::Vnni),
+            Kernel::Avx2 | Kernel::Avx512Bw if has_avx2() => return Some(DpLimbs::Avx2),
+            _ => {}
+        }
+    }
+    let _ = k;
+    None
+}
+
+/// Adds the dot products of one quad (4 rows × `w` columns starting at
+/// column `c0`, in chunk order) with query `p` to `acc`.
+fn quad_with(quad: &[i16], p: &DpQuery, c0: usize, w: usize, acc: &mut [[i64; 2]; 4]) {
+    use crate::digits::{CHUNK_COLS, QUAD_ROWS};
+    assert!(
+        w.is_multiple_of(CHUNK_COLS) && quad.len() == QUAD_ROWS * w,
+        "quad shape"
+    );
+    match p {
+        DpQuery::Wide(w0, w1) => {
+            quad_scalar(quad, &w0[c0..c0 + w], &w1[c0..c0 + w], acc);
+        }
+        DpQuery::Limbs(l, kind) => {
+            let l = &l[c0 * DP_LIMBS..(c0 + w) * DP_LIMBS];
+            // no limb kernel off x86-64: `kind` has no value there
+            #[cfg(not(target_arch = "x86_64"))]
+            let _ = l;
+            match *kind {
+                #[cfg(target_arch = "x86_64")]
+                // SAFETY: `dp_limbs` found the kernel's CPU
+                // features at runtime before these limbs were prepared; the
+                // quad holds 4·w digits and the limb slice 6·w entries, w a
+                // multiple of 32 and at most BLOCK_COLS (asserted inside).
+                DpLimbs::Vnni => unsafe { avx512_vnni::quad_limbs(quad, l, acc) },
+                #[cfg(target_arch = "x86_64")]
+                // SAFETY: as for the arm above.
+                DpLimbs::Avx2 => unsafe { avx2::quad_limbs(quad, l, acc) },
+            }
+        }
+    }
+}
+
+/// Scalar twin of the quad kernels.
+fn quad_scalar(quad: &[i16], w0: &[u64], w1: &[u64], acc: &mut [[i64; 2]; 4]) {
+    use crate::digits::{CHUNK_COLS, QUAD_ROWS};
+    for (c, chunk) in quad.chunks_exact(QUAD_ROWS * CHUNK_COLS).enumerate() {
+        for (i, a) in acc.iter_mut().enumerate() {
+            let x = &chunk[i * CHUNK_COLS..(i + 1) * CHUNK_COLS];
+            for (l, &d) in x.iter().enumerate() {
+                let col = c * CHUNK_COLS + l;
+                a[0] += d as i64 * w0[col] as i64;
+                a[1] += d as i64 * w1[col] as i64;
+            }
+        }
+    }
+}

@@ -1,0 +1,174 @@
+//! Memory helpers for the buffers the server streams: transparent-huge-page
+//! advice (`madvise`) for the database and the hint rows, a zeroed
+//! allocation advised before first touch, and software-prefetch hints.
+//!
+//! A leaf module: it uses nothing else from the crate, so every other module
+//! (the record and digit storage, packing, the kernels) can depend on it.
+//! Besides the crate-private `kernel` it is the only module with `unsafe`:
+//! the `madvise` call and the prefetch instructions, hints that never change
+//! memory contents.
+
+#![allow(unsafe_code)]
+
+/// Large read-mostly buffers (the database, the hint rows) are scanned once
+/// per answer; with 4 KiB pages a 1 GiB scan crosses 262,144 pages, each a
+/// TLB miss that the hardware prefetcher cannot run ahead of. Below this
+/// size huge pages do not matter.
+const HUGE_PAGE_MIN: usize = 4 << 20;
+/// Transparent huge page size on x86-64 and aarch64 Linux.
+const HUGE_PAGE: usize = 2 << 20;
+
+/// How the operating system was asked to back a buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PageAdvice {
+    /// Not attempted (small buffer, or not Linux).
+    Skipped,
+    /// The kernel accepted the request.
+    Accepted,
+    /// The kernel refused (e.g. THP disabled, or an old kernel without
+    /// `MADV_COLLAPSE`); the buffer works as before, with 4 KiB pages.
+    Refused,
+}
+
+/// The 2 MiB-aligned interior of `buf` as (address, length), if any.
+/// `PIR_HUGE_PAGES=0` turns the advice off (for A/B benchmarks).
+fn huge_range<T>(buf: &mut [T]) -> Option<(usize, usize)> {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let on = *ON.get_or_init(|| std::env::var("PIR_HUGE_PAGES").map_or(true, |v| v != "0"));
+    let bytes = std::mem::size_of_val(buf);
+    if !on || bytes < HUGE_PAGE_MIN {
+        return None;
+    }
+    let p = buf.as_mut_ptr() as usize;
+    let start = p.checked_add(HUGE_PAGE - 1)? & !(HUGE_PAGE - 1);
+    let end = (p + bytes) & !(HUGE_PAGE - 1);
+    (end > start).then_some((start, end - start))
+}
+
+#[cfg(target_os = "linux")]
+fn madvise(range: (usize, usize), advice: libc::c_int) -> PageAdvice {
+    // SAFETY: `range` lies inside a live allocation we hold a unique borrow
+    // of (`huge_range`), aligned to 2 MiB. MADV_HUGEPAGE and MADV_COLLAPSE are
+    // hints about backing only: they never change the contents or the
+    // validity of the mapping (a collapse copies the data into a huge page
+    // and remaps it atomically), so no Rust-visible memory changes.
+    let r = unsafe { libc::madvise(range.0 as *mut libc::c_void, range.1, advice) };
+    if r == 0 {
+        PageAdvice::Accepted
+    } else {
+        PageAdvice::Refused
+    }
+}
+
+/// Asks for transparent huge pages for the pages of `buf` that are not yet
+/// touched: call it right after allocating a zeroed buffer and before
+/// writing it (`MADV_HUGEPAGE`). A hint; no-op off Linux.
+pub fn advise_huge_pages<T>(buf: &mut [T]) -> PageAdvice {
+    match huge_range(buf) {
+        #[cfg(target_os = "linux")]
+        Some(r) => madvise(r, libc::MADV_HUGEPAGE),
+        _ => PageAdvice::Skipped,
+    }
+}
+
+/// Moves an already written buffer onto huge pages now (`MADV_HUGEPAGE`
+/// then `MADV_COLLAPSE`, Linux ≥ 6.1): a copy of the buffer, 2 MiB at a
+/// time, so no second buffer is ever allocated. Pages already huge are
+/// left alone. A hint; no-op off Linux.
+pub fn collapse_huge_pages<T>(buf: &mut [T]) -> PageAdvice {
+    match huge_range(buf) {
+        #[cfg(target_os = "linux")]
+        Some(r) => {
+            madvise(r, libc::MADV_HUGEPAGE);
+            madvise(r, libc::MADV_COLLAPSE)
+        }
+        _ => PageAdvice::Skipped,
+    }
+}
+
+/// A zeroed vector of `len` integers whose pages are advised to be huge
+/// before they are first touched (see [`advise_huge_pages`]).
+pub fn zeroed_huge<T: Copy + Default>(len: usize) -> Vec<T> {
+    // `vec![0; n]` of an integer type is a zeroed allocation: for large n,
+    // fresh untouched pages, so the advice applies when they are first
+    // written.
+    let mut v = vec![T::default(); len];
+    advise_huge_pages(&mut v);
+    v
+}
+
+/// Prefetch hint for `data[index]` (no effect if out of range or on other
+/// architectures; never faults).
+#[inline]
+pub fn prefetch<T>(data: &[T], index: usize) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if index < data.len() {
+            // SAFETY: prefetch is a hint that cannot fault; the address is
+            // inside `data` anyway.
+            unsafe {
+                std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+                    data.as_ptr().add(index) as *const i8,
+                )
+            };
+        }
+    }
+    let _ = (data, index);
+}
+
+/// Prefetch hints into L2 for every cache line of `data` (no effect on other
+/// architectures; never faults).
+#[inline]
+pub(crate) fn prefetch_l2(data: &[u8]) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        for at in (0..data.len()).step_by(64) {
+            // SAFETY: prefetch is a hint that cannot fault; the address is
+            // inside `data` anyway.
+            unsafe {
+                std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T1 }>(
+                    data.as_ptr().add(at) as *const i8,
+                )
+            };
+        }
+    }
+    let _ = data;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn huge_range_is_the_aligned_interior() {
+        let mut small = vec![0u8; HUGE_PAGE_MIN - 1];
+        assert_eq!(huge_range(&mut small), None);
+        let mut v = vec![0u8; 3 * HUGE_PAGE + 12345];
+        let p = v.as_ptr() as usize;
+        let (start, len) = huge_range(&mut v).expect("large enough");
+        assert_eq!(start % HUGE_PAGE, 0);
+        assert_eq!(len % HUGE_PAGE, 0);
+        assert!(start >= p && start - p < HUGE_PAGE);
+        assert!(start + len <= p + v.len() && p + v.len() - (start + len) < HUGE_PAGE);
+    }
+
+    #[test]
+    fn huge_page_advice_keeps_contents() {
+        // zeroed before and after the advice, writable afterwards
+        let mut v = zeroed_huge::<u32>(3 << 20);
+        assert!(v.iter().all(|&x| x == 0));
+        for (i, x) in v.iter_mut().enumerate() {
+            *x = (i as u32).wrapping_mul(2654435761);
+        }
+        // collapsing written pages must not change a byte, whatever the
+        // kernel answers
+        let _ = collapse_huge_pages(&mut v);
+        assert!(v
+            .iter()
+            .enumerate()
+            .all(|(i, &x)| x == (i as u32).wrapping_mul(2654435761)));
+        let mut small = vec![7u8; 100];
+        assert_eq!(collapse_huge_pages(&mut small), PageAdvice::Skipped);
+        assert_eq!(small, vec![7u8; 100]);
+    }
+}
