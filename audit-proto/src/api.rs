@@ -26,3 +26,60 @@ pub struct ErrorBody {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub current_epoch: Option<u64>,
 }
+
+/// Every `error` code the server sends (the table of `docs/protocol.md` §5).
+/// Codes are stable: clients may match on them.
+pub const ERROR_CODES: &[&str] = &[
+    "bad_epoch",
+    "unknown_epoch",
+    "unknown_db",
+    "not_found",
+    "method_not_allowed",
+    "unsupported_media_type",
+    "query_too_large",
+    "body_timeout",
+    "malformed_query",
+    "wrong_param_set",
+    "wrong_seed",
+    "wrong_shape",
+    "rejected_query",
+    "bad_body",
+    "overloaded",
+    "timeout",
+    "no_epoch",
+    "unavailable",
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The codes are distinct and exactly those of protocol.md's error
+    /// table (rows of the form "| status | `code` | when |").
+    #[test]
+    fn error_codes_match_the_protocol_table() {
+        let doc = include_str!("../../docs/protocol.md");
+        let section = doc
+            .split("## 5. Errors")
+            .nth(1)
+            .and_then(|s| s.split("\n## ").next())
+            .expect("protocol.md has a section 5");
+        let mut documented: Vec<&str> = section
+            .lines()
+            .filter_map(|l| l.strip_prefix('|'))
+            .filter_map(|l| {
+                let mut cells = l.split('|');
+                cells.next()?.trim().parse::<u16>().ok()?;
+                cells.next()
+            })
+            .filter_map(|c| c.trim().strip_prefix('`')?.strip_suffix('`'))
+            .collect();
+        documented.sort_unstable();
+        let mut codes = ERROR_CODES.to_vec();
+        codes.sort_unstable();
+        let n = codes.len();
+        codes.dedup();
+        assert_eq!(codes.len(), n, "duplicate codes");
+        assert_eq!(documented, codes);
+    }
+}

@@ -21,7 +21,8 @@
 //!
 //! [limits]
 //! max_concurrent_queries = 64
-//! request_timeout_seconds = 30
+//! request_timeout_seconds = 30  # answering, after the body is read
+//! body_timeout_ms = 20000  # receiving a query body
 //! batch_window_ms = 2
 //! max_batch = 8
 //! threads = 0              # answer pool size; 0 = one per core
@@ -129,8 +130,12 @@ impl Default for ScheduleConfig {
 pub struct LimitsConfig {
     /// Queries in flight; more get 503 + Retry-After.
     pub max_concurrent_queries: usize,
-    /// Whole-request time limit (reading the body and answering).
+    /// Time limit for answering a query once its body is read; over it:
+    /// 503 `timeout`.
     pub request_timeout_seconds: u64,
+    /// Time limit for receiving a query's body after its request head; over
+    /// it: 408 `body_timeout`. No answer slot is held meanwhile.
+    pub body_timeout_ms: u64,
     /// How long the first query of a batch waits for company (§4.3).
     pub batch_window_ms: u64,
     /// Largest batch answered in one pass.
@@ -144,6 +149,7 @@ impl Default for LimitsConfig {
         LimitsConfig {
             max_concurrent_queries: 64,
             request_timeout_seconds: 30,
+            body_timeout_ms: 20_000,
             batch_window_ms: 2,
             max_batch: 8,
             threads: 0,
@@ -257,6 +263,9 @@ impl Config {
         if let Some(v) = get("AUDITOR_REQUEST_TIMEOUT_SECONDS") {
             self.limits.request_timeout_seconds = num("AUDITOR_REQUEST_TIMEOUT_SECONDS", &v)?;
         }
+        if let Some(v) = get("AUDITOR_BODY_TIMEOUT_MS") {
+            self.limits.body_timeout_ms = num("AUDITOR_BODY_TIMEOUT_MS", &v)?;
+        }
         if let Some(v) = get("AUDITOR_BATCH_WINDOW_MS") {
             self.limits.batch_window_ms = num("AUDITOR_BATCH_WINDOW_MS", &v)?;
         }
@@ -296,6 +305,9 @@ impl Config {
         }
         if l.request_timeout_seconds == 0 || l.batch_window_ms > 1000 {
             return bad("[limits] request_timeout_seconds ≥ 1 and batch_window_ms ≤ 1000");
+        }
+        if l.body_timeout_ms == 0 {
+            return bad("[limits] body_timeout_ms must be ≥ 1");
         }
         Ok(())
     }

@@ -10,7 +10,7 @@
 //! * [`batch`]: cross-client batching of queries per database on a rayon
 //!   pool, off the async runtime.
 //! * [`routes`]: the axum router (`/v1/manifest`, `/v1/epochs/{e}/dbs/{d}/query`,
-//!   `/healthz`, `/metrics`), JSON errors, tower limits.
+//!   `/healthz`, `/metrics`), JSON errors, request limits.
 //! * [`service`]: start-up, scheduled builds, reloads, graceful shutdown.
 //! * [`bench`](mod@bench): the load and build benchmarks.
 //!

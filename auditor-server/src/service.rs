@@ -48,16 +48,17 @@ impl Service {
         };
         let pool = AnswerPool::new(threads).map_err(|e| Error::Internal(e.to_string()))?;
         let dir = EpochDir::open(&config.epoch_dir)?;
-        let state = AppState {
-            registry: Arc::new(Registry::new(Duration::from_secs(
+        let state = AppState::new(
+            Arc::new(Registry::new(Duration::from_secs(
                 config.epoch.grace_seconds,
             ))),
-            metrics: Metrics::new(),
-            limits: Limits {
+            Metrics::new(),
+            Limits {
                 max_concurrent: config.limits.max_concurrent_queries,
                 timeout: Duration::from_secs(config.limits.request_timeout_seconds),
+                body_timeout: Duration::from_millis(config.limits.body_timeout_ms),
             },
-        };
+        );
         Ok(Service {
             batch: BatchConfig {
                 window: Duration::from_millis(config.limits.batch_window_ms),

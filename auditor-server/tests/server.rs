@@ -620,3 +620,145 @@ async fn batched_answers_equal_unbatched_ones() -> TestResult {
     let run = Arc::into_inner(run).ok_or("server still shared")?;
     run.stop().await
 }
+
+/// Writes `head` on a fresh connection to `addr`.
+async fn raw_connect(addr: SocketAddr, head: &str) -> Result<tokio::net::TcpStream, BoxErr> {
+    use tokio::io::AsyncWriteExt as _;
+    let mut s = tokio::net::TcpStream::connect(addr).await?;
+    s.write_all(head.as_bytes()).await?;
+    Ok(s)
+}
+
+/// Status code and body of the HTTP/1.1 response read from `r` until the
+/// server closes the connection (`Connection: close` answers).
+async fn read_closed_response<R: tokio::io::AsyncRead + Unpin>(
+    mut r: R,
+) -> Result<(u16, String, Vec<u8>), BoxErr> {
+    use tokio::io::AsyncReadExt as _;
+    let mut raw = Vec::new();
+    r.read_to_end(&mut raw).await?;
+    let text = String::from_utf8_lossy(&raw);
+    let (head, body) = text
+        .split_once("\r\n\r\n")
+        .ok_or_else(|| format!("no complete response: {text:?}"))?;
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| format!("no status line: {head:?}"))?;
+    Ok((status, head.to_ascii_lowercase(), body.as_bytes().to_vec()))
+}
+
+fn query_head(epoch: u64, db: u32, content_length: u64) -> String {
+    format!(
+        "POST /v1/epochs/{epoch}/dbs/{db}/query HTTP/1.1\r\nhost: test\r\n\
+         content-type: {OCTET_STREAM}\r\ncontent-length: {content_length}\r\n\r\n"
+    )
+}
+
+/// Clients trickling their bodies a byte at a time, more of them than
+/// there are answer slots, do not make an honest query fail: bodies are
+/// read before a slot is taken. Each slow client gets 408 `body_timeout`
+/// (JSON, connection closed) once its body deadline passes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_bodies_hold_no_answer_slot() -> TestResult {
+    let p = Pipeline::new(8).await?;
+    let mut config = p.config();
+    config.limits.max_concurrent_queries = 2;
+    config.limits.body_timeout_ms = 1500;
+    let run = Running::start(config).await?;
+    let m = run.manifest().await?;
+    let len = m.dbs[0].query_bytes;
+    let mut slow = Vec::new();
+    for _ in 0..6 {
+        let s = raw_connect(run.addr, &query_head(m.epoch, 0, len)).await?;
+        let (r, mut w) = s.into_split();
+        let reader = tokio::spawn(async move {
+            let t = std::time::Instant::now();
+            let resp = read_closed_response(r).await.map_err(|e| e.to_string());
+            (resp, t.elapsed())
+        });
+        let writer = tokio::spawn(async move {
+            use tokio::io::AsyncWriteExt as _;
+            for _ in 0..25 {
+                if w.write_all(&[0]).await.is_err() {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        });
+        slow.push((reader, writer));
+    }
+    // While every slow client is mid-body, an honest query is answered.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let h = p.issued[0].leaf_hash;
+    assert!(run.read_bit(&m, 1, m.filter.bit(1, &h)?).await?);
+    for (reader, writer) in slow {
+        let (resp, took) = reader.await?;
+        writer.abort();
+        let (status, head, body) = resp?;
+        assert_eq!(status, 408, "{head}");
+        assert!(head.contains("connection: close"), "{head}");
+        assert!(head.contains("content-type: application/json"), "{head}");
+        let err: ErrorBody = serde_json::from_slice(&body)?;
+        assert_eq!(err.error, "body_timeout", "{}", err.message);
+        assert!(
+            took >= Duration::from_millis(1400) && took < Duration::from_secs(4),
+            "answered after {took:?}"
+        );
+    }
+    let text = run
+        .http
+        .get(run.url("/metrics"))
+        .send()
+        .await?
+        .text()
+        .await?;
+    assert!(
+        text.contains("auditor_queries_total{outcome=\"body_timeout\"} 6"),
+        "{text}"
+    );
+    assert!(!text.contains("outcome=\"overloaded\""), "{text}");
+    run.stop().await
+}
+
+/// A declared body larger than the database's queries is refused with 413
+/// at once, before any of it is sent; a query without Content-Type is
+/// taken as application/octet-stream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn impossible_content_length_is_refused_at_once() -> TestResult {
+    let p = Pipeline::new(8).await?;
+    let mut config = p.config();
+    config.limits.body_timeout_ms = 20_000;
+    let run = Running::start(config).await?;
+    let m = run.manifest().await?;
+    for declared in [m.dbs[0].query_bytes + 1, 1 << 40] {
+        let s = raw_connect(run.addr, &query_head(m.epoch, 0, declared)).await?;
+        let t = std::time::Instant::now();
+        let (status, head, body) =
+            tokio::time::timeout(Duration::from_secs(5), read_closed_response(s)).await??;
+        assert!(
+            t.elapsed() < Duration::from_secs(2),
+            "took {:?}",
+            t.elapsed()
+        );
+        assert_eq!(status, 413, "{head}");
+        let err: ErrorBody = serde_json::from_slice(&body)?;
+        assert_eq!(err.error, "query_too_large", "{}", err.message);
+    }
+    // No Content-Type: accepted.
+    let (db, body, client, key, b) = Running::query(&m, 4, 0)?;
+    let resp = run
+        .http
+        .post(run.url(&format!("/v1/epochs/{}/dbs/{db}/query", m.epoch)))
+        .body(body)
+        .send()
+        .await?;
+    assert_eq!(resp.status(), 200);
+    let r = Response::from_bytes(&resp.bytes().await?)?;
+    assert_eq!(
+        client.extract_bit(&key, &r, b)?,
+        clear_filter(&m, 4, &hashes(&p))[0]
+    );
+    run.stop().await
+}
