@@ -26,6 +26,9 @@
 //! batch_window_ms = 2
 //! max_batch = 8
 //! threads = 0              # answer pool size; 0 = one per core
+//! max_connections = 512    # at the cap, stop accepting until one closes
+//! header_timeout_ms = 10000  # a request head, from its first byte
+//! idle_timeout_ms = 30000  # keep-alive wait for the next request
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -35,6 +38,9 @@ use pir_core::params::Params;
 use serde::Deserialize;
 
 use crate::error::{Error, Result};
+
+/// Largest `[limits] max_connections`.
+pub const MAX_CONNECTIONS: usize = 1_000_000;
 
 /// Largest configuration file accepted.
 pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
@@ -142,6 +148,15 @@ pub struct LimitsConfig {
     pub max_batch: usize,
     /// Answer pool threads (0: one per core).
     pub threads: usize,
+    /// Open connections at most; at the cap the server stops accepting
+    /// until one closes (the rest wait in the listen backlog).
+    pub max_connections: usize,
+    /// A request head must be complete within this time of its first byte
+    /// (on a new connection: of the connection opening).
+    pub header_timeout_ms: u64,
+    /// A keep-alive connection without a new request for this long after
+    /// its last response is closed.
+    pub idle_timeout_ms: u64,
 }
 
 impl Default for LimitsConfig {
@@ -153,6 +168,9 @@ impl Default for LimitsConfig {
             batch_window_ms: 2,
             max_batch: 8,
             threads: 0,
+            max_connections: 512,
+            header_timeout_ms: 10_000,
+            idle_timeout_ms: 30_000,
         }
     }
 }
@@ -275,6 +293,15 @@ impl Config {
         if let Some(v) = get("AUDITOR_THREADS") {
             self.limits.threads = num("AUDITOR_THREADS", &v)?;
         }
+        if let Some(v) = get("AUDITOR_MAX_CONNECTIONS") {
+            self.limits.max_connections = num("AUDITOR_MAX_CONNECTIONS", &v)?;
+        }
+        if let Some(v) = get("AUDITOR_HEADER_TIMEOUT_MS") {
+            self.limits.header_timeout_ms = num("AUDITOR_HEADER_TIMEOUT_MS", &v)?;
+        }
+        if let Some(v) = get("AUDITOR_IDLE_TIMEOUT_MS") {
+            self.limits.idle_timeout_ms = num("AUDITOR_IDLE_TIMEOUT_MS", &v)?;
+        }
         Ok(())
     }
 
@@ -306,8 +333,13 @@ impl Config {
         if l.request_timeout_seconds == 0 || l.batch_window_ms > 1000 {
             return bad("[limits] request_timeout_seconds ≥ 1 and batch_window_ms ≤ 1000");
         }
-        if l.body_timeout_ms == 0 {
-            return bad("[limits] body_timeout_ms must be ≥ 1");
+        if l.body_timeout_ms == 0 || l.header_timeout_ms == 0 || l.idle_timeout_ms == 0 {
+            return bad(
+                "[limits] body_timeout_ms, header_timeout_ms and idle_timeout_ms must be ≥ 1",
+            );
+        }
+        if l.max_connections == 0 || l.max_connections > MAX_CONNECTIONS {
+            return bad("[limits] max_connections must be in 1..=1000000");
         }
         Ok(())
     }
@@ -408,6 +440,9 @@ mod tests {
             "[schedule]\ndaily = \"25:00\"",
             "[schedule]\ndaily = \"01:00\"\ninterval_seconds = 5",
             "[limits]\nmax_batch = 0",
+            "[limits]\nmax_connections = 0",
+            "[limits]\nidle_timeout_ms = 0",
+            "[limits]\nbody_timeout_ms = 0",
         ] {
             let c = Config::from_toml(text).unwrap();
             assert!(c.validate().is_err(), "{text}");

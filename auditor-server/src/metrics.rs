@@ -37,6 +37,8 @@ pub struct Metrics {
     pub epoch_failures: IntCounter,
     /// Per log: seconds between now and the epoch's ingested-until.
     pub ingest_lag_seconds: GaugeVec,
+    /// Open HTTP connections.
+    pub open_connections: IntGauge,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -126,6 +128,11 @@ impl Metrics {
                 &["log_id"],
             )
             .unwrap_or_else(|e| unreachable!("{e}")),
+            open_connections: IntGauge::new(
+                "auditor_open_connections",
+                "Open HTTP connections (at most [limits] max_connections)",
+            )
+            .unwrap_or_else(|e| unreachable!("{e}")),
             registry,
         };
         let collectors: Vec<Box<dyn prometheus::core::Collector>> = vec![
@@ -143,6 +150,7 @@ impl Metrics {
             Box::new(m.epochs_published.clone()),
             Box::new(m.epoch_failures.clone()),
             Box::new(m.ingest_lag_seconds.clone()),
+            Box::new(m.open_connections.clone()),
         ];
         for c in collectors {
             // Distinct constant names: registration cannot fail.

@@ -13,6 +13,7 @@ use tokio::net::TcpListener;
 
 use crate::batch::{AnswerPool, BatchConfig};
 use crate::config::Config;
+use crate::conn::{self, ConnLimits};
 use crate::epoch::{self, BuildParams, Epoch, EpochDir};
 use crate::error::{Error, Result};
 use crate::metrics::Metrics;
@@ -207,13 +208,23 @@ impl Service {
             .local_addr()
             .map_err(|e| Error::Internal(e.to_string()))?;
         tracing::info!(%addr, "auditor-server listening");
-        let served = axum::serve(listener, self.router())
-            .with_graceful_shutdown(shutdown)
-            .await
-            .map_err(|e| Error::Internal(e.to_string()));
+        let l = &self.config.limits;
+        let limits = ConnLimits {
+            max_connections: l.max_connections,
+            header_timeout: Duration::from_millis(l.header_timeout_ms),
+            idle_timeout: Duration::from_millis(l.idle_timeout_ms),
+        };
+        conn::serve(
+            listener,
+            self.router(),
+            limits,
+            self.state.metrics.open_connections.clone(),
+            shutdown,
+        )
+        .await;
         for t in tasks {
             t.abort();
         }
-        served
+        Ok(())
     }
 }

@@ -762,3 +762,155 @@ async fn impossible_content_length_is_refused_at_once() -> TestResult {
     );
     run.stop().await
 }
+
+/// Reads one HTTP/1.1 response with a `content-length` from a keep-alive
+/// connection: its status.
+async fn read_keepalive_response(s: &mut tokio::net::TcpStream) -> Result<u16, BoxErr> {
+    use tokio::io::AsyncReadExt as _;
+    let mut raw = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        let n = s.read(&mut buf).await?;
+        if n == 0 {
+            return Err(format!("closed mid-response: {raw:?}").into());
+        }
+        raw.extend_from_slice(&buf[..n]);
+        let text = String::from_utf8_lossy(&raw).into_owned();
+        if let Some((head, body)) = text.split_once("\r\n\r\n") {
+            let len: usize = head
+                .lines()
+                .find_map(|l| {
+                    l.to_ascii_lowercase()
+                        .strip_prefix("content-length:")
+                        .map(|v| v.trim().to_owned())
+                })
+                .and_then(|v| v.parse().ok())
+                .ok_or("no content-length")?;
+            if body.len() >= len {
+                return head
+                    .split_whitespace()
+                    .nth(1)
+                    .and_then(|c| c.parse().ok())
+                    .ok_or_else(|| "no status".into());
+            }
+        }
+    }
+}
+
+/// How long until the server closes `s`, and the bytes it sent first.
+async fn time_to_close(mut s: tokio::net::TcpStream) -> Result<(Duration, Vec<u8>), BoxErr> {
+    use tokio::io::AsyncReadExt as _;
+    let t = std::time::Instant::now();
+    let mut got = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut got)).await??;
+    Ok((t.elapsed(), got))
+}
+
+const HEALTHZ: &str = "GET /healthz HTTP/1.1\r\nhost: test\r\n\r\n";
+
+/// A connection that sends nothing, one that sends its head too slowly,
+/// and a keep-alive connection left idle after a response are closed
+/// after the header and idle timeouts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_and_slow_header_connections_are_closed() -> TestResult {
+    let p = Pipeline::new(8).await?;
+    let mut config = p.config();
+    config.limits.header_timeout_ms = 400;
+    config.limits.idle_timeout_ms = 900;
+    let run = Running::start(config).await?;
+    // Nothing sent: closed after the header timeout, without an answer.
+    let silent = tokio::spawn(time_to_close(raw_connect(run.addr, "").await?));
+    // A head trickled a header line every 100 ms: closed 400 ms after its
+    // first byte, without an answer.
+    let s = raw_connect(run.addr, "GET /healthz HTTP/1.1\r\n").await?;
+    let (r, mut w) = s.into_split();
+    let trickle = tokio::spawn(async move {
+        use tokio::io::AsyncWriteExt as _;
+        for i in 0..50 {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            if w.write_all(format!("x-{i}: y\r\n").as_bytes())
+                .await
+                .is_err()
+            {
+                break;
+            }
+        }
+    });
+    let slow = tokio::spawn(async move {
+        use tokio::io::AsyncReadExt as _;
+        let t = std::time::Instant::now();
+        let mut r = r;
+        let mut got = Vec::new();
+        let res = tokio::time::timeout(Duration::from_secs(10), r.read_to_end(&mut got)).await;
+        (t.elapsed(), got, res.is_ok())
+    });
+    // Keep-alive: answered, then closed after the idle timeout (longer
+    // than the header timeout).
+    let mut ka = raw_connect(run.addr, HEALTHZ).await?;
+    assert_eq!(read_keepalive_response(&mut ka).await?, 200);
+    let (idle, rest) = time_to_close(ka).await?;
+    assert!(rest.is_empty());
+    assert!(
+        idle >= Duration::from_millis(800) && idle < Duration::from_millis(2500),
+        "idle keep-alive closed after {idle:?}"
+    );
+
+    let (took, got) = silent.await??;
+    assert!(got.is_empty(), "{got:?}");
+    assert!(
+        took >= Duration::from_millis(350) && took < Duration::from_millis(2000),
+        "silent connection closed after {took:?}"
+    );
+    let (took, got, closed) = slow.await?;
+    trickle.abort();
+    assert!(closed, "slow head not closed within 10 s");
+    assert!(got.is_empty(), "{:?}", String::from_utf8_lossy(&got));
+    assert!(
+        took >= Duration::from_millis(350) && took < Duration::from_millis(2000),
+        "slow head closed after {took:?}"
+    );
+    run.stop().await
+}
+
+/// With `max_connections` = 8 and 8 connections open, a new connection is
+/// not accepted until one of them closes (here: by the idle timeout); it
+/// is then served normally.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connection_cap_defers_new_connections() -> TestResult {
+    let p = Pipeline::new(8).await?;
+    let mut config = p.config();
+    config.limits.max_connections = 8;
+    config.limits.header_timeout_ms = 5000;
+    config.limits.idle_timeout_ms = 800;
+    let run = Running::start(config).await?;
+    let open = run.svc.state().metrics.open_connections.clone();
+    // The start-up health checks' connection idles out first.
+    for _ in 0..100 {
+        if open.get() == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(open.get(), 0);
+    let mut held = Vec::new();
+    for _ in 0..8 {
+        let mut s = raw_connect(run.addr, HEALTHZ).await?;
+        assert_eq!(read_keepalive_response(&mut s).await?, 200);
+        held.push(s);
+    }
+    let idle_from = std::time::Instant::now();
+    assert_eq!(open.get(), 8);
+    let fresh = reqwest::Client::builder()
+        .timeout(Duration::from_secs(10))
+        .build()?;
+    let resp = fresh.get(run.url("/healthz")).send().await?;
+    let waited = idle_from.elapsed();
+    assert_eq!(resp.status(), 200);
+    assert!(
+        waited >= Duration::from_millis(600) && waited < Duration::from_secs(4),
+        "the ninth connection was served after {waited:?}"
+    );
+    drop(held);
+    drop(fresh);
+    run.stop().await
+}
