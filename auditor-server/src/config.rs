@@ -45,8 +45,8 @@ pub const MAX_CONNECTIONS: usize = 1_000_000;
 /// Largest configuration file accepted.
 pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
 
-/// The whole configuration.
-#[derive(Clone, Debug, Deserialize, PartialEq)]
+/// The whole configuration (its `Debug` redacts the database password).
+#[derive(Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
     /// Address to listen on.
@@ -173,6 +173,76 @@ impl Default for LimitsConfig {
             idle_timeout_ms: 30_000,
         }
     }
+}
+
+impl std::fmt::Debug for Config {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Config")
+            .field("bind", &self.bind)
+            .field(
+                "database_url",
+                &self.database_url.as_deref().map(redact_url),
+            )
+            .field("epoch_dir", &self.epoch_dir)
+            .field("epoch", &self.epoch)
+            .field("schedule", &self.schedule)
+            .field("limits", &self.limits)
+            .finish()
+    }
+}
+
+/// `url` with the password of its userinfo (`scheme://user:PASSWORD@host`)
+/// replaced by `***`, for logs and error messages.
+pub fn redact_url(url: &str) -> String {
+    match password_span(url) {
+        Some((start, end)) => format!("{}***{}", &url[..start], &url[end..]),
+        None => url.to_owned(),
+    }
+}
+
+/// `text` with every occurrence of `url`'s password replaced by `***`.
+pub fn redact_secrets(text: &str, url: &str) -> String {
+    match password_span(url) {
+        Some((start, end)) => text.replace(&url[start..end], "***"),
+        None => text.to_owned(),
+    }
+}
+
+/// Byte range of the (non-empty) password in `scheme://user:password@…`.
+fn password_span(url: &str) -> Option<(usize, usize)> {
+    let start = url.find("://")? + 3;
+    let authority_end = url[start..]
+        .find(['/', '?', '#'])
+        .map_or(url.len(), |i| start + i);
+    let at = start + url[start..authority_end].rfind('@')?;
+    let colon = start + url[start..at].find(':')?;
+    (colon + 1 < at).then_some((colon + 1, at))
+}
+
+/// Checks that `url` is a database URL the entry store can open, without
+/// connecting (credentials redacted in the error).
+pub fn check_database_url(url: &str) -> Result<()> {
+    use std::str::FromStr as _;
+    let parsed = if url.starts_with("sqlite:") {
+        sqlx::sqlite::SqliteConnectOptions::from_str(url).map(drop)
+    } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        sqlx::postgres::PgConnectOptions::from_str(url).map(drop)
+    } else {
+        return Err(Error::Config(format!(
+            "database_url {:?}: unsupported (expected sqlite:… or postgres://…)",
+            redact_url(url)
+        )));
+    };
+    parsed.map_err(|e| {
+        let why = match e {
+            sqlx::Error::Configuration(inner) => inner.to_string(),
+            e => e.to_string(),
+        };
+        Error::Config(redact_secrets(
+            &format!("database_url {:?} is malformed: {why}", redact_url(url)),
+            url,
+        ))
+    })
 }
 
 fn default_bind() -> String {
@@ -326,6 +396,7 @@ impl Config {
         }
         self.params()?;
         self.schedule()?;
+        check_database_url(self.database_url())?;
         let l = &self.limits;
         if l.max_concurrent_queries == 0 || l.max_batch == 0 || l.max_batch > 64 {
             return bad("[limits] max_concurrent_queries ≥ 1 and max_batch in 1..=64");
@@ -379,7 +450,10 @@ impl Config {
             (Some(n), None) => Ok(Some(Schedule::Interval(*n))),
             (None, Some(hhmm)) => ct_ingest::config::parse_hhmm(hhmm)
                 .map(|s| Some(Schedule::Daily(s)))
-                .map_err(|e| Error::Config(e.to_string())),
+                .map_err(|e| match e {
+                    ct_ingest::Error::Config(m) => Error::Config(m),
+                    e => Error::Config(e.to_string()),
+                }),
             (None, None) => Ok(None),
         }
     }
@@ -448,10 +522,60 @@ mod tests {
             assert!(c.validate().is_err(), "{text}");
         }
         assert!(Config::from_toml("unknown = 1").is_err());
+        let e = Config::from_toml("[schedule]\ndaily = \"25:00\"")
+            .unwrap()
+            .validate()
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e.matches("configuration").count(),
+            1,
+            "repeated prefix: {e}"
+        );
         let ok = Config::from_toml(
             "[epoch]\nparam_set = \"toy-insecure-d64\"\nallow_insecure_params = true",
         )
         .unwrap();
         ok.validate().unwrap();
+    }
+
+    #[test]
+    fn database_urls_are_checked_and_redacted() {
+        for ok in [
+            "sqlite://ct-ingest.db?mode=rwc",
+            "sqlite::memory:",
+            "postgres://ct:pw@db:5432/ct",
+            "postgresql://localhost/ct",
+        ] {
+            check_database_url(ok).unwrap_or_else(|e| panic!("{ok}: {e}"));
+        }
+        for (bad, secret) in [
+            ("postgres://user:hunter2@host:notaport/db", "hunter2"),
+            ("mysql://root:s3cret@host/db", "s3cret"),
+            ("sqlite://x.db?mode=sideways", ""),
+            ("ct-ingest.db", ""),
+        ] {
+            let c = Config {
+                database_url: Some(bad.to_owned()),
+                ..Config::default()
+            };
+            let e = c.validate().expect_err(bad).to_string();
+            assert!(e.contains("database_url"), "{e}");
+            if !secret.is_empty() {
+                assert!(!e.contains(secret), "{e}");
+                assert!(e.contains(":***@"), "{e}");
+                assert!(!format!("{c:?}").contains(secret));
+            }
+        }
+        assert_eq!(
+            redact_url("postgres://ct:pa:ss@db:5432/ct?sslmode=require"),
+            "postgres://ct:***@db:5432/ct?sslmode=require"
+        );
+        assert_eq!(redact_url("postgres://ct@db/ct"), "postgres://ct@db/ct");
+        assert_eq!(redact_url("sqlite://a@b.db"), "sqlite://a@b.db");
+        assert_eq!(
+            redact_secrets("failed for ct:pw1@db", "postgres://ct:pw1@db/x"),
+            "failed for ct:***@db"
+        );
     }
 }

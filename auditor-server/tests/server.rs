@@ -90,7 +90,22 @@ struct Running {
 }
 
 impl Running {
+    /// Starts a server and waits until it serves an epoch.
     async fn start(config: Config) -> Result<Running, BoxErr> {
+        let r = Self::spawn(config).await?;
+        for _ in 0..600 {
+            if let Ok(resp) = r.http.get(r.url("/healthz")).send().await {
+                if resp.status() == 200 {
+                    return Ok(r);
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        Err("server did not become healthy".into())
+    }
+
+    /// Starts a server without waiting for an epoch.
+    async fn spawn(config: Config) -> Result<Running, BoxErr> {
         let svc = Arc::new(Service::new(config)?);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
@@ -105,16 +120,21 @@ impl Running {
             task,
             http: reqwest::Client::new(),
         };
-        // Wait until it serves an epoch.
-        for _ in 0..600 {
-            if let Ok(resp) = r.http.get(r.url("/healthz")).send().await {
-                if resp.status() == 200 {
-                    return Ok(r);
-                }
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        Err("server did not become healthy".into())
+        Ok(r)
+    }
+
+    /// The value of an unlabelled counter or gauge on `/metrics`.
+    async fn metric(&self, name: &str) -> Result<f64, BoxErr> {
+        let text = self
+            .http
+            .get(self.url("/metrics"))
+            .send()
+            .await?
+            .text()
+            .await?;
+        text.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+            .ok_or_else(|| format!("no {name} in:\n{text}").into())
     }
 
     fn url(&self, path: &str) -> String {
@@ -407,12 +427,109 @@ async fn restart_serves_the_persisted_epoch() -> TestResult {
     let mut config = p.config();
     config.schedule.build_if_missing = false;
     let svc = Service::new(config)?;
-    let err = svc
-        .reload()
-        .await
-        .expect_err("corrupt bitmap must be refused");
-    assert!(err.to_string().contains("checksum"), "{err}");
+    assert_eq!(
+        svc.reload().await?,
+        None,
+        "a corrupt bitmap must be refused"
+    );
+    let refused = svc.refused_epochs();
+    assert_eq!(refused.len(), 1);
+    assert!(refused[0].1.contains("checksum"), "{refused:?}");
+    assert_eq!(svc.state().metrics.epoch_failures.get(), 1);
     Ok(())
+}
+
+/// The manifest is bound to the databases built with it: one hex digit of
+/// `filter.salt_seed` changed, or the manifest deleted, and a restarted
+/// server refuses the epoch (not served, failure counted, reason given);
+/// configured to build, it builds a fresh epoch instead.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_manifest_that_does_not_match_its_databases_is_refused() -> TestResult {
+    let p = Pipeline::new(8).await?;
+    let run = Running::start(p.config()).await?;
+    let m = run.manifest().await?;
+    run.stop().await?;
+    let dir = p.config().epoch_dir.join("epoch-000000000001");
+    let mpath = dir.join("manifest.json");
+    let original = std::fs::read_to_string(&mpath)?;
+    let mut offline = p.config();
+    offline.database_url = Some("sqlite:///nonexistent/dir/none.db".into());
+    offline.schedule.build_if_missing = false;
+
+    // Unmodified: loads.
+    let svc = Service::new(offline.clone())?;
+    assert_eq!(svc.reload().await?, Some(1));
+    assert!(svc.refused_epochs().is_empty());
+
+    // One hex digit of the salt seed changed.
+    let seed = audit_proto::hex::encode(&m.filter.salt_seed);
+    let at = original
+        .find(&seed)
+        .ok_or("salt_seed not in manifest.json")?
+        + 10;
+    let mut tampered = original.clone().into_bytes();
+    tampered[at] = if tampered[at] == b'0' { b'1' } else { b'0' };
+    std::fs::write(&mpath, &tampered)?;
+    let run = Running::spawn(offline.clone()).await?;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let (status, err) = error_body(run.http.get(run.url("/healthz")).send().await?).await?;
+    assert_eq!((status, err.error.as_str()), (503, "no_epoch"));
+    assert_eq!(run.metric("auditor_epoch_failures_total").await?, 1.0);
+    let refused = run.svc.refused_epochs();
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    assert!(
+        refused[0].1.contains("db-0000.bits") && refused[0].1.contains("another manifest"),
+        "{refused:?}"
+    );
+    run.stop().await?;
+
+    // Deleted: refused with a message, not skipped.
+    std::fs::remove_file(&mpath)?;
+    let svc = Service::new(offline.clone())?;
+    assert_eq!(svc.reload().await?, None);
+    let refused = svc.refused_epochs();
+    assert!(
+        refused[0].1.contains("manifest.json") && refused[0].1.contains("missing"),
+        "{refused:?}"
+    );
+    assert_eq!(svc.state().metrics.epoch_failures.get(), 1);
+
+    // Tampered again, with the store at hand and build_if_missing: the
+    // refused epoch is replaced by a fresh build.
+    std::fs::write(&mpath, &tampered)?;
+    let run = Running::start(p.config()).await?;
+    assert_eq!(run.manifest().await?.epoch, 2);
+    assert_eq!(run.svc.refused_epochs().len(), 1);
+    run.stop().await
+}
+
+/// A build that cannot reach its store is counted as a failure (and
+/// retried); the server stays up answering 503 `no_epoch`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unreachable_store_build_failures_are_counted() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let config = Config {
+        database_url: Some("sqlite:///nonexistent/dir/none.db".into()),
+        epoch_dir: dir.path().join("epochs"),
+        bind: "127.0.0.1:0".into(),
+        ..Config::default()
+    };
+    let run = Running::spawn(config).await?;
+    let mut failures = 0.0;
+    for _ in 0..100 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        failures = run.metric("auditor_epoch_failures_total").await?;
+        if failures >= 1.0 {
+            break;
+        }
+    }
+    assert!(failures >= 1.0, "no failure counted");
+    let (status, err) = error_body(run.http.get(run.url("/healthz")).send().await?).await?;
+    assert_eq!((status, err.error.as_str()), (503, "no_epoch"));
+    // Retried: a second attempt about a second later.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(run.metric("auditor_epoch_failures_total").await? >= 2.0);
+    run.stop().await
 }
 
 /// Each kind of bad input gets its 4xx JSON answer, and the server keeps
