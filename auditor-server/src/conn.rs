@@ -18,6 +18,11 @@
 //! timeouts, [`crate::routes`]). Closing a connection drops it; nothing
 //! is in flight on it at that point.
 //!
+//! A connection the server closes after a response (`Connection: close`,
+//! e.g. a 413 sent before a large body was read) is closed "lingering":
+//! the server stops writing and discards what the client still sends, for
+//! a second at most, so the client reads the response instead of a reset.
+//!
 //! Graceful shutdown stops accepting, lets requests in flight finish,
 //! closes idle connections at once and waits until every connection is
 //! closed (the timeouts bound the wait).
@@ -239,11 +244,11 @@ pub async fn serve<F>(
                 Ok(p) => p,
                 Err(_) => break,
             },
-            _ = stop.wait_for(|s| *s) => break,
+            _ = stopped_signal(&mut stop) => break,
         };
         let accepted = tokio::select! {
             r = listener.accept() => r,
-            _ = stop.wait_for(|s| *s) => break,
+            _ = stopped_signal(&mut stop) => break,
         };
         let stream = match accepted {
             Ok((s, _)) => s,
@@ -254,7 +259,7 @@ pub async fn serve<F>(
                 tracing::error!(error = %e, "accepting a connection failed");
                 tokio::select! {
                     _ = tokio::time::sleep(Duration::from_millis(100)) => {}
-                    _ = stop.wait_for(|s| *s) => break,
+                    _ = stopped_signal(&mut stop) => break,
                 }
                 continue;
             }
@@ -307,15 +312,19 @@ async fn serve_connection(
         .timer(TokioTimer::new())
         .header_read_timeout(limits.header_timeout + limits.idle_timeout)
         .keep_alive(true);
-    let conn = builder.serve_connection(io, service);
-    tokio::pin!(conn);
-    let mut stopping = false;
+    let mut conn = builder.serve_connection(io, service);
+    let (mut stopping, mut stopped) = (false, false);
     loop {
+        if stopping && !stopped {
+            stopped = true;
+            Pin::new(&mut conn).graceful_shutdown();
+        }
         let deadline = activity.deadline(&limits);
         tokio::select! {
-            r = conn.as_mut() => {
-                if let Err(e) = r {
-                    tracing::debug!(error = %e, "connection ended with an error");
+            r = std::future::poll_fn(|cx| conn.poll_without_shutdown(cx)) => {
+                match r {
+                    Ok(()) => linger(conn.into_parts().io.into_inner().stream).await,
+                    Err(e) => tracing::debug!(error = %e, "connection ended with an error"),
                 }
                 return;
             }
@@ -326,12 +335,44 @@ async fn serve_connection(
                     return;
                 }
             }
-            _ = stop.wait_for(|s| *s), if !stopping => {
-                stopping = true;
-                conn.as_mut().graceful_shutdown();
-            }
+            _ = stopped_signal(&mut stop), if !stopping => stopping = true,
         }
     }
+}
+
+/// How long a closing connection keeps reading (and discarding) what the
+/// client still sends, at most.
+const LINGER: Duration = Duration::from_secs(1);
+/// How much it reads so, at most.
+const LINGER_BYTES: usize = 4 << 20;
+
+/// Closes a connection the server is done with "lingering": sends FIN,
+/// then reads and discards input until the client closes too (or
+/// [`LINGER`] / [`LINGER_BYTES`] run out). Closing a socket with unread
+/// input makes the kernel send RST, which can destroy the response the
+/// client has not read yet — e.g. a 413 sent before a large body.
+async fn linger(mut stream: TcpStream) {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    if stream.shutdown().await.is_err() {
+        return;
+    }
+    let mut buf = vec![0u8; 64 << 10];
+    let mut left = LINGER_BYTES;
+    let drain = async {
+        while left > 0 {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => left = left.saturating_sub(n),
+            }
+        }
+    };
+    let _ = tokio::time::timeout(LINGER, drain).await;
+}
+
+/// Resolves once shutdown was requested (or the signal is gone).
+async fn stopped_signal(stop: &mut watch::Receiver<bool>) {
+    // The guard `wait_for` returns is dropped here, not held by callers.
+    let _ = stop.wait_for(|s| *s).await;
 }
 
 async fn sleep_until(deadline: Option<Instant>) {

@@ -36,7 +36,7 @@ use tokio::sync::Semaphore;
 
 use crate::batch::BatchError;
 use crate::metrics::Metrics;
-use crate::state::{Lookup, Registry};
+use crate::state::{Lookup, Registry, ServedEpoch};
 
 /// Request limits of the query route.
 #[derive(Clone, Copy, Debug)]
@@ -270,13 +270,24 @@ async fn read_body(body: Body, max: usize, declared: Option<u64>) -> Result<Vec<
     Ok(buf)
 }
 
-async fn answer_query(
+/// What the checks before the body is read establish.
+struct Target {
+    ep: Arc<ServedEpoch>,
+    db: usize,
+    /// The body's cap: the database's query size.
+    want: usize,
+    /// The declared `Content-Length`.
+    declared: Option<u64>,
+}
+
+/// The checks before the body is read: path, `Content-Type`, declared
+/// `Content-Length`.
+fn check_target(
     st: &AppState,
     epoch: &str,
     db: &str,
     headers: &HeaderMap,
-    body: Body,
-) -> Result<Response, ApiError> {
+) -> Result<Target, ApiError> {
     let bad = |code, msg: String| ApiError::new(StatusCode::BAD_REQUEST, code, msg);
     let epoch: u64 = epoch
         .parse()
@@ -294,10 +305,10 @@ async fn answer_query(
             })
         }
     };
-    let served = db
+    let idx = db
         .parse::<usize>()
         .ok()
-        .and_then(|i| ep.dbs.get(i))
+        .filter(|&i| i < ep.dbs.len())
         .ok_or_else(|| ApiError {
             current_epoch: Some(ep.id()),
             ..ApiError::new(
@@ -326,7 +337,7 @@ async fn answer_query(
         }
     }
     // An impossible declared length is refused before anything is read.
-    let want = (served.spec.query_bytes as usize).min(max_query_body());
+    let want = (ep.dbs[idx].spec.query_bytes as usize).min(max_query_body());
     let declared = headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
@@ -337,6 +348,38 @@ async fn answer_query(
             ..too_large(want)
         });
     }
+    Ok(Target {
+        ep,
+        db: idx,
+        want,
+        declared,
+    })
+}
+
+async fn answer_query(
+    st: &AppState,
+    epoch: &str,
+    db: &str,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    // An error answered before the body is read leaves the body unread, so
+    // the connection cannot carry another request: say so.
+    let has_body = match headers.get(header::CONTENT_LENGTH) {
+        Some(v) => v.as_bytes() != b"0",
+        None => headers.contains_key(header::TRANSFER_ENCODING),
+    };
+    let Target {
+        ep,
+        db,
+        want,
+        declared,
+    } = check_target(st, epoch, db, headers).map_err(|e| ApiError {
+        close: e.close || has_body,
+        ..e
+    })?;
+    let served = &ep.dbs[db];
+    let bad = |code, msg: String| ApiError::new(StatusCode::BAD_REQUEST, code, msg);
     let limit = st.limits.body_timeout;
     let body = tokio::time::timeout(limit, read_body(body, want, declared))
         .await
