@@ -32,6 +32,8 @@ pub enum ErrorCode {
     UnsupportedMediaType,
     /// 413: the body is longer than the database's query, or than the cap.
     QueryTooLarge,
+    /// 408: the query body did not arrive within the body deadline.
+    BodyTimeout,
     /// 400: not a well-formed query.
     MalformedQuery,
     /// 400: a query for another parameter set.
@@ -59,7 +61,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, in the order of the protocol's error table.
-    pub const ALL: [ErrorCode; 18] = [
+    pub const ALL: [ErrorCode; 19] = [
         ErrorCode::BadEpoch,
         ErrorCode::UnknownEpoch,
         ErrorCode::UnknownDb,
@@ -67,6 +69,7 @@ impl ErrorCode {
         ErrorCode::MethodNotAllowed,
         ErrorCode::UnsupportedMediaType,
         ErrorCode::QueryTooLarge,
+        ErrorCode::BodyTimeout,
         ErrorCode::MalformedQuery,
         ErrorCode::WrongParamSet,
         ErrorCode::WrongSeed,
@@ -90,6 +93,7 @@ impl ErrorCode {
             ErrorCode::MethodNotAllowed => "method_not_allowed",
             ErrorCode::UnsupportedMediaType => "unsupported_media_type",
             ErrorCode::QueryTooLarge => "query_too_large",
+            ErrorCode::BodyTimeout => "body_timeout",
             ErrorCode::MalformedQuery => "malformed_query",
             ErrorCode::WrongParamSet => "wrong_param_set",
             ErrorCode::WrongSeed => "wrong_seed",
@@ -116,6 +120,7 @@ impl ErrorCode {
             | ErrorCode::BadBody => 400,
             ErrorCode::UnknownEpoch | ErrorCode::UnknownDb | ErrorCode::NotFound => 404,
             ErrorCode::MethodNotAllowed => 405,
+            ErrorCode::BodyTimeout => 408,
             ErrorCode::QueryTooLarge => 413,
             ErrorCode::UnsupportedMediaType => 415,
             ErrorCode::Internal => 500,

@@ -21,10 +21,14 @@
 //!
 //! [limits]
 //! max_concurrent_queries = 64
-//! request_timeout_seconds = 30
+//! request_timeout_seconds = 30  # answering, after the body is read
+//! body_timeout_ms = 20000  # receiving a query body
 //! batch_window_ms = 2
 //! max_batch = 8
 //! threads = 0              # answer pool size; 0 = one per core
+//! max_connections = 512    # at the cap, stop accepting until one closes
+//! header_timeout_ms = 10000  # a request head, from its first byte
+//! idle_timeout_ms = 30000  # keep-alive wait for the next request
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -34,11 +38,14 @@ use serde::Deserialize;
 
 use crate::error::{Error, Result};
 
+/// Largest `[limits] max_connections`.
+pub const MAX_CONNECTIONS: usize = 1_000_000;
+
 /// Largest configuration file accepted.
 pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
 
-/// The whole configuration.
-#[derive(Clone, Debug, Deserialize, PartialEq)]
+/// The whole configuration (its `Debug` redacts the database password).
+#[derive(Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
     /// Address to listen on.
@@ -175,14 +182,27 @@ fn parse_hhmm(s: &str) -> Result<u32> {
 pub struct LimitsConfig {
     /// Queries in flight; more get 503 + Retry-After.
     pub max_concurrent_queries: usize,
-    /// Whole-request time limit (reading the body and answering).
+    /// Time limit for answering a query once its body is read; over it:
+    /// 503 `timeout`.
     pub request_timeout_seconds: u64,
+    /// Time limit for receiving a query's body after its request head; over
+    /// it: 408 `body_timeout`. No answer slot is held meanwhile.
+    pub body_timeout_ms: u64,
     /// How long the first query of a batch waits for company (§4.3).
     pub batch_window_ms: u64,
     /// Largest batch answered in one pass.
     pub max_batch: usize,
     /// Answer pool threads (0: one per core).
     pub threads: usize,
+    /// Open connections at most; at the cap the server stops accepting
+    /// until one closes (the rest wait in the listen backlog).
+    pub max_connections: usize,
+    /// A request head must be complete within this time of its first byte
+    /// (on a new connection: of the connection opening).
+    pub header_timeout_ms: u64,
+    /// A keep-alive connection without a new request for this long after
+    /// its last response is closed.
+    pub idle_timeout_ms: u64,
 }
 
 impl Default for LimitsConfig {
@@ -190,11 +210,85 @@ impl Default for LimitsConfig {
         LimitsConfig {
             max_concurrent_queries: 64,
             request_timeout_seconds: 30,
+            body_timeout_ms: 20_000,
             batch_window_ms: 2,
             max_batch: 8,
             threads: 0,
+            max_connections: 512,
+            header_timeout_ms: 10_000,
+            idle_timeout_ms: 30_000,
         }
     }
+}
+
+impl std::fmt::Debug for Config {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Config")
+            .field("bind", &self.bind)
+            .field(
+                "database_url",
+                &self.database_url.as_deref().map(redact_url),
+            )
+            .field("epoch_dir", &self.epoch_dir)
+            .field("epoch", &self.epoch)
+            .field("schedule", &self.schedule)
+            .field("limits", &self.limits)
+            .finish()
+    }
+}
+
+/// `url` with the password of its userinfo (`scheme://user:PASSWORD@host`)
+/// replaced by `***`, for logs and error messages.
+pub fn redact_url(url: &str) -> String {
+    match password_span(url) {
+        Some((start, end)) => format!("{}***{}", &url[..start], &url[end..]),
+        None => url.to_owned(),
+    }
+}
+
+/// `text` with every occurrence of `url`'s password replaced by `***`.
+pub fn redact_secrets(text: &str, url: &str) -> String {
+    match password_span(url) {
+        Some((start, end)) => text.replace(&url[start..end], "***"),
+        None => text.to_owned(),
+    }
+}
+
+/// Byte range of the (non-empty) password in `scheme://user:password@…`.
+fn password_span(url: &str) -> Option<(usize, usize)> {
+    let start = url.find("://")? + 3;
+    let authority_end = url[start..]
+        .find(['/', '?', '#'])
+        .map_or(url.len(), |i| start + i);
+    let at = start + url[start..authority_end].rfind('@')?;
+    let colon = start + url[start..at].find(':')?;
+    (colon + 1 < at).then_some((colon + 1, at))
+}
+
+/// Checks that `url` is a database URL the entry store can open, without
+/// connecting (credentials redacted in the error).
+pub fn check_database_url(url: &str) -> Result<()> {
+    use std::str::FromStr as _;
+    let parsed = if url.starts_with("sqlite:") {
+        sqlx::sqlite::SqliteConnectOptions::from_str(url).map(drop)
+    } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        sqlx::postgres::PgConnectOptions::from_str(url).map(drop)
+    } else {
+        return Err(Error::Config(format!(
+            "database_url {:?}: unsupported (expected sqlite:… or postgres://…)",
+            redact_url(url)
+        )));
+    };
+    parsed.map_err(|e| {
+        let why = match e {
+            sqlx::Error::Configuration(inner) => inner.to_string(),
+            e => e.to_string(),
+        };
+        Error::Config(redact_secrets(
+            &format!("database_url {:?} is malformed: {why}", redact_url(url)),
+            url,
+        ))
+    })
 }
 
 fn default_bind() -> String {
@@ -303,6 +397,9 @@ impl Config {
         if let Some(v) = get("AUDITOR_REQUEST_TIMEOUT_SECONDS") {
             self.limits.request_timeout_seconds = num("AUDITOR_REQUEST_TIMEOUT_SECONDS", &v)?;
         }
+        if let Some(v) = get("AUDITOR_BODY_TIMEOUT_MS") {
+            self.limits.body_timeout_ms = num("AUDITOR_BODY_TIMEOUT_MS", &v)?;
+        }
         if let Some(v) = get("AUDITOR_BATCH_WINDOW_MS") {
             self.limits.batch_window_ms = num("AUDITOR_BATCH_WINDOW_MS", &v)?;
         }
@@ -311,6 +408,15 @@ impl Config {
         }
         if let Some(v) = get("AUDITOR_THREADS") {
             self.limits.threads = num("AUDITOR_THREADS", &v)?;
+        }
+        if let Some(v) = get("AUDITOR_MAX_CONNECTIONS") {
+            self.limits.max_connections = num("AUDITOR_MAX_CONNECTIONS", &v)?;
+        }
+        if let Some(v) = get("AUDITOR_HEADER_TIMEOUT_MS") {
+            self.limits.header_timeout_ms = num("AUDITOR_HEADER_TIMEOUT_MS", &v)?;
+        }
+        if let Some(v) = get("AUDITOR_IDLE_TIMEOUT_MS") {
+            self.limits.idle_timeout_ms = num("AUDITOR_IDLE_TIMEOUT_MS", &v)?;
         }
         Ok(())
     }
@@ -336,12 +442,21 @@ impl Config {
         }
         self.params()?;
         self.schedule()?;
+        check_database_url(self.database_url())?;
         let l = &self.limits;
         if l.max_concurrent_queries == 0 || l.max_batch == 0 || l.max_batch > 64 {
             return bad("[limits] max_concurrent_queries ≥ 1 and max_batch in 1..=64");
         }
         if l.request_timeout_seconds == 0 || l.batch_window_ms > 1000 {
             return bad("[limits] request_timeout_seconds ≥ 1 and batch_window_ms ≤ 1000");
+        }
+        if l.body_timeout_ms == 0 || l.header_timeout_ms == 0 || l.idle_timeout_ms == 0 {
+            return bad(
+                "[limits] body_timeout_ms, header_timeout_ms and idle_timeout_ms must be ≥ 1",
+            );
+        }
+        if l.max_connections == 0 || l.max_connections > MAX_CONNECTIONS {
+            return bad("[limits] max_connections must be in 1..=1000000");
         }
         Ok(())
     }
@@ -440,11 +555,24 @@ mod tests {
             "[schedule]\ndaily = \"25:00\"",
             "[schedule]\ndaily = \"01:00\"\ninterval_seconds = 5",
             "[limits]\nmax_batch = 0",
+            "[limits]\nmax_connections = 0",
+            "[limits]\nidle_timeout_ms = 0",
+            "[limits]\nbody_timeout_ms = 0",
         ] {
             let c = Config::from_toml(text).unwrap();
             assert!(c.validate().is_err(), "{text}");
         }
         assert!(Config::from_toml("unknown = 1").is_err());
+        let e = Config::from_toml("[schedule]\ndaily = \"25:00\"")
+            .unwrap()
+            .validate()
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e.matches("configuration").count(),
+            1,
+            "repeated prefix: {e}"
+        );
         let ok = Config::from_toml(
             "[epoch]\nparam_set = \"toy-insecure-d64\"\nallow_insecure_params = true",
         )
@@ -468,5 +596,45 @@ mod tests {
         assert_eq!(Schedule::Interval(60).seconds_until_next(100, None), 0);
         assert_eq!(Schedule::Interval(60).seconds_until_next(100, Some(90)), 50);
         assert_eq!(Schedule::Interval(60).seconds_until_next(200, Some(90)), 0);
+    }
+
+    #[test]
+    fn database_urls_are_checked_and_redacted() {
+        for ok in [
+            "sqlite://ct-ingest.db?mode=rwc",
+            "sqlite::memory:",
+            "postgres://ct:pw@db:5432/ct",
+            "postgresql://localhost/ct",
+        ] {
+            check_database_url(ok).unwrap_or_else(|e| panic!("{ok}: {e}"));
+        }
+        for (bad, secret) in [
+            ("postgres://user:hunter2@host:notaport/db", "hunter2"),
+            ("mysql://root:s3cret@host/db", "s3cret"),
+            ("sqlite://x.db?mode=sideways", ""),
+            ("ct-ingest.db", ""),
+        ] {
+            let c = Config {
+                database_url: Some(bad.to_owned()),
+                ..Config::default()
+            };
+            let e = c.validate().expect_err(bad).to_string();
+            assert!(e.contains("database_url"), "{e}");
+            if !secret.is_empty() {
+                assert!(!e.contains(secret), "{e}");
+                assert!(e.contains(":***@"), "{e}");
+                assert!(!format!("{c:?}").contains(secret));
+            }
+        }
+        assert_eq!(
+            redact_url("postgres://ct:pa:ss@db:5432/ct?sslmode=require"),
+            "postgres://ct:***@db:5432/ct?sslmode=require"
+        );
+        assert_eq!(redact_url("postgres://ct@db/ct"), "postgres://ct@db/ct");
+        assert_eq!(redact_url("sqlite://a@b.db"), "sqlite://a@b.db");
+        assert_eq!(
+            redact_secrets("failed for ct:pw1@db", "postgres://ct:pw1@db/x"),
+            "failed for ct:***@db"
+        );
     }
 }

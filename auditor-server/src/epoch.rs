@@ -17,14 +17,27 @@
 //!    scanning the group. The client reveals only which database — i.e.
 //!    which group of filters — it probes; its filter index is uniformly
 //!    random and independent of the certificate, so this leaks nothing.
-//! 4. Each database gets a fresh public seed and its YPIR DBSetup
-//!    (pir-core); bitmap and NTT hint are written next to the manifest.
+//! 4. The layout (database shapes and sizes) follows from the plan, so the
+//!    manifest is complete before any database is written. Each database
+//!    gets its public seed and its YPIR DBSetup (pir-core); bitmap and NTT
+//!    hint are written next to the manifest.
 //!
 //! Persistence: an epoch is built in `.building-<id>` and published by
 //! renaming it to `epoch-<id>` after every file is fsynced, so a reader sees
 //! either nothing or a complete epoch. Each artifact carries a SHA-256
 //! trailer; a restarted server reloads the newest epoch without
 //! recomputing A1·D (`pir_core::server::Server::from_hint`).
+//!
+//! Binding: every bitmap file's header holds the SHA-256 of the exact
+//! `manifest.json` bytes ([`manifest_digest`]), under its own checksum. The
+//! manifest states everything that determines the bits — epoch, salt seed,
+//! a, k, N, database grouping and shapes, PIR seed, coverage — so a
+//! manifest edited or swapped after the build (one hex digit of the salt
+//! seed is enough to make honest logs look like they omit entries), or a
+//! missing one, makes [`load_epoch`] refuse the epoch instead of serving
+//! bits that do not match it. This guards against accidental or careless
+//! changes to the on-disk state; it is no authentication against someone
+//! who can rewrite both the manifest and the bitmaps.
 //!
 //! Why no incremental update between epochs: salts and seeds are fresh
 //! every epoch, so every bit of every filter and every column of A1·D
@@ -40,7 +53,7 @@ use std::time::Instant;
 
 use audit_proto::filter::{FilterSpec, Salt};
 use audit_proto::manifest::{
-    derive_db_seed, encode_log_id, DbLayout, LogCoverage, Manifest, ManifestParts, PirSpec,
+    encode_log_id, DbLayout, LogCoverage, Manifest, ManifestParts, PirSpec,
 };
 use futures_util::TryStreamExt;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -55,10 +68,14 @@ use sha2::{Digest, Sha256};
 
 use crate::error::{io, Error, Result};
 
-/// Magic of a bitmap artifact.
-const BITS_MAGIC: &[u8; 8] = b"CTAUBIT1";
-/// Header: magic, epoch u64, db u32, bits u64.
-const BITS_HEADER: usize = 8 + 8 + 4 + 8;
+/// Magic of a bitmap artifact; the last byte is the on-disk format version.
+const BITS_MAGIC: &[u8; 8] = b"CTAUBIT2";
+/// Magic of format 1, which did not bind the manifest (refused).
+const BITS_MAGIC_V1: &[u8; 8] = b"CTAUBIT1";
+/// Header: magic, epoch u64, db u32, bits u64, manifest digest.
+const BITS_HEADER: usize = 8 + 8 + 4 + 8 + 32;
+/// The manifest's file name in an epoch directory.
+pub const MANIFEST_FILE: &str = "manifest.json";
 /// Largest manifest file read back.
 const MAX_MANIFEST_FILE: u64 = audit_proto::api::MAX_MANIFEST_BYTES as u64;
 
@@ -235,71 +252,26 @@ pub fn build_epoch(snap: &Snapshot, epoch: u64, bp: &BuildParams, out: &Path) ->
         dbs: plan.len(),
         ..Default::default()
     };
-    let mut layout: Vec<DbLayout> = Vec::with_capacity(plan.len());
-    let mut servers = Vec::with_capacity(plan.len());
-    let pb = bar(bp.progress, u64::from(bp.filters), "hashing into filters");
-    let mut set_bits = 0u64;
-    for (id, &(first, count)) in plan.iter().enumerate() {
-        let bits = u64::from(count) * filter_bits;
-        let t = Instant::now();
-        // zeroed and advised for huge pages before the filters write it, so
-        // the database needs no page collapse later
-        let mut bitmap = pir_core::mem::zeroed_huge::<u8>((bits / 8) as usize);
-        let chunk = (filter_bits / 8) as usize;
-        bitmap
-            .par_chunks_mut(chunk)
-            .enumerate()
-            .for_each(|(j, words)| {
-                fill_filter(
-                    &filter.salts[first as usize + j],
-                    filter_bits,
-                    &snap.hashes,
-                    words,
-                );
-                pb.inc(1);
-            });
-        set_bits += bitmap
-            .par_iter()
-            .map(|b| u64::from(b.count_ones()))
-            .sum::<u64>();
-        report.filters_s += t.elapsed().as_secs_f64();
-
-        let t = Instant::now();
-        write_bits(&out.join(bits_name(id)), epoch, id as u32, bits, &bitmap)?;
-        report.persist_s += t.elapsed().as_secs_f64();
-
-        let t = Instant::now();
-        let seed = PublicSeed(derive_db_seed(&pir_seed, id as u32));
-        let db = BitDatabase::from_bitmap_owned(bits, bitmap)?.into_database();
-        report.db_bytes += db.as_bytes().len() as u64;
-        let server = Server::setup_with_context(ctx.clone(), db, seed)?;
-        report.setup_s += t.elapsed().as_secs_f64();
-
-        let t = Instant::now();
-        let hint_path = out.join(hint_name(id));
-        let mut f =
-            std::io::BufWriter::new(std::fs::File::create(&hint_path).map_err(io(&hint_path))?);
-        server.write_hint(&mut f)?;
-        let f = f.into_inner().map_err(|e| Error::Io {
-            path: hint_path.display().to_string(),
-            source: e.into_error(),
-        })?;
-        f.sync_all().map_err(io(&hint_path))?;
-        report.persist_s += t.elapsed().as_secs_f64();
-
-        let shape = server.shape();
-        layout.push(DbLayout {
+    // The layout follows from the plan alone, so the manifest is fixed
+    // before any database is written and every bitmap file can carry its
+    // digest.
+    let shapes: Vec<DbShape> = plan
+        .iter()
+        .map(|&(_, count)| {
+            DbShape::for_bits(u64::from(count) * filter_bits, BitDatabase::RECORD_BITS)
+        })
+        .collect();
+    let layout: Vec<DbLayout> = plan
+        .iter()
+        .zip(&shapes)
+        .map(|(&(_, count), &shape)| DbLayout {
             filters: count,
             rows: shape.ell1 as u64,
             cols: shape.ell2 as u64,
             query_bytes: pir_core::wire::query_len(&params, shape) as u64,
             response_bytes: pir_core::wire::response_len(&params) as u64,
-        });
-        servers.push(server);
-    }
-    pb.finish_and_clear();
-    log_prefetch_choice();
-    report.fill_ratio = set_bits as f64 / (filter_bits as f64 * f64::from(bp.filters));
+        })
+        .collect();
     let logs = snap
         .coverage
         .iter()
@@ -328,15 +300,74 @@ pub fn build_epoch(snap: &Snapshot, epoch: u64, bp: &BuildParams, out: &Path) ->
         pir,
         layout: &layout,
     })?;
-    debug_assert!(manifest
-        .dbs
-        .iter()
-        .zip(&servers)
-        .all(|(d, s)| s.seed().0 == d.seed));
     manifest.check()?;
+    let manifest_json = manifest.to_json();
+    let digest = manifest_digest(&manifest_json);
+    let salts = &manifest.filter.salts;
+    let mut servers = Vec::with_capacity(plan.len());
+    let pb = bar(bp.progress, u64::from(bp.filters), "hashing into filters");
+    let mut set_bits = 0u64;
+    for (id, &(first, count)) in plan.iter().enumerate() {
+        let bits = u64::from(count) * filter_bits;
+        let t = Instant::now();
+        // zeroed and advised for huge pages before the filters write it, so
+        // the database needs no page collapse later
+        let mut bitmap = pir_core::mem::zeroed_huge::<u8>((bits / 8) as usize);
+        let chunk = (filter_bits / 8) as usize;
+        bitmap
+            .par_chunks_mut(chunk)
+            .enumerate()
+            .for_each(|(j, words)| {
+                fill_filter(&salts[first as usize + j], filter_bits, &snap.hashes, words);
+                pb.inc(1);
+            });
+        set_bits += bitmap
+            .par_iter()
+            .map(|b| u64::from(b.count_ones()))
+            .sum::<u64>();
+        report.filters_s += t.elapsed().as_secs_f64();
+
+        let t = Instant::now();
+        let header = BitsHeader {
+            epoch,
+            db: id as u32,
+            bits,
+            manifest: digest,
+        };
+        write_bits(&out.join(bits_name(id)), &header, &bitmap)?;
+        report.persist_s += t.elapsed().as_secs_f64();
+
+        let t = Instant::now();
+        let seed = PublicSeed(manifest.dbs[id].seed);
+        let db = BitDatabase::from_bitmap_owned(bits, bitmap)?.into_database();
+        report.db_bytes += db.as_bytes().len() as u64;
+        let server = Server::setup_with_context(ctx.clone(), db, seed)?;
+        report.setup_s += t.elapsed().as_secs_f64();
+        if server.shape() != shapes[id] {
+            return Err(Error::Internal(format!(
+                "database {id}: pir-core chose another shape than DbShape::for_bits"
+            )));
+        }
+
+        let t = Instant::now();
+        let hint_path = out.join(hint_name(id));
+        let mut f =
+            std::io::BufWriter::new(std::fs::File::create(&hint_path).map_err(io(&hint_path))?);
+        server.write_hint(&mut f)?;
+        let f = f.into_inner().map_err(|e| Error::Io {
+            path: hint_path.display().to_string(),
+            source: e.into_error(),
+        })?;
+        f.sync_all().map_err(io(&hint_path))?;
+        report.persist_s += t.elapsed().as_secs_f64();
+        servers.push(server);
+    }
+    pb.finish_and_clear();
+    log_prefetch_choice();
+    report.fill_ratio = set_bits as f64 / (filter_bits as f64 * f64::from(bp.filters));
     report.total_s = t_all.elapsed().as_secs_f64();
     let t = Instant::now();
-    write_synced(&out.join("manifest.json"), &manifest.to_json())?;
+    write_synced(&out.join(MANIFEST_FILE), &manifest_json)?;
     report.persist_s += t.elapsed().as_secs_f64();
     let json = serde_json::to_vec_pretty(&report).map_err(|e| Error::Internal(e.to_string()))?;
     write_synced(&out.join("build.json"), &json)?;
@@ -347,19 +378,39 @@ pub fn build_epoch(snap: &Snapshot, epoch: u64, bp: &BuildParams, out: &Path) ->
     })
 }
 
-/// Loads a published epoch directory: manifest, bitmaps (checksummed) and
-/// NTT hints (checksummed; recomputed with a warning if damaged).
+/// Loads a published epoch directory: manifest, bitmaps (checksummed, and
+/// bound to the manifest by its digest) and NTT hints (checksummed;
+/// recomputed with a warning if damaged). Refuses the epoch if the
+/// manifest is missing, or differs from the one its bitmaps were built
+/// with, or a bitmap is damaged or of an older format.
 pub fn load_epoch(dir: &Path) -> Result<Epoch> {
     let t = Instant::now();
-    let mpath = dir.join("manifest.json");
-    let manifest = Manifest::from_json(&read_capped(&mpath, MAX_MANIFEST_FILE)?)?;
+    let mpath = dir.join(MANIFEST_FILE);
+    let json = match read_capped(&mpath, MAX_MANIFEST_FILE) {
+        Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+            return Err(corrupt(
+                &mpath,
+                "missing: without its manifest the epoch's databases cannot be checked or served"
+                    .into(),
+            ))
+        }
+        r => r?,
+    };
+    let digest = manifest_digest(&json);
+    let manifest = Manifest::from_json(&json).map_err(|e| corrupt(&mpath, e.to_string()))?;
     let params = pir_core::params::by_id(manifest.pir.param_set)?;
     let ctx = Arc::new(Context::new(params));
     let mut servers = Vec::with_capacity(manifest.dbs.len());
     for spec in &manifest.dbs {
         let id = spec.id as usize;
         let bpath = dir.join(bits_name(id));
-        let bitmap = read_bits(&bpath, manifest.epoch, spec.id, spec.bits)?;
+        let header = BitsHeader {
+            epoch: manifest.epoch,
+            db: spec.id,
+            bits: spec.bits,
+            manifest: digest,
+        };
+        let bitmap = read_bits(&bpath, &header)?;
         let db = BitDatabase::from_bitmap_owned(spec.bits, bitmap)?.into_database();
         let shape = db.shape();
         if shape
@@ -403,6 +454,12 @@ pub fn load_epoch(dir: &Path) -> Result<Epoch> {
         servers,
         report,
     })
+}
+
+/// The digest that binds an epoch's bitmaps to its manifest: SHA-256 of
+/// the exact bytes of `manifest.json` (what clients are served).
+pub fn manifest_digest(manifest_json: &[u8]) -> [u8; 32] {
+    Sha256::digest(manifest_json).into()
 }
 
 /// Logs, once per process, the SimplePIR software-prefetch distance
@@ -456,14 +513,34 @@ fn read_capped(path: &Path, max: u64) -> Result<Vec<u8>> {
     Ok(buf)
 }
 
-/// Bitmap file: magic ‖ epoch u64 ‖ db u32 ‖ bits u64 (LE) ‖ ⌈bits/8⌉
-/// bytes ‖ SHA-256 of all before.
-fn write_bits(path: &Path, epoch: u64, db: u32, bits: u64, bitmap: &[u8]) -> Result<()> {
-    let mut header = Vec::with_capacity(BITS_HEADER);
-    header.extend_from_slice(BITS_MAGIC);
-    header.extend_from_slice(&epoch.to_le_bytes());
-    header.extend_from_slice(&db.to_le_bytes());
-    header.extend_from_slice(&bits.to_le_bytes());
+/// What a bitmap file's header states: which epoch and database it is,
+/// its size in bits, and the digest of the manifest it was built with
+/// ([`manifest_digest`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct BitsHeader {
+    epoch: u64,
+    db: u32,
+    bits: u64,
+    manifest: [u8; 32],
+}
+
+impl BitsHeader {
+    fn to_bytes(self) -> Vec<u8> {
+        let mut h = Vec::with_capacity(BITS_HEADER);
+        h.extend_from_slice(BITS_MAGIC);
+        h.extend_from_slice(&self.epoch.to_le_bytes());
+        h.extend_from_slice(&self.db.to_le_bytes());
+        h.extend_from_slice(&self.bits.to_le_bytes());
+        h.extend_from_slice(&self.manifest);
+        h
+    }
+}
+
+/// Bitmap file (format 2): magic `CTAUBIT2` ‖ epoch u64 ‖ db u32 ‖ bits
+/// u64 (LE) ‖ SHA-256 of manifest.json ‖ ⌈bits/8⌉ bytes ‖ SHA-256 of all
+/// before.
+fn write_bits(path: &Path, header: &BitsHeader, bitmap: &[u8]) -> Result<()> {
+    let header = header.to_bytes();
     let digest = Sha256::new()
         .chain_update(&header)
         .chain_update(bitmap)
@@ -479,27 +556,55 @@ fn write_bits(path: &Path, epoch: u64, db: u32, bits: u64, bitmap: &[u8]) -> Res
     f.sync_all().map_err(io(path))
 }
 
-fn read_bits(path: &Path, epoch: u64, db: u32, bits: u64) -> Result<Vec<u8>> {
-    let body = bits.div_ceil(8);
-    let want = BITS_HEADER as u64 + body + 32;
-    let mut buf = read_capped(path, want)?;
-    if buf.len() as u64 != want {
+/// Reads the bitmap of a file whose header must equal `want`.
+fn read_bits(path: &Path, want: &BitsHeader) -> Result<Vec<u8>> {
+    let body = want.bits.div_ceil(8);
+    let len = BITS_HEADER as u64 + body + 32;
+    let mut buf = read_capped(path, len)?;
+    match buf.get(..8) {
+        Some(m) if m == BITS_MAGIC => {}
+        Some(m) if m == BITS_MAGIC_V1 => {
+            return Err(corrupt(
+                path,
+                "on-disk format 1 (written by an older auditor-server, without the \
+                 manifest binding): refused; rebuild the epoch"
+                    .into(),
+            ))
+        }
+        _ => return Err(corrupt(path, "not an epoch bitmap file (bad magic)".into())),
+    }
+    if buf.len() as u64 != len {
         return Err(corrupt(
             path,
-            format!("{} bytes, expected {want}", buf.len()),
+            format!("{} bytes, expected {len}", buf.len()),
         ));
     }
     let (data, digest) = buf.split_at(buf.len() - 32);
     if Sha256::digest(data).as_slice() != digest {
         return Err(corrupt(path, "checksum mismatch".into()));
     }
-    let mut expected = Vec::with_capacity(BITS_HEADER);
-    expected.extend_from_slice(BITS_MAGIC);
-    expected.extend_from_slice(&epoch.to_le_bytes());
-    expected.extend_from_slice(&db.to_le_bytes());
-    expected.extend_from_slice(&bits.to_le_bytes());
-    if data[..BITS_HEADER] != expected[..] {
-        return Err(corrupt(path, "header does not match the manifest".into()));
+    let expected = want.to_bytes();
+    let (fields, bound) = (
+        &data[..BITS_HEADER - 32],
+        &data[BITS_HEADER - 32..BITS_HEADER],
+    );
+    if fields != &expected[..BITS_HEADER - 32] {
+        return Err(corrupt(
+            path,
+            "header (epoch, database, size) does not match the manifest".into(),
+        ));
+    }
+    if bound != want.manifest {
+        return Err(corrupt(
+            path,
+            format!(
+                "built for another manifest: manifest.json has SHA-256 {}, this \
+                 database was built with {} (manifest.json changed after the \
+                 build, or belongs to another one)",
+                audit_proto::hex::encode(&want.manifest),
+                audit_proto::hex::encode(bound)
+            ),
+        ));
     }
     buf.truncate(BITS_HEADER + body as usize);
     buf.drain(..BITS_HEADER);
@@ -534,7 +639,7 @@ impl EpochDir {
         &self.root
     }
 
-    /// Published epoch ids, ascending.
+    /// Published epoch ids (`epoch-<id>` directories), ascending.
     pub fn list(&self) -> Result<Vec<u64>> {
         let mut ids = Vec::new();
         for e in std::fs::read_dir(&self.root).map_err(io(&self.root))? {
@@ -545,7 +650,9 @@ impl EpochDir {
                 .and_then(|n| n.strip_prefix("epoch-"))
                 .and_then(|n| n.parse::<u64>().ok())
             {
-                if e.path().join("manifest.json").is_file() {
+                // Listed with or without a manifest: a published epoch that
+                // lost it must be refused loudly, not skipped.
+                if e.path().is_dir() {
                     ids.push(id);
                 }
             }
@@ -676,17 +783,63 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("x.bits");
         let bitmap: Vec<u8> = (0..100u8).collect();
-        write_bits(&p, 3, 1, 800, &bitmap).unwrap();
-        assert_eq!(read_bits(&p, 3, 1, 800).unwrap(), bitmap);
-        assert!(read_bits(&p, 4, 1, 800).is_err());
-        assert!(read_bits(&p, 3, 0, 800).is_err());
-        assert!(read_bits(&p, 3, 1, 792).is_err());
+        let h = BitsHeader {
+            epoch: 3,
+            db: 1,
+            bits: 800,
+            manifest: [7; 32],
+        };
+        write_bits(&p, &h, &bitmap).unwrap();
+        assert_eq!(read_bits(&p, &h).unwrap(), bitmap);
+        for other in [
+            BitsHeader { epoch: 4, ..h },
+            BitsHeader { db: 0, ..h },
+            BitsHeader { bits: 792, ..h },
+        ] {
+            assert!(read_bits(&p, &other).is_err());
+        }
+        let err = read_bits(
+            &p,
+            &BitsHeader {
+                manifest: [8; 32],
+                ..h
+            },
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("built for another manifest"), "{err}");
         let mut raw = std::fs::read(&p).unwrap();
-        raw[40] ^= 1;
+        raw[70] ^= 1;
         std::fs::write(&p, &raw).unwrap();
-        assert!(matches!(
-            read_bits(&p, 3, 1, 800),
-            Err(Error::Corrupt { .. })
-        ));
+        assert!(matches!(read_bits(&p, &h), Err(Error::Corrupt { .. })));
+    }
+
+    /// A format-1 file (no manifest digest) is refused with a message that
+    /// names the format, not accepted or reported as mere damage.
+    #[test]
+    fn old_format_bits_file_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("old.bits");
+        let bitmap = [0xA5u8; 100];
+        let mut data = Vec::new();
+        data.extend_from_slice(BITS_MAGIC_V1);
+        data.extend_from_slice(&3u64.to_le_bytes());
+        data.extend_from_slice(&1u32.to_le_bytes());
+        data.extend_from_slice(&800u64.to_le_bytes());
+        data.extend_from_slice(&bitmap);
+        let digest = Sha256::digest(&data);
+        data.extend_from_slice(&digest);
+        std::fs::write(&p, &data).unwrap();
+        let h = BitsHeader {
+            epoch: 3,
+            db: 1,
+            bits: 800,
+            manifest: [0; 32],
+        };
+        let err = read_bits(&p, &h).unwrap_err().to_string();
+        assert!(err.contains("format 1") && err.contains("rebuild"), "{err}");
+        std::fs::write(&p, b"garbage").unwrap();
+        let err = read_bits(&p, &h).unwrap_err().to_string();
+        assert!(err.contains("bad magic"), "{err}");
     }
 }

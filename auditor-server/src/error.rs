@@ -54,3 +54,42 @@ pub(crate) fn io(path: &std::path::Path) -> impl FnOnce(std::io::Error) -> Error
         source,
     }
 }
+
+/// `e` and its sources as one line, `outer: inner: …`, leaving out a
+/// source whose message the text already contains (error types here print
+/// their source in their own message, so a plain walk would repeat it).
+pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = e.to_string();
+    let mut cur = e.source();
+    while let Some(s) = cur {
+        let m = s.to_string();
+        if !out.contains(&m) {
+            out.push_str(": ");
+            out.push_str(&m);
+        }
+        cur = s.source();
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("outer")]
+    struct Outer(#[source] std::io::Error);
+
+    #[test]
+    fn chain_lists_each_cause_once() {
+        let io = || std::io::Error::other("disk on fire");
+        let e = Error::Io {
+            path: "/x".into(),
+            source: io(),
+        };
+        assert_eq!(error_chain(&e), "/x: disk on fire");
+        assert_eq!(error_chain(&Outer(io())), "outer: disk on fire");
+        let e = Error::Config("bad".into());
+        assert_eq!(error_chain(&e), "configuration: bad");
+    }
+}

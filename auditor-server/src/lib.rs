@@ -10,7 +10,9 @@
 //! * [`batch`]: cross-client batching of queries per database on a rayon
 //!   pool, off the async runtime.
 //! * [`routes`]: the axum router (`/v1/manifest`, `/v1/epochs/{e}/dbs/{d}/query`,
-//!   `/healthz`, `/metrics`), JSON errors, tower limits.
+//!   `/healthz`, `/metrics`), JSON errors, request limits.
+//! * [`conn`]: the accept loop, header and idle timeouts, the connection
+//!   cap.
 //! * [`service`]: start-up, scheduled builds, reloads, graceful shutdown.
 //! * [`bench`](mod@bench): the load and build benchmarks.
 //!
@@ -21,6 +23,7 @@
 pub mod batch;
 pub mod bench;
 pub mod config;
+pub mod conn;
 pub mod epoch;
 pub mod error;
 pub mod metrics;

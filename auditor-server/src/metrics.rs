@@ -39,6 +39,8 @@ pub struct Metrics {
     pub epoch_failures: IntCounter,
     /// Per log: seconds between now and the epoch's ingested-until.
     pub ingest_lag_seconds: GaugeVec,
+    /// Open HTTP connections.
+    pub open_connections: IntGauge,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -146,6 +148,11 @@ impl Metrics {
                 &["log_id"],
             )
             .unwrap_or_else(|e| unreachable!("{e}")),
+            open_connections: IntGauge::new(
+                "auditor_open_connections",
+                "Open HTTP connections (at most [limits] max_connections)",
+            )
+            .unwrap_or_else(|e| unreachable!("{e}")),
             registry,
             names: Vec::new(),
         };
@@ -164,6 +171,7 @@ impl Metrics {
             Box::new(m.epochs_published.clone()),
             Box::new(m.epoch_failures.clone()),
             Box::new(m.ingest_lag_seconds.clone()),
+            Box::new(m.open_connections.clone()),
         ];
         for c in collectors {
             m.names.extend(c.desc().iter().map(|d| d.fq_name.clone()));

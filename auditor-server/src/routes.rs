@@ -1,10 +1,22 @@
 //! The HTTP API (`docs/protocol.md`, `docs/openapi.yaml`).
 //!
 //! Every error is a JSON [`audit_proto::api::ErrorBody`] with a 4xx/5xx
-//! status; nothing a client sends changes server state. Limits, as tower
-//! layers: a body cap slightly above the largest legal query
-//! ([`max_query_body`]), and on the query route a concurrency limit with
-//! load shedding (503 + `Retry-After`) and a whole-request timeout.
+//! status; nothing a client sends changes server state.
+//!
+//! The query handler works in this order, so that a slow or hostile client
+//! can hold at most its own connection, never a slot other clients need:
+//! 1. path, `Content-Type` and a declared `Content-Length` are checked
+//!    (413 at once if the declared body exceeds the database's
+//!    `query_bytes`);
+//! 2. the body is read under its own deadline ([`Limits::body_timeout`],
+//!    408 `body_timeout`) and the database's exact size cap;
+//! 3. the query is parsed and checked against the database;
+//! 4. only then is one of [`Limits::max_concurrent`] answer slots taken
+//!    (none free: 503 `overloaded`), held while the query waits for and
+//!    joins an answering pass, bounded by [`Limits::timeout`].
+//!
+//! Connection-level limits (header and idle timeouts, the connection cap)
+//! live in [`crate::service`].
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -12,28 +24,32 @@ use std::time::{Duration, Instant};
 use audit_proto::api::{
     ErrorBody, ErrorCode, BATCH_SIZE_HEADER, OCTET_STREAM, SERVER_TIMING_HEADER,
 };
-use axum::body::Bytes;
-use axum::error_handling::HandleErrorLayer;
-use axum::extract::rejection::BytesRejection;
+use axum::body::{Body, Bytes};
 use axum::extract::{DefaultBodyLimit, Path, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
+use futures_util::StreamExt as _;
 use pir_core::wire::Query;
-use tower::ServiceBuilder;
+use tokio::sync::Semaphore;
 
 use crate::batch::BatchError;
 use crate::metrics::Metrics;
-use crate::state::{Lookup, Registry};
+use crate::state::{Lookup, Registry, ServedEpoch};
 
-/// Request limits.
+/// Request limits of the query route.
 #[derive(Clone, Copy, Debug)]
 pub struct Limits {
-    /// Queries in flight before load shedding.
+    /// Queries being answered at once (each holds a slot from the end of
+    /// its body until its answer); more get 503 `overloaded`.
     pub max_concurrent: usize,
-    /// Whole-request timeout of the query route.
+    /// Time limit for answering a query once its body is read (waiting for
+    /// and joining an answering pass).
     pub timeout: Duration,
+    /// Time limit for receiving a query's body, counted from the end of
+    /// its request head.
+    pub body_timeout: Duration,
 }
 
 /// Shared state of the handlers.
@@ -45,6 +61,20 @@ pub struct AppState {
     pub metrics: Metrics,
     /// Limits.
     pub limits: Limits,
+    /// Answer slots (`limits.max_concurrent` permits).
+    pub slots: Arc<Semaphore>,
+}
+
+impl AppState {
+    /// State with `limits.max_concurrent` free answer slots.
+    pub fn new(registry: Arc<Registry>, metrics: Metrics, limits: Limits) -> AppState {
+        AppState {
+            registry,
+            metrics,
+            slots: Arc::new(Semaphore::new(limits.max_concurrent)),
+            limits,
+        }
+    }
 }
 
 /// Hard cap on a request body: the largest query any known parameter set
@@ -75,6 +105,8 @@ pub struct ApiError {
     message: String,
     current_epoch: Option<u64>,
     retry_after: Option<u64>,
+    /// Answer with `Connection: close` (the body was left unread).
+    close: bool,
 }
 
 impl ApiError {
@@ -84,6 +116,7 @@ impl ApiError {
             message: message.into(),
             current_epoch: None,
             retry_after: None,
+            close: false,
         }
     }
 
@@ -107,49 +140,19 @@ impl IntoResponse for ApiError {
             resp.headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from(s));
         }
+        if self.close {
+            resp.headers_mut()
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
+        }
         resp
     }
 }
 
 /// The router.
 pub fn app(state: AppState) -> Router {
-    let metrics = state.metrics.clone();
-    let limits = ServiceBuilder::new()
-        .layer(HandleErrorLayer::new(move |err: tower::BoxError| {
-            let metrics = metrics.clone();
-            async move {
-                let e = if err.is::<tower::load_shed::error::Overloaded>() {
-                    ApiError {
-                        retry_after: Some(1),
-                        ..ApiError::new(
-                            ErrorCode::Overloaded,
-                            "too many concurrent queries; retry later",
-                        )
-                    }
-                } else if err.is::<tower::timeout::error::Elapsed>() {
-                    ApiError {
-                        retry_after: Some(1),
-                        ..ApiError::new(
-                            ErrorCode::Timeout,
-                            "the query was not answered in time; retry later",
-                        )
-                    }
-                } else {
-                    ApiError::new(ErrorCode::Internal, err.to_string())
-                };
-                metrics.queries.with_label_values(&[e.code.as_str()]).inc();
-                e
-            }
-        }))
-        .load_shed()
-        .concurrency_limit(state.limits.max_concurrent)
-        .timeout(state.limits.timeout);
     Router::new()
         .route("/v1/manifest", get(manifest))
-        .route(
-            "/v1/epochs/{epoch}/dbs/{db}/query",
-            post(query).route_layer(limits),
-        )
+        .route("/v1/epochs/{epoch}/dbs/{db}/query", post(query))
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics_text))
         .fallback(not_found)
@@ -222,7 +225,7 @@ async fn query(
     State(st): State<AppState>,
     Path((epoch, db)): Path<(String, String)>,
     headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
+    body: Body,
 ) -> Result<Response, ApiError> {
     let t0 = Instant::now();
     let result = answer_query(&st, &epoch, &db, &headers, body).await;
@@ -239,13 +242,44 @@ async fn query(
     result
 }
 
-async fn answer_query(
+/// Reads a body of at most `max` bytes (`declared`: its `Content-Length`,
+/// if any, already checked against `max`). Errors are the handler's.
+async fn read_body(body: Body, max: usize, declared: Option<u64>) -> Result<Vec<u8>, ApiError> {
+    let mut buf = Vec::with_capacity(declared.map_or(0, |d| d.min(max as u64) as usize));
+    let mut stream = body.into_data_stream();
+    while let Some(chunk) = stream.next().await {
+        let chunk: Bytes = chunk.map_err(|e| {
+            ApiError::new(
+                ErrorCode::BadBody,
+                format!("the request body could not be read: {e}"),
+            )
+        })?;
+        if buf.len() + chunk.len() > max {
+            return Err(too_large(max));
+        }
+        buf.extend_from_slice(&chunk);
+    }
+    Ok(buf)
+}
+
+/// What the checks before the body is read establish.
+struct Target {
+    ep: Arc<ServedEpoch>,
+    db: usize,
+    /// The body's cap: the database's query size.
+    want: usize,
+    /// The declared `Content-Length`.
+    declared: Option<u64>,
+}
+
+/// The checks before the body is read: path, `Content-Type`, declared
+/// `Content-Length`.
+fn check_target(
     st: &AppState,
     epoch: &str,
     db: &str,
     headers: &HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-) -> Result<Response, ApiError> {
+) -> Result<Target, ApiError> {
     let epoch: u64 = epoch.parse().map_err(|_| {
         ApiError::new(
             ErrorCode::BadEpoch,
@@ -264,10 +298,10 @@ async fn answer_query(
             })
         }
     };
-    let served = db
+    let idx = db
         .parse::<usize>()
         .ok()
-        .and_then(|i| ep.dbs.get(i))
+        .filter(|&i| i < ep.dbs.len())
         .ok_or_else(|| ApiError {
             current_epoch: Some(ep.id()),
             ..ApiError::new(
@@ -278,30 +312,78 @@ async fn answer_query(
                 ),
             )
         })?;
+    // No Content-Type is taken as application/octet-stream; any other
+    // type (parameters ignored) is refused.
     if let Some(ct) = headers.get(header::CONTENT_TYPE) {
         let mime = ct
             .to_str()
             .ok()
             .and_then(|s| s.split(';').next())
             .map(str::trim);
-        if mime != Some(OCTET_STREAM) {
+        if !mime.is_some_and(|m| m.eq_ignore_ascii_case(OCTET_STREAM)) {
             return Err(ApiError::new(
                 ErrorCode::UnsupportedMediaType,
                 format!("queries are {OCTET_STREAM}"),
             ));
         }
     }
-    let body = body.map_err(|r| {
-        if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            too_large(max_query_body())
-        } else {
-            ApiError::new(ErrorCode::BadBody, r.body_text())
-        }
-    })?;
-    let want = served.spec.query_bytes as usize;
-    if body.len() > want {
-        return Err(too_large(want));
+    // An impossible declared length is refused before anything is read.
+    let want = (ep.dbs[idx].spec.query_bytes as usize).min(max_query_body());
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    if declared.is_some_and(|d| d > want as u64) {
+        return Err(ApiError {
+            close: true,
+            ..too_large(want)
+        });
     }
+    Ok(Target {
+        ep,
+        db: idx,
+        want,
+        declared,
+    })
+}
+
+async fn answer_query(
+    st: &AppState,
+    epoch: &str,
+    db: &str,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    // An error answered before the body is read leaves the body unread, so
+    // the connection cannot carry another request: say so.
+    let has_body = match headers.get(header::CONTENT_LENGTH) {
+        Some(v) => v.as_bytes() != b"0",
+        None => headers.contains_key(header::TRANSFER_ENCODING),
+    };
+    let Target {
+        ep,
+        db,
+        want,
+        declared,
+    } = check_target(st, epoch, db, headers).map_err(|e| ApiError {
+        close: e.close || has_body,
+        ..e
+    })?;
+    let served = &ep.dbs[db];
+    let limit = st.limits.body_timeout;
+    let body = tokio::time::timeout(limit, read_body(body, want, declared))
+        .await
+        .map_err(|_| ApiError {
+            close: true,
+            ..ApiError::new(
+                ErrorCode::BodyTimeout,
+                format!(
+                    "the query body did not arrive within {} ms",
+                    limit.as_millis()
+                ),
+            )
+        })?
+        .map_err(|e| ApiError { close: true, ..e })?;
     let q = Query::from_bytes(&body).map_err(|e| match e {
         pir_core::Error::UnknownParamSet(_) | pir_core::Error::WrongParamSet { .. } => {
             ApiError::new(ErrorCode::WrongParamSet, e.to_string())
@@ -336,15 +418,32 @@ async fn answer_query(
             ),
         ));
     }
+    // Only the answer holds a slot.
+    let _slot = st.slots.clone().try_acquire_owned().map_err(|_| ApiError {
+        retry_after: Some(1),
+        ..ApiError::new(
+            ErrorCode::Overloaded,
+            "too many concurrent queries; retry later",
+        )
+    })?;
     st.metrics.bytes_in.inc_by(body.len() as u64);
     drop(body);
-    let ans = served.batcher.answer(q).await.map_err(|e| match e {
-        BatchError::Pir(e) => ApiError::new(ErrorCode::RejectedQuery, e.to_string()),
-        BatchError::Unavailable(why) => ApiError {
+    let ans = tokio::time::timeout(st.limits.timeout, served.batcher.answer(q))
+        .await
+        .map_err(|_| ApiError {
             retry_after: Some(1),
-            ..ApiError::new(ErrorCode::Unavailable, why)
-        },
-    })?;
+            ..ApiError::new(
+                ErrorCode::Timeout,
+                "the query was not answered in time; retry later",
+            )
+        })?
+        .map_err(|e| match e {
+            BatchError::Pir(e) => ApiError::new(ErrorCode::RejectedQuery, e.to_string()),
+            BatchError::Unavailable(why) => ApiError {
+                retry_after: Some(1),
+                ..ApiError::new(ErrorCode::Unavailable, why)
+            },
+        })?;
     st.metrics.bytes_out.inc_by(ans.bytes.len() as u64);
     let timing = format!("answer;dur={:.3}", ans.answer_s * 1e3);
     Ok((

@@ -5,6 +5,7 @@
 //! blocking pool and rayon's global pool; answers use their own pool), then
 //! swaps atomically ([`crate::state::Registry::publish`]).
 
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,9 +13,10 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 
 use crate::batch::{AnswerPool, BatchConfig};
-use crate::config::Config;
+use crate::config::{redact_secrets, redact_url, Config};
+use crate::conn::{self, ConnLimits};
 use crate::epoch::{self, BuildParams, Epoch, EpochDir};
-use crate::error::{Error, Result};
+use crate::error::{error_chain, Error, Result};
 use crate::metrics::Metrics;
 use crate::routes::{self, AppState, Limits};
 use crate::state::{Registry, ServedEpoch};
@@ -28,7 +30,12 @@ pub struct Service {
     dir: EpochDir,
     /// Serialises builds started by this process.
     building: tokio::sync::Mutex<()>,
+    /// Epochs refused at load, with the reason (not retried).
+    refused: std::sync::Mutex<BTreeMap<u64, String>>,
 }
+
+/// Longest delay between retries of the start-up build.
+const MAX_BUILD_RETRY: Duration = Duration::from_secs(300);
 
 impl std::fmt::Debug for Service {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -48,16 +55,17 @@ impl Service {
         };
         let pool = AnswerPool::new(threads).map_err(|e| Error::Internal(e.to_string()))?;
         let dir = EpochDir::open(&config.epoch_dir)?;
-        let state = AppState {
-            registry: Arc::new(Registry::new(Duration::from_secs(
+        let state = AppState::new(
+            Arc::new(Registry::new(Duration::from_secs(
                 config.epoch.grace_seconds,
             ))),
-            metrics: Metrics::new(),
-            limits: Limits {
+            Metrics::new(),
+            Limits {
                 max_concurrent: config.limits.max_concurrent_queries,
                 timeout: Duration::from_secs(config.limits.request_timeout_seconds),
+                body_timeout: Duration::from_millis(config.limits.body_timeout_ms),
             },
-        };
+        );
         Ok(Service {
             batch: BatchConfig {
                 window: Duration::from_millis(config.limits.batch_window_ms),
@@ -68,6 +76,7 @@ impl Service {
             pool,
             dir,
             building: tokio::sync::Mutex::new(()),
+            refused: std::sync::Mutex::new(BTreeMap::new()),
         })
     }
 
@@ -108,64 +117,136 @@ impl Service {
         Ok(ok)
     }
 
-    /// Loads the newest persisted epoch if it is newer than the served one;
-    /// returns the epoch served afterwards.
+    /// Loads the newest persisted epoch newer than the served one that can
+    /// be loaded; returns the epoch served afterwards. An epoch that fails
+    /// to load (missing or mismatched manifest, damaged or old-format
+    /// files) is refused: logged once at ERROR with its cause, counted in
+    /// `auditor_epoch_failures_total`, never served, and not retried by
+    /// this process ([`Service::refused_epochs`]); the next older epoch is
+    /// tried instead. Errors only if the directory cannot be read.
     pub async fn reload(&self) -> Result<Option<u64>> {
         let current = self.state.registry.current().map(|e| e.id());
-        if let Some(latest) = self.dir.latest()? {
-            if current.is_none_or(|c| latest > c) {
-                let path = self.dir.path(latest);
-                let epoch = tokio::task::spawn_blocking(move || epoch::load_epoch(&path))
-                    .await
-                    .map_err(|e| Error::Internal(e.to_string()))??;
-                self.publish(epoch)?;
+        for id in self.dir.list()?.into_iter().rev() {
+            if current.is_some_and(|c| id <= c) {
+                break;
+            }
+            if self.refused_lock().contains_key(&id) {
+                continue;
+            }
+            let path = self.dir.path(id);
+            let loaded = tokio::task::spawn_blocking(move || epoch::load_epoch(&path))
+                .await
+                .map_err(|e| Error::Internal(e.to_string()))?;
+            match loaded.and_then(|epoch| self.publish(epoch)) {
+                Ok(_) => break,
+                Err(e) => {
+                    let why = error_chain(&e);
+                    self.state.metrics.epoch_failures.inc();
+                    tracing::error!(
+                        epoch = id,
+                        dir = %self.dir.path(id).display(),
+                        error = %why,
+                        "epoch refused: it is not served (a new build replaces it)"
+                    );
+                    self.refused_lock().insert(id, why);
+                }
             }
         }
         Ok(self.state.registry.current().map(|e| e.id()))
     }
 
+    fn refused_lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<u64, String>> {
+        match self.refused.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        }
+    }
+
+    /// Epochs on disk this process refused to load, with the reason.
+    pub fn refused_epochs(&self) -> Vec<(u64, String)> {
+        self.refused_lock()
+            .iter()
+            .map(|(id, why)| (*id, why.clone()))
+            .collect()
+    }
+
     /// Builds the next epoch from the store (snapshot at `now_s`, default
-    /// now), persists and publishes it. Returns its id.
+    /// now), persists and publishes it. Returns its id. A failure — the
+    /// store unreachable included — is counted in
+    /// `auditor_epoch_failures_total` and logged once at ERROR with its
+    /// cause chain (database URL credentials redacted).
     pub async fn build_and_publish(&self, now_s: Option<i64>) -> Result<u64> {
         let _guard = self.building.lock().await;
-        let store = ct_store::Store::connect(self.config.database_url()).await?;
+        let result = self.build_locked(now_s).await;
+        if let Err(e) = &result {
+            self.state.metrics.epoch_failures.inc();
+            let why = redact_secrets(&error_chain(e), self.config.database_url());
+            tracing::error!(error = %why, "epoch build failed");
+        }
+        result
+    }
+
+    async fn build_locked(&self, now_s: Option<i64>) -> Result<u64> {
         let bp = BuildParams::from_config(&self.config)?;
+        let store = ct_store::Store::connect(self.config.database_url()).await?;
         let now = now_s.unwrap_or_else(epoch::unix_now_s);
         let built = epoch::build_next(&store, &self.dir, bp, self.config.epoch.keep, now).await;
         store.close().await;
-        let (_, epoch) = built.inspect_err(|_| self.state.metrics.epoch_failures.inc())?;
+        let (_, epoch) = built?;
         let id = epoch.manifest.epoch;
         self.publish(epoch)?;
         Ok(id)
     }
 
     /// Serves on `listener` until `shutdown` resolves: loads the newest
-    /// epoch (building one if none exists and the config says so), runs the
-    /// build schedule and the reload poll, and drains requests on shutdown.
+    /// usable epoch (building one if there is none, or the newest on disk
+    /// was refused, and the config says so), runs the build schedule and
+    /// the reload poll, and drains requests on shutdown.
     pub async fn run<F>(self: Arc<Self>, listener: TcpListener, shutdown: F) -> Result<()>
     where
         F: Future<Output = ()> + Send + 'static,
     {
         let mut tasks = Vec::new();
-        match self.reload().await {
-            Ok(Some(e)) => tracing::info!(epoch = e, "serving persisted epoch"),
-            Ok(None) if self.config.schedule.build_if_missing => {
-                // Build in the background: the server listens at once and
-                // answers 503 `no_epoch` (health checks see it alive) until
-                // the first epoch is published.
-                tracing::info!("no epoch on disk: building one");
-                let svc = self.clone();
-                tasks.push(tokio::spawn(async move {
-                    if let Err(e) = svc.build_and_publish(None).await {
-                        tracing::error!(error = %e, "initial epoch build failed; waiting for the schedule or a reload");
-                    }
-                }));
-            }
-            Ok(None) => tracing::warn!("no epoch on disk; answering 503 until one is published"),
+        tracing::info!(
+            database = %redact_url(self.config.database_url()),
+            epoch_dir = %self.dir.root().display(),
+            "auditor-server starting"
+        );
+        let served = match self.reload().await {
+            Ok(s) => s,
             Err(e) => {
                 self.state.metrics.epoch_failures.inc();
                 return Err(e);
             }
+        };
+        let newest = self.dir.latest()?;
+        let newest_refused = newest.is_some_and(|n| served.is_none_or(|s| n > s));
+        if let Some(e) = served {
+            tracing::info!(epoch = e, "serving persisted epoch");
+        }
+        if (served.is_none() || newest_refused) && self.config.schedule.build_if_missing {
+            // Build in the background: the server listens at once and
+            // answers 503 `no_epoch` (health checks see it alive) until
+            // the first epoch is published. Failed attempts are retried
+            // with a growing delay until an epoch is served.
+            tracing::info!("no usable epoch on disk: building one");
+            let svc = self.clone();
+            tasks.push(tokio::spawn(async move {
+                let mut wait = Duration::from_secs(1);
+                while svc.build_and_publish(None).await.is_err() {
+                    tracing::info!(
+                        retry_in_s = wait.as_secs(),
+                        "retrying the start-up epoch build"
+                    );
+                    tokio::time::sleep(wait).await;
+                    wait = (wait * 2).min(MAX_BUILD_RETRY);
+                    if svc.state.registry.current().is_some() {
+                        break;
+                    }
+                }
+            }));
+        } else if served.is_none() {
+            tracing::warn!("no epoch on disk; answering 503 until one is published");
         }
         if let Some(schedule) = self.config.schedule()? {
             let svc = self.clone();
@@ -177,9 +258,9 @@ impl Service {
                     let wait = schedule.seconds_until_next(now, last);
                     tokio::time::sleep(Duration::from_secs(wait)).await;
                     last = Some(epoch::unix_now_s());
-                    match svc.build_and_publish(None).await {
-                        Ok(id) => tracing::info!(epoch = id, "scheduled epoch built"),
-                        Err(e) => tracing::error!(error = %e, "scheduled epoch build failed"),
+                    // Failures are counted and logged by build_and_publish.
+                    if let Ok(id) = svc.build_and_publish(None).await {
+                        tracing::info!(epoch = id, "scheduled epoch built");
                     }
                 }
             }));
@@ -196,7 +277,7 @@ impl Service {
                     if reload {
                         if let Err(e) = svc.reload().await {
                             svc.state.metrics.epoch_failures.inc();
-                            tracing::error!(error = %e, "epoch reload failed");
+                            tracing::error!(error = %error_chain(&e), "epoch reload failed");
                         }
                     }
                 }
@@ -206,13 +287,23 @@ impl Service {
             .local_addr()
             .map_err(|e| Error::Internal(e.to_string()))?;
         tracing::info!(%addr, "auditor-server listening");
-        let served = axum::serve(listener, self.router())
-            .with_graceful_shutdown(shutdown)
-            .await
-            .map_err(|e| Error::Internal(e.to_string()));
+        let l = &self.config.limits;
+        let limits = ConnLimits {
+            max_connections: l.max_connections,
+            header_timeout: Duration::from_millis(l.header_timeout_ms),
+            idle_timeout: Duration::from_millis(l.idle_timeout_ms),
+        };
+        conn::serve(
+            listener,
+            self.router(),
+            limits,
+            self.state.metrics.open_connections.clone(),
+            shutdown,
+        )
+        .await;
         for t in tasks {
             t.abort();
         }
-        served
+        Ok(())
     }
 }

@@ -300,3 +300,63 @@ fn bad_config_is_refused_without_panic() -> Result<(), BoxErr> {
     assert!(!stderr.contains("panicked"), "{stderr}");
     Ok(())
 }
+
+/// A malformed database URL is a configuration error: `serve` exits 1
+/// before listening, naming the key, without the password.
+#[test]
+fn malformed_database_url_is_fatal_and_redacted() -> Result<(), BoxErr> {
+    let dir = tempfile::tempdir()?;
+    for url in [
+        "postgres://ct:hunter2@db:notaport/ct",
+        "mysql://ct:hunter2@db/ct",
+    ] {
+        let mut child = auditor()
+            .args(["serve", "--bind", "127.0.0.1:0", "--database-url", url])
+            .arg("--epoch-dir")
+            .arg(dir.path().join("epochs"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()?;
+        let status = wait_with_timeout(&mut child, Duration::from_secs(30))?;
+        let mut stderr = String::new();
+        std::io::Read::read_to_string(&mut child.stderr.take().ok_or("no stderr")?, &mut stderr)?;
+        assert_eq!(status.code(), Some(1), "{url}: {status}\n{stderr}");
+        assert!(stderr.contains("database_url"), "{stderr}");
+        assert!(stderr.contains("ct:***@db"), "{stderr}");
+        assert!(!stderr.contains("hunter2"), "password leaked:\n{stderr}");
+        assert!(!stderr.contains("listening"), "{stderr}");
+        assert!(!stderr.contains("panicked"), "{stderr}");
+        assert_eq!(
+            stderr.matches("configuration:").count(),
+            1,
+            "repeated cause:\n{stderr}"
+        );
+    }
+    assert!(!dir.path().join("epochs").exists());
+    Ok(())
+}
+
+/// The database URL a server logs has its password redacted.
+#[test]
+fn logged_database_url_is_redacted() -> Result<(), BoxErr> {
+    let dir = tempfile::tempdir()?;
+    let config = dir.path().join("auditor.toml");
+    // No epoch and no build: the server starts and never touches the store.
+    std::fs::write(&config, "[schedule]\nbuild_if_missing = false\n")?;
+    let mut cmd = auditor();
+    cmd.args(["serve", "--bind", "127.0.0.1:0", "--config"])
+        .arg(&config)
+        .args(["--epoch-dir"])
+        .arg(dir.path().join("epochs"))
+        .env(
+            "AUDITOR_DATABASE_URL",
+            "postgres://ct:hunter2@127.0.0.1:1/ct",
+        );
+    let mut served = Served::spawn(cmd)?;
+    served.wait_for("listening", Duration::from_secs(60))?;
+    let log = served.log.join("\n");
+    assert!(log.contains("postgres://ct:***@127.0.0.1:1/ct"), "{log}");
+    assert!(!log.contains("hunter2"), "password leaked:\n{log}");
+    Ok(())
+}

@@ -90,7 +90,22 @@ struct Running {
 }
 
 impl Running {
+    /// Starts a server and waits until it serves an epoch.
     async fn start(config: Config) -> Result<Running, BoxErr> {
+        let r = Self::spawn(config).await?;
+        for _ in 0..600 {
+            if let Ok(resp) = r.http.get(r.url("/healthz")).send().await {
+                if resp.status() == 200 {
+                    return Ok(r);
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        Err("server did not become healthy".into())
+    }
+
+    /// Starts a server without waiting for an epoch.
+    async fn spawn(config: Config) -> Result<Running, BoxErr> {
         let svc = Arc::new(Service::new(config)?);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
@@ -105,16 +120,21 @@ impl Running {
             task,
             http: reqwest::Client::new(),
         };
-        // Wait until it serves an epoch.
-        for _ in 0..600 {
-            if let Ok(resp) = r.http.get(r.url("/healthz")).send().await {
-                if resp.status() == 200 {
-                    return Ok(r);
-                }
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        Err("server did not become healthy".into())
+        Ok(r)
+    }
+
+    /// The value of an unlabelled counter or gauge on `/metrics`.
+    async fn metric(&self, name: &str) -> Result<f64, BoxErr> {
+        let text = self
+            .http
+            .get(self.url("/metrics"))
+            .send()
+            .await?
+            .text()
+            .await?;
+        text.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+            .ok_or_else(|| format!("no {name} in:\n{text}").into())
     }
 
     fn url(&self, path: &str) -> String {
@@ -407,12 +427,109 @@ async fn restart_serves_the_persisted_epoch() -> TestResult {
     let mut config = p.config();
     config.schedule.build_if_missing = false;
     let svc = Service::new(config)?;
-    let err = svc
-        .reload()
-        .await
-        .expect_err("corrupt bitmap must be refused");
-    assert!(err.to_string().contains("checksum"), "{err}");
+    assert_eq!(
+        svc.reload().await?,
+        None,
+        "a corrupt bitmap must be refused"
+    );
+    let refused = svc.refused_epochs();
+    assert_eq!(refused.len(), 1);
+    assert!(refused[0].1.contains("checksum"), "{refused:?}");
+    assert_eq!(svc.state().metrics.epoch_failures.get(), 1);
     Ok(())
+}
+
+/// The manifest is bound to the databases built with it: one hex digit of
+/// `filter.salt_seed` changed, or the manifest deleted, and a restarted
+/// server refuses the epoch (not served, failure counted, reason given);
+/// configured to build, it builds a fresh epoch instead.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_manifest_that_does_not_match_its_databases_is_refused() -> TestResult {
+    let p = Pipeline::new(8).await?;
+    let run = Running::start(p.config()).await?;
+    let m = run.manifest().await?;
+    run.stop().await?;
+    let dir = p.config().epoch_dir.join("epoch-000000000001");
+    let mpath = dir.join("manifest.json");
+    let original = std::fs::read_to_string(&mpath)?;
+    let mut offline = p.config();
+    offline.database_url = Some("sqlite:///nonexistent/dir/none.db".into());
+    offline.schedule.build_if_missing = false;
+
+    // Unmodified: loads.
+    let svc = Service::new(offline.clone())?;
+    assert_eq!(svc.reload().await?, Some(1));
+    assert!(svc.refused_epochs().is_empty());
+
+    // One hex digit of the salt seed changed.
+    let seed = audit_proto::hex::encode(&m.filter.salt_seed);
+    let at = original
+        .find(&seed)
+        .ok_or("salt_seed not in manifest.json")?
+        + 10;
+    let mut tampered = original.clone().into_bytes();
+    tampered[at] = if tampered[at] == b'0' { b'1' } else { b'0' };
+    std::fs::write(&mpath, &tampered)?;
+    let run = Running::spawn(offline.clone()).await?;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let (status, err) = error_body(run.http.get(run.url("/healthz")).send().await?).await?;
+    assert_eq!((status, err.error.as_str()), (503, "no_epoch"));
+    assert_eq!(run.metric("auditor_epoch_failures_total").await?, 1.0);
+    let refused = run.svc.refused_epochs();
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    assert!(
+        refused[0].1.contains("db-0000.bits") && refused[0].1.contains("another manifest"),
+        "{refused:?}"
+    );
+    run.stop().await?;
+
+    // Deleted: refused with a message, not skipped.
+    std::fs::remove_file(&mpath)?;
+    let svc = Service::new(offline.clone())?;
+    assert_eq!(svc.reload().await?, None);
+    let refused = svc.refused_epochs();
+    assert!(
+        refused[0].1.contains("manifest.json") && refused[0].1.contains("missing"),
+        "{refused:?}"
+    );
+    assert_eq!(svc.state().metrics.epoch_failures.get(), 1);
+
+    // Tampered again, with the store at hand and build_if_missing: the
+    // refused epoch is replaced by a fresh build.
+    std::fs::write(&mpath, &tampered)?;
+    let run = Running::start(p.config()).await?;
+    assert_eq!(run.manifest().await?.epoch, 2);
+    assert_eq!(run.svc.refused_epochs().len(), 1);
+    run.stop().await
+}
+
+/// A build that cannot reach its store is counted as a failure (and
+/// retried); the server stays up answering 503 `no_epoch`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unreachable_store_build_failures_are_counted() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let config = Config {
+        database_url: Some("sqlite:///nonexistent/dir/none.db".into()),
+        epoch_dir: dir.path().join("epochs"),
+        bind: "127.0.0.1:0".into(),
+        ..Config::default()
+    };
+    let run = Running::spawn(config).await?;
+    let mut failures = 0.0;
+    for _ in 0..100 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        failures = run.metric("auditor_epoch_failures_total").await?;
+        if failures >= 1.0 {
+            break;
+        }
+    }
+    assert!(failures >= 1.0, "no failure counted");
+    let (status, err) = error_body(run.http.get(run.url("/healthz")).send().await?).await?;
+    assert_eq!((status, err.error.as_str()), (503, "no_epoch"));
+    // Retried: a second attempt about a second later.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(run.metric("auditor_epoch_failures_total").await? >= 2.0);
+    run.stop().await
 }
 
 /// Each kind of bad input gets its 4xx JSON answer, and the server keeps
@@ -618,5 +735,320 @@ async fn batched_answers_equal_unbatched_ones() -> TestResult {
     drop(served);
     drop(server);
     let run = Arc::into_inner(run).ok_or("server still shared")?;
+    run.stop().await
+}
+
+/// Writes `head` on a fresh connection to `addr`.
+async fn raw_connect(addr: SocketAddr, head: &str) -> Result<tokio::net::TcpStream, BoxErr> {
+    use tokio::io::AsyncWriteExt as _;
+    let mut s = tokio::net::TcpStream::connect(addr).await?;
+    s.write_all(head.as_bytes()).await?;
+    Ok(s)
+}
+
+/// Status code, lower-cased head, body and the time until its first byte
+/// of the HTTP/1.1 response read from `r` until the server closes the
+/// connection (`Connection: close` answers).
+async fn read_closed_response<R: tokio::io::AsyncRead + Unpin>(
+    mut r: R,
+) -> Result<(u16, String, Vec<u8>, Duration), BoxErr> {
+    use tokio::io::AsyncReadExt as _;
+    let t = std::time::Instant::now();
+    let mut raw = vec![0u8; 1];
+    r.read_exact(&mut raw).await?;
+    let first = t.elapsed();
+    r.read_to_end(&mut raw).await?;
+    let text = String::from_utf8_lossy(&raw);
+    let (head, body) = text
+        .split_once("\r\n\r\n")
+        .ok_or_else(|| format!("no complete response: {text:?}"))?;
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| format!("no status line: {head:?}"))?;
+    Ok((
+        status,
+        head.to_ascii_lowercase(),
+        body.as_bytes().to_vec(),
+        first,
+    ))
+}
+
+fn query_head(epoch: u64, db: u32, content_length: u64) -> String {
+    format!(
+        "POST /v1/epochs/{epoch}/dbs/{db}/query HTTP/1.1\r\nhost: test\r\n\
+         content-type: {OCTET_STREAM}\r\ncontent-length: {content_length}\r\n\r\n"
+    )
+}
+
+/// Clients trickling their bodies a byte at a time, more of them than
+/// there are answer slots, do not make an honest query fail: bodies are
+/// read before a slot is taken. Each slow client gets 408 `body_timeout`
+/// (JSON, connection closed) once its body deadline passes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_bodies_hold_no_answer_slot() -> TestResult {
+    let p = Pipeline::new(8).await?;
+    let mut config = p.config();
+    config.limits.max_concurrent_queries = 2;
+    config.limits.body_timeout_ms = 1500;
+    let run = Running::start(config).await?;
+    let m = run.manifest().await?;
+    let len = m.dbs[0].query_bytes;
+    let mut slow = Vec::new();
+    for _ in 0..6 {
+        let s = raw_connect(run.addr, &query_head(m.epoch, 0, len)).await?;
+        let (r, mut w) = s.into_split();
+        let reader =
+            tokio::spawn(async move { read_closed_response(r).await.map_err(|e| e.to_string()) });
+        let writer = tokio::spawn(async move {
+            use tokio::io::AsyncWriteExt as _;
+            for _ in 0..25 {
+                if w.write_all(&[0]).await.is_err() {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        });
+        slow.push((reader, writer));
+    }
+    // While every slow client is mid-body, an honest query is answered.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let h = p.issued[0].leaf_hash;
+    assert!(run.read_bit(&m, 1, m.filter.bit(1, &h)?).await?);
+    for (reader, writer) in slow {
+        let resp = reader.await?;
+        writer.abort();
+        let (status, head, body, took) = resp?;
+        assert_eq!(status, 408, "{head}");
+        assert!(head.contains("connection: close"), "{head}");
+        assert!(head.contains("content-type: application/json"), "{head}");
+        let err: ErrorBody = serde_json::from_slice(&body)?;
+        assert_eq!(err.error, "body_timeout", "{}", err.message);
+        assert!(
+            took >= Duration::from_millis(1400) && took < Duration::from_secs(4),
+            "answered after {took:?}"
+        );
+    }
+    let text = run
+        .http
+        .get(run.url("/metrics"))
+        .send()
+        .await?
+        .text()
+        .await?;
+    assert!(
+        text.contains("auditor_queries_total{outcome=\"body_timeout\"} 6"),
+        "{text}"
+    );
+    assert!(!text.contains("outcome=\"overloaded\""), "{text}");
+    run.stop().await
+}
+
+/// A declared body larger than the database's queries is refused with 413
+/// at once, before any of it is sent; a query without Content-Type is
+/// taken as application/octet-stream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn impossible_content_length_is_refused_at_once() -> TestResult {
+    let p = Pipeline::new(8).await?;
+    let mut config = p.config();
+    config.limits.body_timeout_ms = 20_000;
+    let run = Running::start(config).await?;
+    let m = run.manifest().await?;
+    for declared in [m.dbs[0].query_bytes + 1, 1 << 40] {
+        let s = raw_connect(run.addr, &query_head(m.epoch, 0, declared)).await?;
+        let (status, head, body, first) =
+            tokio::time::timeout(Duration::from_secs(5), read_closed_response(s)).await??;
+        assert!(first < Duration::from_secs(2), "answered after {first:?}");
+        assert_eq!(status, 413, "{head}");
+        assert!(head.contains("connection: close"), "{head}");
+        let err: ErrorBody = serde_json::from_slice(&body)?;
+        assert_eq!(err.error, "query_too_large", "{}", err.message);
+    }
+    // A client that sends its (too large) body anyway, after the server
+    // has answered, still reads the 413: the server drains its input while
+    // closing instead of resetting the connection.
+    let mut s = raw_connect(run.addr, &query_head(m.epoch, 0, 1 << 30)).await?;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    {
+        use tokio::io::AsyncWriteExt as _;
+        let chunk = vec![0u8; 64 << 10];
+        for _ in 0..32 {
+            s.write_all(&chunk).await?;
+        }
+    }
+    let (status, _, body, _) =
+        tokio::time::timeout(Duration::from_secs(5), read_closed_response(s)).await??;
+    assert_eq!(status, 413);
+    assert_eq!(
+        serde_json::from_slice::<ErrorBody>(&body)?.error,
+        "query_too_large"
+    );
+    // No Content-Type: accepted.
+    let (db, body, client, key, b) = Running::query(&m, 4, 0)?;
+    let resp = run
+        .http
+        .post(run.url(&format!("/v1/epochs/{}/dbs/{db}/query", m.epoch)))
+        .body(body)
+        .send()
+        .await?;
+    assert_eq!(resp.status(), 200);
+    let r = Response::from_bytes(&resp.bytes().await?)?;
+    assert_eq!(
+        client.extract_bit(&key, &r, b)?,
+        clear_filter(&m, 4, &hashes(&p))[0]
+    );
+    run.stop().await
+}
+
+/// Reads one HTTP/1.1 response with a `content-length` from a keep-alive
+/// connection: its status.
+async fn read_keepalive_response(s: &mut tokio::net::TcpStream) -> Result<u16, BoxErr> {
+    use tokio::io::AsyncReadExt as _;
+    let mut raw = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        let n = s.read(&mut buf).await?;
+        if n == 0 {
+            return Err(format!("closed mid-response: {raw:?}").into());
+        }
+        raw.extend_from_slice(&buf[..n]);
+        let text = String::from_utf8_lossy(&raw).into_owned();
+        if let Some((head, body)) = text.split_once("\r\n\r\n") {
+            let len: usize = head
+                .lines()
+                .find_map(|l| {
+                    l.to_ascii_lowercase()
+                        .strip_prefix("content-length:")
+                        .map(|v| v.trim().to_owned())
+                })
+                .and_then(|v| v.parse().ok())
+                .ok_or("no content-length")?;
+            if body.len() >= len {
+                return head
+                    .split_whitespace()
+                    .nth(1)
+                    .and_then(|c| c.parse().ok())
+                    .ok_or_else(|| "no status".into());
+            }
+        }
+    }
+}
+
+/// How long until the server closes `s`, and the bytes it sent first.
+async fn time_to_close(mut s: tokio::net::TcpStream) -> Result<(Duration, Vec<u8>), BoxErr> {
+    use tokio::io::AsyncReadExt as _;
+    let t = std::time::Instant::now();
+    let mut got = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut got)).await??;
+    Ok((t.elapsed(), got))
+}
+
+const HEALTHZ: &str = "GET /healthz HTTP/1.1\r\nhost: test\r\n\r\n";
+
+/// A connection that sends nothing, one that sends its head too slowly,
+/// and a keep-alive connection left idle after a response are closed
+/// after the header and idle timeouts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_and_slow_header_connections_are_closed() -> TestResult {
+    let p = Pipeline::new(8).await?;
+    let mut config = p.config();
+    config.limits.header_timeout_ms = 400;
+    config.limits.idle_timeout_ms = 900;
+    let run = Running::start(config).await?;
+    // Nothing sent: closed after the header timeout, without an answer.
+    let silent = tokio::spawn(time_to_close(raw_connect(run.addr, "").await?));
+    // A head trickled a header line every 100 ms: closed 400 ms after its
+    // first byte, without an answer.
+    let s = raw_connect(run.addr, "GET /healthz HTTP/1.1\r\n").await?;
+    let (r, mut w) = s.into_split();
+    let trickle = tokio::spawn(async move {
+        use tokio::io::AsyncWriteExt as _;
+        for i in 0..50 {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            if w.write_all(format!("x-{i}: y\r\n").as_bytes())
+                .await
+                .is_err()
+            {
+                break;
+            }
+        }
+    });
+    let slow = tokio::spawn(async move {
+        use tokio::io::AsyncReadExt as _;
+        let t = std::time::Instant::now();
+        let mut r = r;
+        let mut got = Vec::new();
+        let res = tokio::time::timeout(Duration::from_secs(10), r.read_to_end(&mut got)).await;
+        (t.elapsed(), got, res.is_ok())
+    });
+    // Keep-alive: answered, then closed after the idle timeout (longer
+    // than the header timeout).
+    let mut ka = raw_connect(run.addr, HEALTHZ).await?;
+    assert_eq!(read_keepalive_response(&mut ka).await?, 200);
+    let (idle, rest) = time_to_close(ka).await?;
+    assert!(rest.is_empty());
+    assert!(
+        idle >= Duration::from_millis(800) && idle < Duration::from_millis(2500),
+        "idle keep-alive closed after {idle:?}"
+    );
+
+    let (took, got) = silent.await??;
+    assert!(got.is_empty(), "{got:?}");
+    assert!(
+        took >= Duration::from_millis(350) && took < Duration::from_millis(2000),
+        "silent connection closed after {took:?}"
+    );
+    let (took, got, closed) = slow.await?;
+    trickle.abort();
+    assert!(closed, "slow head not closed within 10 s");
+    assert!(got.is_empty(), "{:?}", String::from_utf8_lossy(&got));
+    assert!(
+        took >= Duration::from_millis(350) && took < Duration::from_millis(2000),
+        "slow head closed after {took:?}"
+    );
+    run.stop().await
+}
+
+/// With `max_connections` = 8 and 8 connections open, a new connection is
+/// not accepted until one of them closes (here: by the idle timeout); it
+/// is then served normally.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connection_cap_defers_new_connections() -> TestResult {
+    let p = Pipeline::new(8).await?;
+    let mut config = p.config();
+    config.limits.max_connections = 8;
+    config.limits.header_timeout_ms = 5000;
+    config.limits.idle_timeout_ms = 800;
+    let run = Running::start(config).await?;
+    let open = run.svc.state().metrics.open_connections.clone();
+    // The start-up health checks' connection idles out first.
+    for _ in 0..100 {
+        if open.get() == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(open.get(), 0);
+    let mut held = Vec::new();
+    for _ in 0..8 {
+        let mut s = raw_connect(run.addr, HEALTHZ).await?;
+        assert_eq!(read_keepalive_response(&mut s).await?, 200);
+        held.push(s);
+    }
+    let idle_from = std::time::Instant::now();
+    assert_eq!(open.get(), 8);
+    let fresh = reqwest::Client::builder()
+        .timeout(Duration::from_secs(10))
+        .build()?;
+    let resp = fresh.get(run.url("/healthz")).send().await?;
+    let waited = idle_from.elapsed();
+    assert_eq!(resp.status(), 200);
+    assert!(
+        waited >= Duration::from_millis(600) && waited < Duration::from_secs(4),
+        "the ninth connection was served after {waited:?}"
+    );
+    drop(held);
+    drop(fresh);
     run.stop().await
 }

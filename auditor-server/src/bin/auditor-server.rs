@@ -8,9 +8,12 @@
 //! ```
 
 use std::path::PathBuf;
+use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::Context as _;
+use auditor_server::config::{redact_secrets, redact_url};
+use auditor_server::error::error_chain;
 use auditor_server::{bench, epoch, service::Service, Config};
 use clap::{Parser, Subcommand};
 
@@ -67,7 +70,7 @@ fn load_config(cli: &Cli) -> anyhow::Result<Config> {
 }
 
 #[tokio::main]
-async fn main() -> anyhow::Result<()> {
+async fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
@@ -76,9 +79,32 @@ async fn main() -> anyhow::Result<()> {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let cli = Cli::parse();
+    // Every database URL the error could mention, for redaction.
+    let mut urls: Vec<String> = cli.database_url.iter().cloned().collect();
+    urls.extend(
+        ["AUDITOR_DATABASE_URL", "DATABASE_URL"]
+            .iter()
+            .filter_map(|k| std::env::var(k).ok()),
+    );
+    match run(&cli, &mut urls).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            let mut msg = error_chain(e.as_ref());
+            for u in &urls {
+                msg = redact_secrets(&msg, u);
+            }
+            eprintln!("Error: {msg}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The command; `urls` collects the configured database URL once known.
+async fn run(cli: &Cli, urls: &mut Vec<String>) -> anyhow::Result<()> {
     match &cli.cmd {
         Cmd::Serve { bind } => {
-            let mut config = load_config(&cli)?;
+            let mut config = load_config(cli)?;
+            urls.push(config.database_url().to_owned());
             if let Some(b) = bind {
                 config.bind = b.clone();
             }
@@ -91,8 +117,16 @@ async fn main() -> anyhow::Result<()> {
             tracing::info!("shut down");
         }
         Cmd::BuildEpoch { now } => {
-            let config = load_config(&cli)?;
-            let store = ct_store::Store::connect(config.database_url()).await?;
+            let config = load_config(cli)?;
+            urls.push(config.database_url().to_owned());
+            let store = ct_store::Store::connect(config.database_url())
+                .await
+                .with_context(|| {
+                    format!(
+                        "opening the entry store {}",
+                        redact_url(config.database_url())
+                    )
+                })?;
             let dir = epoch::EpochDir::open(&config.epoch_dir)?;
             let mut bp = epoch::BuildParams::from_config(&config)?;
             bp.progress = std::io::IsTerminal::is_terminal(&std::io::stderr());
