@@ -239,11 +239,12 @@ mod tests {
     fn names_cover_every_registered_metric() {
         let m = Metrics::new();
         let names = m.names();
-        assert_eq!(names.len(), 14, "{names:?}");
+        assert_eq!(names.len(), 15, "{names:?}");
         for n in [
             "auditor_queries_total",
             "auditor_answer_seconds",
             "auditor_manifest_requests_total",
+            "auditor_open_connections",
             "auditor_ingest_lag_seconds",
         ] {
             assert!(names.iter().any(|x| x == n), "{n} not in {names:?}");
