@@ -220,12 +220,7 @@ struct Shared {
     done_clients: AtomicU64,
 }
 
-fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
-}
+use ct_core::civil::unix_now_ms as now_ms;
 
 fn uniform(rng: &mut ChaCha20Rng) -> f64 {
     (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64

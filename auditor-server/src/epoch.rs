@@ -611,13 +611,8 @@ fn read_bits(path: &Path, want: &BitsHeader) -> Result<Vec<u8>> {
     Ok(buf)
 }
 
-/// Unix time in seconds.
-pub fn unix_now_s() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs() as i64)
-        .unwrap_or(0)
-}
+/// Unix time in seconds (the workspace's one clock helper).
+pub use ct_core::civil::unix_now_s;
 
 /// The directory of persisted epochs.
 #[derive(Clone, Debug)]

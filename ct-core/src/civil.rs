@@ -79,6 +79,15 @@ pub fn unix_now_s() -> i64 {
         .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
 }
 
+/// The wall clock in Unix milliseconds (0 if the clock is before 1970).
+/// Not on wasm32-unknown-unknown (see [`unix_now_s`]).
+#[cfg(not(all(target_arch = "wasm32", target_os = "unknown")))]
+pub fn unix_now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -44,7 +44,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use futures_util::future::join_all;
 use futures_util::stream::{self, StreamExt};
@@ -341,11 +341,7 @@ fn units(start: u64, end: u64, unit: u64, window: u64) -> impl Iterator<Item = (
     })
 }
 
-fn unix_now_s() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
-}
+use ct_core::civil::unix_now_s;
 
 struct CommitJob {
     store: Store,

@@ -15,6 +15,7 @@
 //! | bulk insert | multi-row `VALUES`, 512 rows per statement | `UNNEST` of column arrays, 16,384 rows per statement |
 //! | expiry | one indexed `DELETE` | detach and drop whole monthly partitions, then `DELETE` in the current month |
 
+use ct_core::civil;
 use sqlx::migrate::Migrator;
 use sqlx::postgres::PgConnection;
 use sqlx::sqlite::SqliteConnection;
@@ -296,13 +297,15 @@ impl Dialect for Postgres {
 
 /// A calendar month (UTC) as `year * 12 + (month - 1)`.
 fn month_of(unix_s: i64) -> i64 {
-    let (y, m, _) = civil_from_days(unix_s.div_euclid(86_400));
-    y * 12 + (m - 1)
+    let (y, m, _) = civil::civil_from_days(unix_s.div_euclid(civil::SECONDS_PER_DAY));
+    y * 12 + i64::from(m) - 1
 }
 
 /// First second of month `idx` (see [`month_of`]).
 fn month_start(idx: i64) -> i64 {
-    days_from_civil(idx.div_euclid(12), idx.rem_euclid(12) + 1, 1) * 86_400
+    // rem_euclid(12) + 1 is in 1..=12.
+    let month = (idx.rem_euclid(12) + 1) as u32;
+    civil::days_from_civil(idx.div_euclid(12), month, 1) * civil::SECONDS_PER_DAY
 }
 
 /// PostgreSQL `expiry_month` of a `notAfter`: [`month_of`] clamped to
@@ -323,45 +326,9 @@ fn partition_month(name: &str) -> Option<i64> {
     (1..=12).contains(&m).then_some(y * 12 + m - 1)
 }
 
-/// Days since 1970-01-01 → (year, month 1..=12, day 1..=31), proleptic
-/// Gregorian (H. Hinnant's algorithm).
-fn civil_from_days(z: i64) -> (i64, i64, i64) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, m, d)
-}
-
-/// (year, month 1..=12, day) → days since 1970-01-01.
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y.rem_euclid(400);
-    let mp = if m > 2 { m - 3 } else { m + 9 };
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn civil_round_trip() {
-        for days in (-800_000..3_000_000).step_by(37) {
-            let (y, m, d) = civil_from_days(days);
-            assert_eq!(days_from_civil(y, m, d), days);
-        }
-        assert_eq!(civil_from_days(0), (1970, 1, 1));
-        assert_eq!(days_from_civil(2000, 3, 1), 11_017);
-    }
 
     #[test]
     fn months_and_partition_names() {

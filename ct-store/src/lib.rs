@@ -39,7 +39,7 @@ mod dialect;
 mod error;
 
 use std::str::FromStr;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use futures_util::stream::{BoxStream, StreamExt};
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
@@ -561,12 +561,7 @@ fn from_i64(what: &str, value: i64) -> Result<u64, StoreError> {
     u64::try_from(value).map_err(|_| StoreError::Corrupt(format!("negative {what}: {value}")))
 }
 
-fn unix_now_s() -> i64 {
-    match SystemTime::now().duration_since(UNIX_EPOCH) {
-        Ok(d) => i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
-        Err(_) => 0,
-    }
-}
+use ct_core::civil::unix_now_s;
 
 /// The URL without its password, for error messages.
 fn redact_url(url: &str) -> String {

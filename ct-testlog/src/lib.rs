@@ -87,7 +87,7 @@ mod tree;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine as _;
@@ -395,26 +395,11 @@ impl Shared {
 }
 
 /// Milliseconds since the Unix epoch.
-pub(crate) fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-}
+pub(crate) use ct_core::civil::unix_now_ms as now_ms;
 
 /// `YYYY-MM-DDTHH:MM:SSZ`.
 fn rfc3339(unix_seconds: i64) -> String {
-    match time::OffsetDateTime::from_unix_timestamp(unix_seconds) {
-        Ok(t) => format!(
-            "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}Z",
-            t.year(),
-            u8::from(t.month()),
-            t.day(),
-            t.hour(),
-            t.minute(),
-            t.second()
-        ),
-        Err(_) => "1970-01-01T00:00:00Z".into(),
-    }
+    ct_core::civil::format_rfc3339(unix_seconds)
 }
 
 /// A running test log. Dropping it stops the server (without waiting);

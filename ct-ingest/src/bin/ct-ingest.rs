@@ -138,12 +138,7 @@ async fn once(config: &Config, metrics_file: Option<&PathBuf>) -> Result<bool> {
     Ok(print_summary(&summary))
 }
 
-fn unix_now() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs() as i64)
-        .unwrap_or(0)
-}
+use ct_core::civil::unix_now_s as unix_now;
 
 #[tokio::main]
 async fn main() -> Result<()> {
