@@ -72,7 +72,7 @@ async fn leaf_hashes_rebuilt_from_certificates_match_the_log() -> TestResult {
             c
         };
         assert_eq!(
-            c.leaf_hash_bytes(),
+            *c.leaf_hash.as_bytes(),
             e.leaf_hash,
             "rebuilt leaf differs from the logged one"
         );
@@ -203,10 +203,10 @@ async fn private_audits_find_logged_and_catch_omitted_scts() -> TestResult {
     // Re-checks happened in a later epoch and produced reports about omitted SCTs only.
     assert!(r.epochs.len() >= 2, "epochs {:?}", r.epochs);
     assert!(d.rechecks > 0 && d.reports > 0, "{d:?}");
-    let omitted: HashSet<String> = issued
+    let omitted: HashSet<audit_proto::LeafHash> = issued
         .omitted
         .iter()
-        .map(|e| audit_proto::hex::encode(&e.leaf_hash))
+        .map(|e| audit_proto::LeafHash::new(e.leaf_hash))
         .collect();
     assert_eq!(r.report_files.len() as u64, d.reports);
     for f in &r.report_files {
@@ -360,7 +360,7 @@ async fn an_epoch_retired_mid_audit_is_retried_on_the_new_one() -> TestResult {
     }
     assert_eq!(q.items.len(), 1);
     // the stale epoch is refused as such…
-    let probe = stale.prepare(&q.items[0].leaf_hash_bytes()?)?;
+    let probe = stale.prepare(q.items[0].leaf_hash.as_bytes())?;
     let err = auditor.query(&probe).await.expect_err("retired epoch");
     assert!(is_epoch_retired(&err), "{err}");
     // …run_ready stops without losing the audit…

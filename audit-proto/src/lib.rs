@@ -19,8 +19,10 @@ pub mod api;
 pub mod error;
 pub mod filter;
 pub mod hex;
+pub mod ids;
 pub mod manifest;
 
 pub use error::{Error, Result};
 pub use filter::{bit_index, FilterSpec, Salt};
+pub use ids::{LeafHash, LogId};
 pub use manifest::{DbSpec, LogCoverage, Manifest, PirSpec, Probe};

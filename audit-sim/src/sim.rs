@@ -23,7 +23,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use audit_proto::Manifest;
+use audit_proto::{LeafHash, Manifest};
 use base64::Engine as _;
 use ct_core::loglist::LogList;
 use rand_chacha::ChaCha20Rng;
@@ -211,7 +211,7 @@ struct Shared {
     auditor: Auditor,
     list: LogList,
     pools: [Vec<CorpusEntry>; 3],
-    truth_by_leaf: std::collections::HashMap<String, Truth>,
+    truth_by_leaf: std::collections::HashMap<LeafHash, Truth>,
     totals: Mutex<Totals>,
     probers: Mutex<Option<Arc<Prober>>>,
     progress: indicatif::ProgressBar,
@@ -317,7 +317,7 @@ impl Shared {
         queue: &mut PendingQueue,
         prober: &Arc<Prober>,
         sim_now: u64,
-        first_audits: &mut Vec<(String, bool)>,
+        first_audits: &mut Vec<(LeafHash, bool)>,
     ) -> Result<()> {
         let mut prober = prober.clone();
         for attempt in 0..=audit::EPOCH_RETRIES {
@@ -332,7 +332,7 @@ impl Shared {
     }
 
     /// Adds audits that ran to the totals.
-    fn score(&self, ran: Vec<audit::Audited>, first_audits: &mut Vec<(String, bool)>) {
+    fn score(&self, ran: Vec<audit::Audited>, first_audits: &mut Vec<(LeafHash, bool)>) {
         for a in ran {
             let truth = self.truth_by_leaf.get(&a.leaf_hash).copied();
             let logged = matches!(a.outcome, Outcome::Logged { .. });
@@ -355,7 +355,7 @@ impl Shared {
                     Some(Truth::Omitted) => {
                         t.det.omitted_audits += 1;
                         t.det.omitted_caught += u64::from(!logged);
-                        first_audits.push((a.leaf_hash.clone(), !logged));
+                        first_audits.push((a.leaf_hash, !logged));
                     }
                     _ => {}
                 }
@@ -454,13 +454,13 @@ pub async fn simulate(
         } else if e.tls_sct.is_none() {
             if let Ok(scts) = sct::embedded_scts(&cert, &issuer, &list) {
                 for s in scts {
-                    truth_by_leaf.insert(s.leaf_hash.clone(), e.truth);
+                    truth_by_leaf.insert(s.leaf_hash, e.truth);
                 }
             }
         } else if let Some(s) = &e.tls_sct {
             let raw = b64.decode(s).map_err(|x| Error::Invalid(x.to_string()))?;
             if let Ok(c) = sct::delivered_sct(&cert, &raw, &list) {
-                truth_by_leaf.insert(c.leaf_hash.clone(), e.truth);
+                truth_by_leaf.insert(c.leaf_hash, e.truth);
             }
         }
         let i = match e.truth {
@@ -640,7 +640,10 @@ fn write_reports(reports: &[MisbehaviourReport], dir: Option<&Path>) -> Result<V
     std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
     let mut out = Vec::new();
     for (i, r) in reports.iter().enumerate() {
-        let p = dir.join(format!("report-{i:04}-{}.json", &r.leaf_hash[..16]));
+        let p = dir.join(format!(
+            "report-{i:04}-{}.json",
+            &r.leaf_hash.to_hex()[..16]
+        ));
         let json = serde_json::to_vec_pretty(r).map_err(|e| Error::Invalid(e.to_string()))?;
         std::fs::write(&p, json).map_err(|e| Error::io(&p, e))?;
         out.push(p.display().to_string());

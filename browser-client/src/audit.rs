@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use audit_proto::{LeafHash, LogId};
 use serde::Serialize;
 
 use crate::error::Result;
@@ -20,26 +21,26 @@ use crate::sct::{CheckedSct, Signature};
 pub enum Outcome {
     /// Not audited: the SCT does not verify, or its log is unknown.
     NotAuditable {
-        /// Log ID (base64).
-        log_id: String,
+        /// Log ID (base64 in JSON).
+        log_id: LogId,
         /// Why.
         signature: Signature,
     },
     /// Waiting (MMD, coverage, or a later epoch for a re-check).
     Pending {
-        /// Log ID (base64).
-        log_id: String,
-        /// Leaf hash (hex).
-        leaf_hash: String,
+        /// Log ID (base64 in JSON).
+        log_id: LogId,
+        /// Leaf hash (hex in JSON).
+        leaf_hash: LeafHash,
         /// What it waits for.
         waiting_for: String,
     },
     /// The probed bit was 1.
     Logged {
-        /// Log ID (base64).
-        log_id: String,
-        /// Leaf hash (hex).
-        leaf_hash: String,
+        /// Log ID (base64 in JSON).
+        log_id: LogId,
+        /// Leaf hash (hex in JSON).
+        leaf_hash: LeafHash,
         /// Epoch.
         epoch: u64,
         /// Filter probed.
@@ -51,10 +52,10 @@ pub enum Outcome {
     },
     /// The probed bit was 0; re-checked in a later epoch.
     NotFound {
-        /// Log ID (base64).
-        log_id: String,
-        /// Leaf hash (hex).
-        leaf_hash: String,
+        /// Log ID (base64 in JSON).
+        log_id: LogId,
+        /// Leaf hash (hex in JSON).
+        leaf_hash: LeafHash,
         /// Epoch.
         epoch: u64,
         /// Filter probed.
@@ -69,8 +70,8 @@ pub enum Outcome {
 pub struct Audited {
     /// What it concluded.
     pub outcome: Outcome,
-    /// Its leaf hash (hex).
-    pub leaf_hash: String,
+    /// Its leaf hash.
+    pub leaf_hash: LeafHash,
     /// Whether it was the re-check of an earlier `NotFound`.
     pub recheck: bool,
     /// Wire and server figures.
@@ -119,7 +120,7 @@ pub async fn run_ready(
     let mut i = 0;
     while i < queue.items.len() {
         let item = &queue.items[i];
-        let (log_id, leaf_hash) = (item.log_id.clone(), item.leaf_hash.clone());
+        let (log_id, leaf_hash) = (item.log_id, item.leaf_hash);
         match readiness(item, prober.manifest(), now_ms)? {
             Readiness::Ready => {}
             other => {
@@ -138,15 +139,15 @@ pub async fn run_ready(
         }
         let recheck = item.not_found_in.is_some();
         let t = std::time::Instant::now();
-        let q = prober.prepare(&item.leaf_hash_bytes()?)?;
+        let q = prober.prepare(item.leaf_hash.as_bytes())?;
         let prepare_seconds = t.elapsed().as_secs_f64();
         let (bit, stats) = match auditor.query(&q).await {
             Ok(r) => r,
             Err(e) if is_epoch_retired(&e) => {
                 for item in &queue.items[i..] {
                     waiting.push(Outcome::Pending {
-                        log_id: item.log_id.clone(),
-                        leaf_hash: item.leaf_hash.clone(),
+                        log_id: item.log_id,
+                        leaf_hash: item.leaf_hash,
                         waiting_for: format!(
                             "the auditor's next epoch (epoch {} was retired)",
                             q.epoch
@@ -175,7 +176,7 @@ pub async fn run_ready(
         let outcome = match queue.record(i, result, auditor.base(), now_ms)? {
             Recorded::Done => Outcome::Logged {
                 log_id,
-                leaf_hash: leaf_hash.clone(),
+                leaf_hash,
                 epoch: q.epoch,
                 filter: q.filter,
                 upload_bytes: stats.upload_bytes,
@@ -185,7 +186,7 @@ pub async fn run_ready(
                 i += 1; // kept in the queue
                 Outcome::NotFound {
                     log_id,
-                    leaf_hash: leaf_hash.clone(),
+                    leaf_hash,
                     epoch: q.epoch,
                     filter: q.filter,
                 }
@@ -223,7 +224,7 @@ pub async fn audit_now(
         match s.to_pending(chain, now_ms) {
             Some(p) => queue.push(p),
             None => out.push(Outcome::NotAuditable {
-                log_id: s.log_id.clone(),
+                log_id: s.log_id,
                 signature: s.signature.clone(),
             }),
         }

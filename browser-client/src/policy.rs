@@ -16,7 +16,7 @@
 
 use std::path::{Path, PathBuf};
 
-use audit_proto::Manifest;
+use audit_proto::{LeafHash, LogId, Manifest};
 use base64::Engine as _;
 use rand_core::RngCore;
 use serde::{Deserialize, Serialize};
@@ -82,10 +82,10 @@ pub enum EntryKind {
 /// An SCT waiting to be audited (or re-checked).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PendingAudit {
-    /// RFC 6962 leaf hash, hex.
-    pub leaf_hash: String,
-    /// Log ID, base64.
-    pub log_id: String,
+    /// RFC 6962 leaf hash (hex in JSON).
+    pub leaf_hash: LeafHash,
+    /// Log ID (base64 in JSON).
+    pub log_id: LogId,
     /// SCT timestamp (ms).
     pub sct_timestamp_ms: u64,
     /// The log's MMD from the log list (s).
@@ -100,19 +100,6 @@ pub struct PendingAudit {
     pub not_found_in: Option<u64>,
     /// When it was queued (ms).
     pub queued_at_ms: u64,
-}
-
-impl PendingAudit {
-    /// The leaf hash as bytes.
-    pub fn leaf_hash_bytes(&self) -> Result<[u8; 32]> {
-        audit_proto::hex::decode_array(&self.leaf_hash)
-            .ok_or_else(|| Error::Invalid("pending audit: bad leaf hash".into()))
-    }
-
-    /// The log id as bytes.
-    pub fn log_id_bytes(&self) -> Result<[u8; 32]> {
-        Ok(audit_proto::manifest::decode_log_id(&self.log_id)?)
-    }
 }
 
 /// Whether a pending audit can run against an epoch.
@@ -142,7 +129,7 @@ pub fn readiness(p: &PendingAudit, m: &Manifest, now_ms: u64) -> Result<Readines
             return Ok(Readiness::WaitForLaterEpoch);
         }
     }
-    match m.coverage(&p.log_id_bytes()?) {
+    match m.coverage(p.log_id.as_bytes()) {
         Some(c) if c.ingested_until_ms >= p.sct_timestamp_ms => Ok(Readiness::Ready),
         _ => Ok(Readiness::WaitForCoverage),
     }
@@ -176,8 +163,8 @@ pub enum AuditResult {
 pub struct MisbehaviourReport {
     /// Report format version (1).
     pub version: u32,
-    /// Log ID, base64.
-    pub log_id: String,
+    /// Log ID (base64 in JSON).
+    pub log_id: LogId,
     /// SCT timestamp (ms).
     pub sct_timestamp_ms: u64,
     /// The log's MMD (s).
@@ -188,8 +175,8 @@ pub struct MisbehaviourReport {
     pub kind: EntryKind,
     /// Certificate chain, leaf first (DER, base64).
     pub chain: Vec<String>,
-    /// RFC 6962 leaf hash that should be in the log, hex.
-    pub leaf_hash: String,
+    /// RFC 6962 leaf hash that should be in the log (hex in JSON).
+    pub leaf_hash: LeafHash,
     /// Epochs whose sets did not contain it.
     pub not_found_in_epochs: Vec<u64>,
     /// The auditor that answered.
@@ -251,10 +238,6 @@ impl PendingQueue {
         }
         let q: PendingQueue = serde_json::from_slice(bytes)
             .map_err(|e| Error::Invalid(format!("pending queue: {e}")))?;
-        for p in &q.items {
-            p.leaf_hash_bytes()?;
-            p.log_id_bytes()?;
-        }
         Ok(q)
     }
 
@@ -389,8 +372,8 @@ mod tests {
 
     fn pending(ts: u64) -> PendingAudit {
         PendingAudit {
-            leaf_hash: audit_proto::hex::encode(&[7; 32]),
-            log_id: encode_log_id(&[1; 32]),
+            leaf_hash: LeafHash::new([7; 32]),
+            log_id: LogId::new([1; 32]),
             sct_timestamp_ms: ts,
             mmd_s: 60,
             kind: EntryKind::Precert,
@@ -435,7 +418,7 @@ mod tests {
             Readiness::WaitForCoverage
         );
         let mut other = pending(1_000_000);
-        other.log_id = encode_log_id(&[2; 32]);
+        other.log_id = LogId::new([2; 32]);
         assert_eq!(
             readiness(&other, &m, 2_000_000).unwrap(),
             Readiness::WaitForCoverage
@@ -509,7 +492,7 @@ mod tests {
         let mut q = PendingQueue::open(&path).unwrap();
         q.push(pending(1));
         let mut second = pending(2);
-        second.leaf_hash = audit_proto::hex::encode(&[8; 32]);
+        second.leaf_hash = LeafHash::new([8; 32]);
         q.push(second);
         q.record(
             0,

@@ -17,6 +17,7 @@
 //! they are the browser's problem (reject the certificate), not evidence
 //! against a log.
 
+use audit_proto::{LeafHash, LogId};
 use ct_core::leaf::{MerkleTreeLeaf, SignedEntry};
 use ct_core::loglist::LogList;
 use ct_core::sth::SignedCertificateTimestamp;
@@ -83,8 +84,8 @@ pub enum Signature {
 /// One SCT of a certificate, rebuilt and checked.
 #[derive(Clone, Debug, Serialize)]
 pub struct CheckedSct {
-    /// Log ID, base64.
-    pub log_id: String,
+    /// Log ID (base64 in JSON).
+    pub log_id: LogId,
     /// The log's description from the log list.
     pub log_description: Option<String>,
     /// The log's MMD (s) from the log list.
@@ -97,29 +98,15 @@ pub struct CheckedSct {
     pub leaf_index: Option<u64>,
     /// Leaf kind.
     pub kind: EntryKind,
-    /// RFC 6962 leaf hash, hex.
-    pub leaf_hash: String,
+    /// RFC 6962 leaf hash (hex in JSON).
+    pub leaf_hash: LeafHash,
     /// Signature check.
     pub signature: Signature,
     /// The SCT (TLS encoding), base64.
     pub sct: String,
-    #[serde(skip)]
-    leaf_hash_bytes: [u8; 32],
-    #[serde(skip)]
-    log_id_bytes: [u8; 32],
 }
 
 impl CheckedSct {
-    /// The leaf hash.
-    pub fn leaf_hash_bytes(&self) -> [u8; 32] {
-        self.leaf_hash_bytes
-    }
-
-    /// The log id.
-    pub fn log_id_bytes(&self) -> [u8; 32] {
-        self.log_id_bytes
-    }
-
     /// Whether this SCT should be audited (signature verifies with a known
     /// log's key).
     pub fn auditable(&self) -> bool {
@@ -132,8 +119,8 @@ impl CheckedSct {
             return None;
         }
         Some(PendingAudit {
-            leaf_hash: self.leaf_hash.clone(),
-            log_id: self.log_id.clone(),
+            leaf_hash: self.leaf_hash,
+            log_id: self.log_id,
             sct_timestamp_ms: self.timestamp_ms,
             mmd_s: self.mmd_s.unwrap_or(86_400),
             kind: self.kind,
@@ -163,18 +150,16 @@ fn check(
     let leaf = MerkleTreeLeaf::new(sct.timestamped_entry(entry));
     let leaf_hash = leaf.leaf_hash().map_err(ct)?;
     Ok(CheckedSct {
-        log_id: audit_proto::manifest::encode_log_id(&sct.log_id),
+        log_id: LogId::new(sct.log_id),
         log_description: log.map(|l| l.description.clone()),
         mmd_s: log.map(|l| l.mmd),
         timestamp_ms: sct.timestamp,
         extensions: audit_proto::hex::encode(&sct.extensions),
         leaf_index,
         kind,
-        leaf_hash: audit_proto::hex::encode(&leaf_hash),
+        leaf_hash: LeafHash::new(leaf_hash),
         signature,
         sct: b64(&sct.encode().map_err(ct)?),
-        leaf_hash_bytes: leaf_hash,
-        log_id_bytes: sct.log_id,
     })
 }
 
