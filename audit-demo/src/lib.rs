@@ -12,6 +12,7 @@
 //!    clients.
 //!
 //! This crate depends on everything; nothing depends on it.
+#![warn(unreachable_pub)]
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};

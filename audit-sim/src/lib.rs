@@ -11,6 +11,7 @@
 //!
 //! Binary: `audit-sim` (`simulate`, `cost-report`). Nothing here runs in a
 //! browser; what a browser runs is the `browser-client` crate.
+#![warn(unreachable_pub)]
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 

@@ -17,6 +17,7 @@
 //! * [`bench`](mod@bench): the load and build benchmarks.
 //!
 //! The wire contract lives in `audit-proto` and `docs/protocol.md`.
+#![warn(unreachable_pub)]
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 

@@ -19,6 +19,7 @@
 //!
 //! Binary (feature `native`): `sct-audit`. The operator's population
 //! simulator and cost report are the `audit-sim` crate.
+#![warn(unreachable_pub)]
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 

@@ -56,6 +56,7 @@
 //! [`SignedTreeHead::verify`] replace step 1, [`MerkleTreeLeaf::decode`]
 //! parses `get-entries` leaves, and [`verify_consistency`] checks
 //! `get-sth-consistency` proofs.
+#![warn(unreachable_pub)]
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 

@@ -31,6 +31,7 @@
 //! a commit that does all its work and then drops its transaction, or
 //! commits and then fails, as a crash just before or just after `COMMIT`
 //! would.
+#![warn(unreachable_pub)]
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
