@@ -318,8 +318,23 @@ impl Client {
         self.check_response(key, resp)?;
         let params = &self.ctx.params;
         let pb = params.p_bits;
-        let w: Vec<u32> = self
-            .phase(key, resp)
+        let phase = self.phase(key, resp);
+        // Integrity of the transport, not against a malicious server: an
+        // honest answer's phases sit within a few σ_double of a multiple of
+        // the step q̃22/p (Theorem 3.4 makes |e| < step/2 except with
+        // probability δ ≤ 2^-40, so its variance is far below step²/200),
+        // while bytes that are not an answer to this query (garbage, a
+        // truncated-and-padded body, an answer to another client's key)
+        // give phases uniform over the step, variance step²/12. Refusing
+        // above step²/48 turns such a response into an error instead of a
+        // random bit, so a broken auditor cannot produce false NOT FOUNDs.
+        let variance = phase_noise_variance(&phase, params.q2_2_tilde_bits - pb);
+        let step = (1u64 << (params.q2_2_tilde_bits - pb)) as f64;
+        let limit = step * step / 48.0;
+        if variance.is_nan() || variance > limit {
+            return Err(Error::NoisyResponse { variance, limit });
+        }
+        let w: Vec<u32> = phase
             .iter()
             .map(|&v| round_pow2(v, params.q2_2_tilde_bits, pb) as u32)
             .collect();
@@ -351,23 +366,34 @@ impl Client {
     pub fn noise_variance(&self, key: &QueryKey, resp: &Response) -> Result<f64> {
         self.check_response(key, resp)?;
         let params = &self.ctx.params;
-        let step = 1i64 << (params.q2_2_tilde_bits - params.p_bits);
-        let v = self.phase(key, resp);
-        let sum: f64 = v
-            .iter()
-            .map(|&x| {
-                let r = (x as i64).rem_euclid(step);
-                let e = if r >= step / 2 { r - step } else { r };
-                (e * e) as f64
-            })
-            .sum();
-        Ok(sum / v.len() as f64)
+        Ok(phase_noise_variance(
+            &self.phase(key, resp),
+            params.q2_2_tilde_bits - params.p_bits,
+        ))
     }
 
     /// Extract one bit of a bit database.
     pub fn extract_bit(&self, key: &QueryKey, resp: &Response, bit: u32) -> Result<bool> {
         Ok(self.extract(key, resp)? >> bit & 1 == 1)
     }
+}
+
+/// Mean squared distance of `phase` values to the nearest multiple of
+/// 2^`step_bits` (0 for no values).
+fn phase_noise_variance(phase: &[u64], step_bits: u32) -> f64 {
+    if phase.is_empty() {
+        return 0.0;
+    }
+    let step = 1i64 << step_bits;
+    let sum: f64 = phase
+        .iter()
+        .map(|&x| {
+            let r = (x as i64).rem_euclid(step);
+            let e = if r >= step / 2 { r - step } else { r };
+            (e * e) as f64
+        })
+        .sum();
+    sum / phase.len() as f64
 }
 
 #[cfg(test)]

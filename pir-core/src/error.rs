@@ -130,6 +130,18 @@ pub enum Error {
     /// The operating system's random number generator failed.
     #[error("OS random number generator failed: {0}")]
     Rng(String),
+    /// A response whose decryption noise is far above what an honest
+    /// answer can have (see `Client::extract`): not an answer to this query.
+    #[error(
+        "response is not an answer to this query: its decryption noise \
+         (variance {variance:.3e}) exceeds {limit:.3e}"
+    )]
+    NoisyResponse {
+        /// empirical noise variance of the response's slots
+        variance: f64,
+        /// the largest variance accepted
+        limit: f64,
+    },
 }
 
 /// Result alias for this crate.

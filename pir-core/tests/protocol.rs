@@ -130,6 +130,58 @@ fn malformed_responses_are_rejected() {
     ));
 }
 
+/// Bytes that are not an answer to this query decode to an error, never to
+/// a random record: a random response of the right format, and the answer
+/// to another client's query (same database, other secret key).
+#[test]
+fn responses_that_are_not_answers_are_refused_by_their_noise() {
+    for params in [TOY, TABLE1] {
+        let shape = DbShape { ell1: 64, ell2: 32 };
+        let mut s = 5;
+        let db = Database::from_fn(shape, 8, |_, _| lcg(&mut s) as u8).unwrap();
+        let seed = PublicSeed::random().unwrap();
+        let server = Server::setup(params, db.clone(), seed).unwrap();
+        let client = Client::new(params, shape, seed).unwrap();
+        let (q, key) = client.query(7, 3).unwrap();
+        let honest = server.answer(&q).unwrap();
+        assert_eq!(
+            client.extract(&key, &honest).unwrap(),
+            db.get(7, 3).unwrap()
+        );
+
+        let (q_other, _) = client.query(7, 3).unwrap();
+        let other = server.answer(&q_other).unwrap();
+        assert!(
+            matches!(
+                client.extract(&key, &other),
+                Err(Error::NoisyResponse { .. })
+            ),
+            "{}: another key's answer was accepted",
+            params.name
+        );
+
+        let mut garbage = honest.clone();
+        let mut g = 99;
+        let q21 = 1u64 << params.q2_1_tilde_bits;
+        let q22 = 1u64 << params.q2_2_tilde_bits;
+        for v in &mut garbage.c0 {
+            *v = (lcg(&mut g) % q21) as u32;
+        }
+        for v in &mut garbage.c1 {
+            *v = (lcg(&mut g) % q22) as u32;
+        }
+        let garbage = Response::from_bytes(&garbage.to_bytes()).unwrap();
+        assert!(
+            matches!(
+                client.extract(&key, &garbage),
+                Err(Error::NoisyResponse { .. })
+            ),
+            "{}: a random response was accepted",
+            params.name
+        );
+    }
+}
+
 #[test]
 fn batched_answers_equal_single_answers() {
     let shape = DbShape {
