@@ -7,8 +7,10 @@
 #      errors);
 #   3. check what the schemas cannot (check.py): shard count = replicas,
 #      probes, security context, references, per-shard routing;
-#   4. check docker-compose.yml's sharded profile (check.py; plus
-#      `docker compose config` when the compose plugin is installed);
+#   4. check docker-compose.yml with every profile: composecheck (the
+#      compose-go loader of `docker compose config`: Compose Specification
+#      schema, interpolation, references), check.py's sharded-profile
+#      checks, and `docker compose config` when the compose plugin exists;
 #   5. self-test: broken copies of the manifests must fail steps 1-3.
 #
 # Needs go, python3 (+ PyYAML) and the Go module proxy only: no cluster, no
@@ -40,7 +42,7 @@ command -v go >/dev/null || { say "go not found (needed to build kustomize and k
 python3 -c 'import yaml' 2>/dev/null || python3 -m pip install --quiet pyyaml
 mkdir -p "$cache/bin"
 # Module downloads only; no toolchain switch, no cgo.
-export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=mod
+export GOTOOLCHAIN=local CGO_ENABLED=0
 
 # go_install NAME PACKAGE VERSION: the cached binary, built when absent.
 go_install() {
@@ -56,6 +58,15 @@ go_install() {
 }
 kustomize="$(go_install kustomize sigs.k8s.io/kustomize/kustomize/v5 "$KUSTOMIZE_VERSION")"
 kubeconform="$(go_install kubeconform github.com/yannh/kubeconform/cmd/kubeconform "$KUBECONFORM_VERSION")"
+
+# composecheck (./composecheck, pinned by its go.sum): cached per source.
+cc_sum="$(cat "$here"/composecheck/{go.mod,go.sum,main.go} | sha256sum | cut -c1-16)"
+composecheck="$cache/bin/composecheck-$cc_sum"
+if [ ! -x "$composecheck" ]; then
+  say "building composecheck"
+  (cd "$here/composecheck" && go build -mod=readonly -buildvcs=false -o "$composecheck.tmp" .)
+  mv "$composecheck.tmp" "$composecheck"
+fi
 
 schemas="$cache/schemas-$KUBERNETES_VERSION"
 if [ ! -f "$schemas/.complete" ]; then
@@ -92,11 +103,15 @@ trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/ok"
 validate_tree "$here" "$work/ok" || { say "FAILED: the manifests are invalid"; exit 1; }
 
+for profiles in "" "demo" "sharded" "demo sharded"; do
+  # shellcheck disable=SC2086 # one word per profile
+  "$composecheck" "$repo/docker-compose.yml" $profiles
+done
 python3 "$here/check.py" compose "$repo/docker-compose.yml"
 if docker compose version >/dev/null 2>&1; then
   (cd "$repo" && docker compose --profile demo --profile sharded config --quiet)
 else
-  say "docker compose plugin not installed; compose file checked by check.py only"
+  say "docker compose plugin not installed; compose file checked by composecheck and check.py"
 fi
 
 if [ "$self_test" = 1 ]; then
@@ -121,6 +136,24 @@ base/ingest-deployment.yaml|0,/containerPort: 9102/s//containerPort: "9102"/|a p
 overlays/sharded/kustomization.yaml|s/count: 3/count: 4/|a fourth shard without Service and Ingress host (check.py)
 overlays/sharded/shards-patch.yaml|s/shard-{i}.auditor/shards-{i}.auditor/|shard URLs that the Ingress does not route (check.py)
 base/auditor-statefulset.yaml|s/path: \/readyz/path: \/healthz/|readiness on /healthz (check.py)
+CASES
+  # Broken copies of docker-compose.yml: `sed expression|what it breaks`.
+  while IFS='|' read -r expr what; do
+    [ -n "$expr" ] || continue
+    broken=$((broken + 1))
+    copy="$work/broken-$broken.yml"
+    sed "$expr" "$repo/docker-compose.yml" >"$copy"
+    if cmp -s "$repo/docker-compose.yml" "$copy"; then
+      say "self-test $broken: '$expr' did not change docker-compose.yml"; exit 1
+    fi
+    if "$composecheck" "$copy" demo sharded >/dev/null 2>&1 \
+      && python3 "$here/check.py" compose "$copy" >/dev/null 2>&1; then
+      say "self-test $broken FAILED: $what was accepted"; exit 1
+    fi
+  done <<'CASES'
+s/start_interval: 2s/start_intervall: 2s/|a misspelt healthcheck key (composecheck)
+s/condition: service_completed_successfully/condition: service_done/|an unknown dependency condition (composecheck)
+s/AUDITOR_SHARD_INDEX: "2"/AUDITOR_SHARD_INDEX: "1"/|two shards with index 1 (check.py)
 CASES
   say "self-test: $broken broken copies refused"
 fi
