@@ -4,8 +4,9 @@
 # sorted, checksummed snapshot of the store's leaf hashes and the epoch
 # spec), then runs `auditor-server epoch publish` until it succeeds, that is
 # until every shard has built its databases and reported ready, or gives up
-# after COORDINATOR_PUBLISH_TIMEOUT_SECONDS (the epoch then stays
-# unpublished and the shards keep serving the previous one).
+# after COORDINATOR_PUBLISH_TIMEOUT_SECONDS (exit status 2: the epoch stays
+# unpublished and the shards keep serving the previous one). A failed
+# `epoch prepare` exits 1.
 #
 # Kubernetes runs it once per CronJob run; docker-compose.yml's sharded
 # profile sets COORDINATOR_INTERVAL_SECONDS to repeat it.
@@ -24,7 +25,7 @@ one_epoch() {
   until auditor-server --config "$config" epoch publish; do
     if [ $(($(date +%s) - started)) -ge "$publish_timeout" ]; then
       echo "coordinator.sh: not every shard ready after ${publish_timeout} s; epoch left unpublished" >&2
-      return 1
+      return 2
     fi
     sleep "$poll"
   done
@@ -36,5 +37,7 @@ if [ "$interval" -gt 0 ]; then
     sleep "$interval"
   done
 else
-  one_epoch
+  status=0
+  one_epoch || status=$?
+  exit "$status"
 fi
