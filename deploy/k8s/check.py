@@ -137,9 +137,10 @@ def check_k8s(rendered, examples):
     index = env_value(shard, "AUDITOR_SHARD_INDEX")
     if not index or index.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") != POD_INDEX:
         err("StatefulSet auditor: AUDITOR_SHARD_INDEX must come from %s" % POD_INDEX)
-    for probe, path in (("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")):
-        if shard.get(probe, {}).get("httpGet", {}).get("path") != path:
-            err("StatefulSet auditor: %s must GET %s" % (probe, path))
+    if shard.get("livenessProbe", {}).get("tcpSocket", {}).get("port") != "http":
+        err("StatefulSet auditor: livenessProbe must be a TCP check of port http (/healthz is 503 until an epoch is served)")
+    if shard.get("readinessProbe", {}).get("httpGet", {}).get("path") != "/readyz":
+        err("StatefulSet auditor: readinessProbe must GET /readyz")
     svc = names["Service"].get(sts["spec"]["serviceName"])
     if not svc or svc["spec"].get("clusterIP") != "None":
         err("StatefulSet auditor: serviceName %s is no headless Service" % sts["spec"]["serviceName"])
