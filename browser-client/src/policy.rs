@@ -206,6 +206,8 @@ pub struct PendingQueue {
     pub items: Vec<PendingAudit>,
     #[serde(skip)]
     path: Option<PathBuf>,
+    #[serde(skip)]
+    repairs: Vec<String>,
 }
 
 impl PendingQueue {
@@ -222,7 +224,15 @@ impl PendingQueue {
             }
             Ok(_) => {
                 let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
-                PendingQueue::from_json(&bytes)?
+                let q = PendingQueue::from_json_repairing(&bytes)
+                    .map_err(|e| Error::io(path, format!("{e}; the file was left as it is")))?;
+                if !q.repairs.is_empty() {
+                    // Nothing is lost: the file as found is kept beside the
+                    // queue before the repaired queue replaces it on save.
+                    let kept = path.with_extension(format!("bad-{}", now_ms_for_backup()));
+                    std::fs::copy(path, &kept).map_err(|e| Error::io(&kept, e))?;
+                }
+                q
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => PendingQueue::new(),
             Err(e) => return Err(Error::io(path, e)),
@@ -231,7 +241,46 @@ impl PendingQueue {
         Ok(q)
     }
 
-    /// Parses a serialized queue.
+    /// Parses a serialized queue, repairing what can be repaired: an entry
+    /// that does not parse (a hand edit, a damaged write) is dropped and
+    /// named in [`PendingQueue::repairs`], and the other entries are kept;
+    /// duplicates (same leaf and log) are merged. A file that is not a queue
+    /// at all (not JSON, no `items` list) is refused.
+    pub fn from_json_repairing(bytes: &[u8]) -> Result<PendingQueue> {
+        if bytes.len() as u64 > MAX_QUEUE_FILE {
+            return Err(Error::Invalid("queue too large".into()));
+        }
+        #[derive(Deserialize)]
+        struct Loose {
+            items: Vec<serde_json::Value>,
+        }
+        let loose: Loose = serde_json::from_slice(bytes)
+            .map_err(|e| Error::Invalid(format!("pending queue is not a queue file: {e}")))?;
+        let mut q = PendingQueue::new();
+        for (i, v) in loose.items.into_iter().enumerate() {
+            match serde_json::from_value::<PendingAudit>(v) {
+                Ok(p) => {
+                    let before = q.items.len();
+                    q.push(p);
+                    if q.items.len() == before {
+                        q.repairs.push(format!("entry {i}: duplicate, merged"));
+                    }
+                }
+                Err(e) => q.repairs.push(format!("entry {i}: dropped ({e})")),
+            }
+        }
+        Ok(q)
+    }
+
+    /// What [`PendingQueue::open`] or [`PendingQueue::from_json_repairing`]
+    /// had to repair, one message per entry (empty for a sound file). When
+    /// `open` repaired a file it kept the original beside it as
+    /// `<name>.bad-<unix ms>`.
+    pub fn repairs(&self) -> &[String] {
+        &self.repairs
+    }
+
+    /// Parses a serialized queue, refusing it whole if any entry is bad.
     pub fn from_json(bytes: &[u8]) -> Result<PendingQueue> {
         if bytes.len() as u64 > MAX_QUEUE_FILE {
             return Err(Error::Invalid("queue too large".into()));
@@ -324,6 +373,18 @@ impl PendingQueue {
                 }
             },
         }
+    }
+}
+
+/// Milliseconds for a backup file's name (0 where there is no clock).
+fn now_ms_for_backup() -> u64 {
+    #[cfg(not(all(target_arch = "wasm32", target_os = "unknown")))]
+    {
+        ct_core::civil::unix_now_ms()
+    }
+    #[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
+    {
+        0
     }
 }
 
@@ -509,8 +570,34 @@ mod tests {
         let q2 = PendingQueue::open(&path).unwrap();
         assert_eq!(q2.items.len(), 2);
         assert_eq!(q2.items[0].not_found_in, Some(3));
-        // Damaged files are refused, not silently emptied.
-        std::fs::write(&path, b"{\"items\": [{\"leaf_hash\": 1}]}").unwrap();
-        assert!(PendingQueue::open(&path).is_err());
+        assert!(q2.repairs().is_empty());
+        // A hand-edited entry is dropped with a message; the others stay,
+        // and the file as found is kept beside the queue.
+        let good = serde_json::to_value(&q2.items[1]).unwrap();
+        let edited = serde_json::json!({"items": [{"leaf_hash": 1}, good, good]});
+        let edited = serde_json::to_vec(&edited).unwrap();
+        std::fs::write(&path, &edited).unwrap();
+        let q3 = PendingQueue::open(&path).unwrap();
+        assert_eq!(q3.items, vec![q2.items[1].clone()]);
+        assert_eq!(q3.repairs().len(), 2, "{:?}", q3.repairs());
+        assert!(q3.repairs()[0].starts_with("entry 0: dropped"));
+        assert!(q3.repairs()[1].contains("duplicate"));
+        let kept: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| {
+                p.extension()
+                    .is_some_and(|x| x.to_string_lossy().starts_with("bad-"))
+            })
+            .collect();
+        assert_eq!(kept.len(), 1);
+        assert_eq!(std::fs::read(&kept[0]).unwrap(), edited);
+        // The strict parser still refuses the edited file whole.
+        assert!(PendingQueue::from_json(&edited).is_err());
+        // A file that is not a queue is refused and left as it is.
+        std::fs::write(&path, b"{\"items\": [").unwrap();
+        let e = PendingQueue::open(&path).unwrap_err().to_string();
+        assert!(e.contains("not a queue file"), "{e}");
+        assert_eq!(std::fs::read(&path).unwrap(), b"{\"items\": [");
     }
 }

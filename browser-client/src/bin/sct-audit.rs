@@ -190,7 +190,19 @@ async fn main() -> anyhow::Result<()> {
             let (chain, checked) = load(&cert).await?;
             let auditor = browser_client::net::Auditor::new(&server)?;
             let mut q = match &queue {
-                Some(p) => PendingQueue::open(p)?,
+                Some(p) => {
+                    let q = PendingQueue::open(p)?;
+                    for r in q.repairs() {
+                        eprintln!("sct-audit: queue {}: {r}", p.display());
+                    }
+                    if !q.repairs().is_empty() {
+                        eprintln!(
+                            "sct-audit: queue {}: repaired; the file as found is kept beside it (.bad-*)",
+                            p.display()
+                        );
+                    }
+                    q
+                }
                 None => PendingQueue::new(),
             };
             let (outcomes, _) = audit_now(&auditor, &mut q, &chain, &checked, now).await?;
