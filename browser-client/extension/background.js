@@ -10,7 +10,7 @@
 //   reports     misbehaviour reports (array of objects)
 //   logList     {url, fetchedAt, text}: cached log list (refreshed daily)
 //   manifest    {auditor, fetchedAt, text}: the last manifest (for the popup)
-//   usage       {days: {"YYYY-MM-DD": {audits, up, down}}}: the last 8 days
+//   usage       {days: {"YYYY-MM-DD": {audits, logged, manifests, up, down}}}: the last 8 days
 //   audits      the last audits (time, epoch, result, timings, bytes)
 //   hosts       leaf hash -> host name it was seen on (for the popup)
 //   status      what the options page shows (last run, counters, last error)
@@ -358,7 +358,7 @@ function dayKey(ms) {
 async function addUsage(now, patch) {
   const { usage } = await api.storage.local.get("usage");
   const days = { ...(usage?.days ?? {}) };
-  const d = { audits: 0, manifests: 0, up: 0, down: 0, ...(days[dayKey(now)] ?? {}) };
+  const d = { audits: 0, logged: 0, manifests: 0, up: 0, down: 0, ...(days[dayKey(now)] ?? {}) };
   for (const [k, v] of Object.entries(patch)) d[k] += v;
   days[dayKey(now)] = d;
   const keep = Object.keys(days).sort().slice(-USAGE_DAYS);
@@ -403,7 +403,7 @@ async function runAudits() {
 // Records one audit: counters, the day's usage, the recent audits and the
 // running sums of the timings (for the means on the options page).
 async function recordAudit(a) {
-  await addUsage(a.at, { audits: 1, up: a.up, down: a.down });
+  await addUsage(a.at, { audits: 1, logged: a.logged ? 1 : 0, up: a.up, down: a.down });
   const { audits } = await api.storage.local.get("audits");
   await api.storage.local.set({ audits: [...(audits ?? []), a].slice(-RECENT_AUDITS) });
   const { status } = await api.storage.local.get("status");
@@ -522,10 +522,11 @@ async function popupState() {
     }
   }
   const hosts = got.hosts ?? {};
-  const week = { audits: 0, bytes: 0, since: dayKey(now - WEEK_MS + 86400 * 1000) };
+  const week = { audits: 0, logged: 0, bytes: 0, since: dayKey(now - WEEK_MS + 86400 * 1000) };
   for (const [day, u] of Object.entries(got.usage?.days ?? {})) {
     if (day >= week.since) {
       week.audits += u.audits;
+      week.logged += u.logged ?? 0;
       week.bytes += u.up + u.down;
     }
   }

@@ -52,6 +52,9 @@ function render(s) {
   const week = $("week");
   week.textContent = "";
   week.append(el("div", `${s.week.audits} audit${s.week.audits === 1 ? "" : "s"} this week`, "big"));
+  if (s.week.audits) {
+    week.append(el("div", `${s.week.logged} LOGGED, ${s.week.audits - s.week.logged} NOT FOUND`));
+  }
   week.append(el("div", `${bytes(s.week.bytes)} used (queries, answers and manifests since ${s.week.since})`, "muted"));
 
   $("auditor").textContent = s.auditor
@@ -74,9 +77,15 @@ function render(s) {
       ),
     );
   }
-  for (const a of s.notFound) {
-    const what = a.report ? "NOT FOUND again (reported)" : "NOT FOUND, re-checked in a later epoch";
-    ul.append(el("li", `${a.host ?? short(a.leaf_hash)}: ${what}; epoch ${a.epoch}, ${time(a.at)}`, "bad"));
+  // NOT FOUND answers still waiting for their re-check: the latest per
+  // certificate (a second NOT FOUND is a report, listed above).
+  const waiting = new Set(s.queue.map((i) => i.leaf_hash));
+  const latest = new Map();
+  for (const a of s.notFound) if (waiting.has(a.leaf_hash)) latest.set(a.leaf_hash, a);
+  for (const a of latest.values()) {
+    ul.append(
+      el("li", `NOT FOUND: ${a.host ?? short(a.leaf_hash)} in epoch ${a.epoch} (${time(a.at)}); re-checked in a later epoch`, "bad"),
+    );
   }
   const u = s.unauditable;
   if (u.badSignature || u.unknownLog) {

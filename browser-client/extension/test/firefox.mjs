@@ -232,8 +232,28 @@ async function metric(name) {
   for (const line of text.split("\n")) if (line.startsWith(name)) sum += Number(line.split(" ").pop());
   return sum;
 }
+// Runs a script in Firefox's parent process (chrome context).
+async function chrome(script) {
+  await wd("POST", S("/moz/context"), { context: "chrome" });
+  try {
+    return await wd("POST", S("/execute/sync"), { script, args: [] });
+  } finally {
+    await wd("POST", S("/moz/context"), { context: "content" });
+  }
+}
 async function epochNow() {
   return (await (await fetch(`${auditor}/v1/manifest`)).json()).epoch;
+}
+async function popupText(ready) {
+  await open(`${EXT}/popup.html`);
+  return until(
+    "the popup rendered",
+    async () => {
+      const t = await inPage(async () => document.body.innerText);
+      return /audits? this week/.test(t) && ready(t) ? t : null;
+    },
+    20,
+  );
 }
 const queueOf = (st) => (st.queue ? JSON.parse(st.queue).items : []);
 
@@ -316,34 +336,38 @@ try {
     check(st.hosts?.[s.leaf_hash] === s.host, `${name}: host ${st.hosts?.[s.leaf_hash]}`);
   }
   check(!st.status.sampleErrors && !st.status.sampledWithoutChain, `sampling errors: ${JSON.stringify(st.status)}`);
-  result.sampled = { connections: st.status.connections, sampled: st.status.sampled, queued: st.status.queued };
-
   // The connection rule: a reload is the same connection.
   await sleep(1500); // counters are written at most once a second
   const before = (await extensionState()).status;
+  check(before.connections === 2 && before.sampled === 2, `connections ${before.connections}, sampled ${before.sampled}`);
+  result.sampled = { connections: before.connections, sampled: before.sampled, queued: before.queued };
   await open(siteUrl(sites.logged));
   await sleep(2500);
   st = await extensionState();
   check(st.status.connections === before.connections, `a reload counted as a new connection (${before.connections} → ${st.status.connections})`);
 
-  // ... and so is a visit after Firefox unloaded the idle event page.
-  await wd("POST", S("/moz/context"), { context: "chrome" });
-  await wd("POST", S("/execute/sync"), {
-    script: 'Services.prefs.setIntPref("extensions.background.idle.timeout", 1000);',
-    args: [],
-  });
-  await wd("POST", S("/moz/context"), { context: "content" });
+  // ... and so is a visit after Firefox unloaded the idle event page: the
+  // idle timeout is lowered to 1 s (a message to the background restarts
+  // its idle timer with the new value), then the test waits until Firefox
+  // reports the background stopped.
+  await chrome('Services.prefs.setIntPref("extensions.background.idle.timeout", 1000);');
+  await open(`${EXT}/options.html`);
+  await inPage(async (browser) => browser.runtime.sendMessage({ type: "capabilities" }));
   await open("about:blank");
-  await sleep(5000);
+  const stateScript = `return WebExtensionPolicy.getByID(${JSON.stringify(EXTENSION_ID)})?.extension?.backgroundState ?? null;`;
+  const bgState = await until(
+    "the event page unloaded",
+    async () => {
+      const state = await chrome(stateScript);
+      return state === "stopped" || state === null ? { state } : null;
+    },
+    60,
+  );
+  if (bgState.state === null) await sleep(5000); // no backgroundState here: the timeout is 1 s
   await open(siteUrl(sites.logged));
   await sleep(2500);
   const afterUnload = await extensionState();
-  await wd("POST", S("/moz/context"), { context: "chrome" });
-  await wd("POST", S("/execute/sync"), {
-    script: 'Services.prefs.clearUserPref("extensions.background.idle.timeout");',
-    args: [],
-  });
-  await wd("POST", S("/moz/context"), { context: "content" });
+  await chrome('Services.prefs.clearUserPref("extensions.background.idle.timeout");');
   check(
     afterUnload.status.backgroundStarts > st.status.backgroundStarts,
     `the event page was not unloaded (starts ${st.status.backgroundStarts} → ${afterUnload.status.backgroundStarts})`,
@@ -378,6 +402,20 @@ try {
   );
   result.first_round = { epoch: epoch1, ...c1, auditor_queries_answered: okAfter - okBefore };
 
+  // The popup (opened as a page: headless Firefox has no toolbar to click):
+  // the week's audits, the NOT FOUND waiting for its re-check and why.
+  await wd("POST", S("/window/rect"), { width: 520, height: 900 });
+  const popup1 = await popupText((t) => /NOT FOUND:/.test(t) && /re-checked in a later epoch/.test(t));
+  check(/2 audits this week/.test(popup1) && /1 LOGGED, 1 NOT FOUND/.test(popup1), "popup: not 2 audits, 1 LOGGED");
+  check(popup1.includes(`epoch ${epoch1}`) && popup1.includes(sites.unlogged.host), "popup: epoch or host missing");
+  check(/NOT FOUND in epoch \d+: re-checked in a later epoch/.test(popup1), "popup: the queue's reason is missing");
+  if (args.screenshot) {
+    const body = await wd("POST", S("/element"), { using: "css selector", value: "body" });
+    const png = await wd("GET", S(`/element/${Object.values(body)[0]}/screenshot`));
+    writeFileSync(args.screenshot, Buffer.from(png, "base64"));
+    result.screenshot = args.screenshot;
+  }
+
   // Re-check in a later epoch: a misbehaviour report, the badge.
   log(`waiting for an epoch after ${epoch1}`);
   await until("a later epoch", async () => (await epochNow()) > epoch1, Number(args["epoch-timeout"]));
@@ -394,26 +432,11 @@ try {
   check(badge === "1", `badge "${badge}"`);
   result.second_round = { epoch: st.status.lastEpoch, ...c2 };
 
-  // The popup (opened as a page: headless Firefox has no toolbar to click).
-  await wd("POST", S("/window/rect"), { width: 520, height: 900 });
-  await open(`${EXT}/popup.html`);
-  const popupText = await until(
-    "the popup rendered",
-    async () => {
-      const t = await inPage(async () => document.body.innerText);
-      return /audits this week/.test(t) && /REPORTED/.test(t) ? t : null;
-    },
-    20,
-  );
-  check(/3 audits this week/.test(popupText), "popup: not 3 audits this week");
-  check(popupText.includes(`epoch ${st.status.lastEpoch}`), "popup: epoch missing");
-  check(popupText.includes(sites.unlogged.host), "popup: the reported host is missing");
-  if (args.screenshot) {
-    const body = await wd("POST", S("/element"), { using: "css selector", value: "body" });
-    const png = await wd("GET", S(`/element/${Object.values(body)[0]}/screenshot`));
-    writeFileSync(args.screenshot, Buffer.from(png, "base64"));
-    result.screenshot = args.screenshot;
-  }
+  // The popup after the report.
+  const popup2 = await popupText((t) => /REPORTED/.test(t));
+  check(/3 audits this week/.test(popup2), "popup: not 3 audits this week");
+  check(popup2.includes(`epoch ${st.status.lastEpoch}`), "popup: epoch missing");
+  check(popup2.includes(`REPORTED: ${sites.unlogged.host}`), "popup: the reported host is missing");
 
   // What an audit costs inside Firefox (wasm query generation, the POST,
   // extraction of the bit from the answer).
@@ -437,7 +460,9 @@ try {
   httpServer.close();
   deadProxy.close();
 }
-result.proxied_requests = proxied;
+// What tried to leave the machine (and was dropped), by request line.
+result.proxied_requests = {};
+for (const line of proxied) result.proxied_requests[line] = (result.proxied_requests[line] ?? 0) + 1;
 
 const summary = {
   ok: failures.length === 0,
