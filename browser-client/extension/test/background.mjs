@@ -302,6 +302,7 @@ try {
   const { queueStatus } = await import(new URL("../pkg/browser_client.js", import.meta.url).href);
 
   // Hourly alarm → audit round (called through the alarm listener like the browser does).
+  delete data.status.lastRun; // left by the failed rounds above
   chrome.alarms.onAlarm.ls[0].fn({ name: "audit" });
   if (!(await until("first audit round", async () => data.status?.lastRun !== undefined, 60))) throw new Error("no audit round");
   const run1 = data.status.lastRun;
