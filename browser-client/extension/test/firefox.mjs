@@ -365,7 +365,14 @@ try {
   );
   if (bgState.state === null) await sleep(5000); // no backgroundState here: the timeout is 1 s
   await open(siteUrl(sites.logged));
-  await sleep(2500);
+  // The visit woke the background (it counts its start); its decision on
+  // the request is written with the counters within a second.
+  await until(
+    "the background woken by the visit",
+    async () => (await extensionState()).status.backgroundStarts > st.status.backgroundStarts,
+    30,
+  ).catch(() => {});
+  await sleep(3000);
   const afterUnload = await extensionState();
   await chrome('Services.prefs.clearUserPref("extensions.background.idle.timeout");');
   check(
