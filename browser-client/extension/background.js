@@ -173,7 +173,8 @@ function queueItems(raw) {
 }
 
 // Keeps the host names of the leaf hashes still in the queue, in a report
-// or among the recent audits; adds `more`.
+// or among the recent audits; adds `more` (a name already known stays: a
+// certificate seen on a site and later added by hand keeps the site).
 async function saveHosts(more = {}) {
   const { hosts, reports, audits } = await api.storage.local.get(["hosts", "reports", "audits"]);
   const keep = new Set([
@@ -183,7 +184,7 @@ async function saveHosts(more = {}) {
     ...Object.keys(more),
   ]);
   const next = {};
-  for (const [h, host] of Object.entries({ ...(hosts ?? {}), ...more })) if (keep.has(h)) next[h] = host;
+  for (const [h, host] of Object.entries({ ...more, ...(hosts ?? {}) })) if (keep.has(h)) next[h] = host;
   await api.storage.local.set({ hosts: next });
 }
 

@@ -244,6 +244,13 @@ async function chrome(script) {
 async function epochNow() {
   return (await (await fetch(`${auditor}/v1/manifest`)).json()).epoch;
 }
+// One audit round, started from the options page as its button does.
+async function auditRound() {
+  await open(`${EXT}/options.html`);
+  const r = await inPage(async (browser) => browser.runtime.sendMessage({ type: "run-audits" }));
+  if (!r?.ok) throw new Error(`audit round: ${r?.error}`);
+  return r.value;
+}
 async function popupText(ready) {
   await open(`${EXT}/popup.html`);
   return until(
@@ -388,33 +395,55 @@ try {
     connections: afterUnload.status.connections,
   };
 
-  // First audit round: LOGGED and NOT FOUND; the auditor answered the queries.
+  // First audit round: LOGGED for the logged site, and the auditor answered
+  // the PIR queries (its /metrics).
+  const firefoxChain = queueOf(st).find((i) => i.leaf_hash === sites.unlogged.leaf_hash)?.chain;
   const okBefore = await metric('auditor_queries_total{outcome="ok"}');
-  await open(`${EXT}/options.html`);
-  const run1 = await inPage(async (browser) => browser.runtime.sendMessage({ type: "run-audits" }));
-  check(run1?.ok, `first round: ${run1?.error}`);
-  const c1 = run1?.value ?? {};
-  check(c1.audited === 2 && c1.logged === 1 && c1.notFound === 1, `first round: ${JSON.stringify(c1)}`);
+  const c1 = await auditRound();
+  check(c1.audited === 2, `first round: ${JSON.stringify(c1)}`);
   const okAfter = await metric('auditor_queries_total{outcome="ok"}');
-  check(okAfter - okBefore >= 2, `auditor answered ${okAfter - okBefore} PIR queries, expected 2`);
+  check(okAfter - okBefore >= c1.audited, `auditor answered ${okAfter - okBefore} PIR queries, expected ${c1.audited}`);
   st = await extensionState();
-  const epoch1 = st.status.lastEpoch;
   const byHash = (h) => (st.audits ?? []).filter((a) => a.leaf_hash === h);
   check(byHash(sites.logged.leaf_hash)[0]?.logged === true, "the logged site was not answered LOGGED");
-  check(byHash(sites.unlogged.leaf_hash)[0]?.logged === false, "the unlogged site was not answered NOT FOUND");
-  const left = queueOf(st);
+  result.first_round = { epoch: st.status.lastEpoch, ...c1, auditor_queries_answered: okAfter - okBefore };
+
+  // The unlogged site answers NOT FOUND, except for a Bloom filter false
+  // positive (≈ 0.12 per audit, docs/protocol.md §1: the item is then
+  // dropped as logged). Each audit reads a fresh random filter, so after a
+  // false positive the test queues Firefox's chain again (as "add by hand")
+  // and audits once more.
+  async function firstNotFound() {
+    for (let attempt = 0; attempt < 8; attempt++) {
+      st = await extensionState();
+      const item = queueOf(st).find((i) => i.leaf_hash === sites.unlogged.leaf_hash);
+      if (item && item.not_found_in !== null && item.not_found_in !== undefined) return item;
+      if (!item) {
+        const add = await inPage(
+          async (browser, leaf, issuer) => browser.runtime.sendMessage({ type: "add-certificate", leaf, issuer }),
+          firefoxChain[0],
+          firefoxChain[1],
+        );
+        check(add?.ok && add.value.queued === 1, `queueing the unlogged site again: ${JSON.stringify(add)}`);
+      }
+      await auditRound();
+    }
+    throw new Error("the unlogged site never answered NOT FOUND");
+  }
+  let pending = await firstNotFound();
   check(
-    left.length === 1 && left[0].leaf_hash === sites.unlogged.leaf_hash && left[0].not_found_in === epoch1,
-    `queue after the first round: ${JSON.stringify(left.map((i) => [i.leaf_hash, i.not_found_in]))}`,
+    queueOf(st).length === 1 && pending.not_found_in === st.status.lastEpoch,
+    `queue after the first NOT FOUND: ${JSON.stringify(queueOf(st).map((i) => [i.leaf_hash, i.not_found_in]))}`,
   );
-  result.first_round = { epoch: epoch1, ...c1, auditor_queries_answered: okAfter - okBefore };
 
   // The popup (opened as a page: headless Firefox has no toolbar to click):
   // the week's audits, the NOT FOUND waiting for its re-check and why.
   await wd("POST", S("/window/rect"), { width: 520, height: 900 });
   const popup1 = await popupText((t) => /NOT FOUND:/.test(t) && /re-checked in a later epoch/.test(t));
-  check(/2 audits this week/.test(popup1) && /1 LOGGED, 1 NOT FOUND/.test(popup1), "popup: not 2 audits, 1 LOGGED");
-  check(popup1.includes(`epoch ${epoch1}`) && popup1.includes(sites.unlogged.host), "popup: epoch or host missing");
+  const counts1 = `${st.status.audited} audits this week`;
+  const split1 = `${st.status.logged} LOGGED, ${st.status.audited - st.status.logged} NOT FOUND`;
+  check(popup1.includes(counts1) && popup1.includes(split1), `popup: not "${counts1}" and "${split1}"`);
+  check(popup1.includes(`epoch ${pending.not_found_in}`) && popup1.includes(sites.unlogged.host), "popup: epoch or host missing");
   check(/NOT FOUND in epoch \d+: re-checked in a later epoch/.test(popup1), "popup: the queue's reason is missing");
   if (args.screenshot) {
     const body = await wd("POST", S("/element"), { using: "css selector", value: "body" });
@@ -423,13 +452,18 @@ try {
     result.screenshot = args.screenshot;
   }
 
-  // Re-check in a later epoch: a misbehaviour report, the badge.
-  log(`waiting for an epoch after ${epoch1}`);
-  await until("a later epoch", async () => (await epochNow()) > epoch1, Number(args["epoch-timeout"]));
-  await open(`${EXT}/options.html`);
-  const run2 = await inPage(async (browser) => browser.runtime.sendMessage({ type: "run-audits" }));
-  const c2 = run2?.value ?? {};
-  check(run2?.ok && c2.audited === 1 && c2.notFound === 1 && c2.reports === 1, `re-check round: ${JSON.stringify(run2)}`);
+  // Re-check in a later epoch: a misbehaviour report, the badge. (A false
+  // positive there drops the item: queue it again, NOT FOUND, next epoch.)
+  let c2 = {};
+  for (let attempt = 0; attempt < 5; attempt++) {
+    log(`waiting for an epoch after ${pending.not_found_in}`);
+    const after = pending.not_found_in;
+    await until("a later epoch", async () => (await epochNow()) > after, Number(args["epoch-timeout"]));
+    c2 = await auditRound();
+    if (c2.reports) break;
+    pending = await firstNotFound();
+  }
+  check(c2.audited === 1 && c2.notFound === 1 && c2.reports === 1, `re-check round: ${JSON.stringify(c2)}`);
   st = await extensionState();
   const report = (st.reports ?? [])[0];
   check(st.reports?.length === 1, `${st.reports?.length ?? 0} reports`);
@@ -438,10 +472,11 @@ try {
   const badge = await inPage(async (browser) => browser.action.getBadgeText({}));
   check(badge === "1", `badge "${badge}"`);
   result.second_round = { epoch: st.status.lastEpoch, ...c2 };
+  result.bloom_false_positives = byHash(sites.unlogged.leaf_hash).filter((a) => a.logged).length;
 
   // The popup after the report.
   const popup2 = await popupText((t) => /REPORTED/.test(t));
-  check(/3 audits this week/.test(popup2), "popup: not 3 audits this week");
+  check(popup2.includes(`${st.status.audited} audits this week`), "popup: wrong number of audits");
   check(popup2.includes(`epoch ${st.status.lastEpoch}`), "popup: epoch missing");
   check(popup2.includes(`REPORTED: ${sites.unlogged.host}`), "popup: the reported host is missing");
 
