@@ -113,7 +113,11 @@ pub fn queue_ready(queue_json: &str, manifest_json: &[u8], now_ms: f64) -> Resul
 /// `"later_epoch"` (a re-check after a first NotFound, waiting for a later
 /// epoch) or `"invalid"` (`detail` says why).
 #[wasm_bindgen(js_name = queueStatus)]
-pub fn queue_status(queue_json: &str, manifest_json: &[u8], now_ms: f64) -> Result<String, JsError> {
+pub fn queue_status(
+    queue_json: &str,
+    manifest_json: &[u8],
+    now_ms: f64,
+) -> Result<String, JsError> {
     let q = parse_queue(queue_json)?;
     let m = Manifest::from_json(manifest_json).map_err(js)?;
     let states: Vec<serde_json::Value> = q
@@ -123,10 +127,12 @@ pub fn queue_status(queue_json: &str, manifest_json: &[u8], now_ms: f64) -> Resu
             Ok(Readiness::Ready) => serde_json::json!({ "state": "ready" }),
             Ok(Readiness::WaitForMmd(due)) => serde_json::json!({ "state": "mmd", "due_ms": due }),
             Ok(Readiness::WaitForCoverage) => {
-                let tracked = p
-                    .log_id_bytes()
-                    .is_ok_and(|id| m.coverage(&id).is_some());
-                let state = if tracked { "coverage" } else { "log_not_tracked" };
+                let tracked = p.log_id_bytes().is_ok_and(|id| m.coverage(&id).is_some());
+                let state = if tracked {
+                    "coverage"
+                } else {
+                    "log_not_tracked"
+                };
                 serde_json::json!({ "state": state })
             }
             Ok(Readiness::WaitForLaterEpoch) => serde_json::json!({ "state": "later_epoch" }),

@@ -60,11 +60,9 @@ fn write_https_sites(path: &std::path::Path, issued: &audit_demo::Issued) -> any
             "leaf_hash": hex,
         })
     };
-    let logged = issued
-        .logged
-        .iter()
-        .find(|e| e.embedded)
-        .context("https_sites.json needs a logged entry with an embedded SCT (--logged 2 or more)")?;
+    let logged = issued.logged.iter().find(|e| e.embedded).context(
+        "https_sites.json needs a logged entry with an embedded SCT (--logged 2 or more)",
+    )?;
     let unlogged = issued
         .omitted
         .first()
