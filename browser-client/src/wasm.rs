@@ -127,7 +127,7 @@ pub fn queue_status(
             Ok(Readiness::Ready) => serde_json::json!({ "state": "ready" }),
             Ok(Readiness::WaitForMmd(due)) => serde_json::json!({ "state": "mmd", "due_ms": due }),
             Ok(Readiness::WaitForCoverage) => {
-                let tracked = p.log_id_bytes().is_ok_and(|id| m.coverage(&id).is_some());
+                let tracked = m.coverage(p.log_id.as_bytes()).is_some();
                 let state = if tracked {
                     "coverage"
                 } else {
