@@ -1,4 +1,5 @@
 // Options page: settings, status, misbehaviour reports, manual certificate import.
+// (The toolbar button opens the popup, popup.html, for the daily view.)
 import { DEFAULT_CONFIG } from "./config.js";
 
 const api = globalThis.browser ?? globalThis.chrome;
@@ -24,9 +25,13 @@ async function showAccess() {
   const el = $("access");
   el.textContent = "";
   if (all) return;
+  // Firefox grants the manifest's <all_urls> at install unless the pref
+  // extensions.originControls.grantByDefault is false; the user can also
+  // revoke it in about:addons. Chromium grants it at install.
   el.className = "warn";
-  el.append("Host access has not been granted (Firefox asks separately for it in Manifest V3): " +
-    "without it the extension neither sees connections nor reaches the auditor. ");
+  el.append("Host access to all sites is not granted (it was revoked in about:addons → Permissions, or this " +
+    "Firefox does not grant it at install: extensions.originControls.grantByDefault is false). Without it the " +
+    "extension neither sees connections nor reaches the auditor. ");
   const b = document.createElement("button");
   b.textContent = "Grant access to all sites";
   b.onclick = () => api.permissions.request({ origins: ["<all_urls>"] }).then(showAccess);
@@ -38,6 +43,8 @@ async function loadSettings() {
   const c = { ...DEFAULT_CONFIG, ...(config ?? {}) };
   $("auditorUrl").value = c.auditorUrl;
   $("logListUrl").value = c.logListUrl;
+  $("testingSampleAll").checked = c.testingSampleAll === true;
+  $("testing").open = c.testingSampleAll === true;
 }
 
 $("settings").addEventListener("submit", async (ev) => {
@@ -50,7 +57,9 @@ $("settings").addEventListener("submit", async (ev) => {
       return;
     }
   }
-  await api.storage.local.set({ config: { auditorUrl, logListUrl } });
+  const testingSampleAll = $("testingSampleAll").checked;
+  const { config } = await api.storage.local.get("config");
+  await api.storage.local.set({ config: { ...(config ?? {}), auditorUrl, logListUrl, testingSampleAll } });
   $("saved").textContent = "saved";
   setTimeout(() => ($("saved").textContent = ""), 2000);
 });
@@ -64,19 +73,34 @@ const STATUS_ROWS = [
   ["audited", "audits in total"],
   ["logged", "answered logged"],
   ["notFound", "answered not found (re-checked in a later epoch)"],
-  ["connections", "connections seen (new origin after 115 s idle)"],
-  ["sampled", "connections sampled (1/1000)"],
+  ["perf", "per audit (means): query generation / request / extraction; bytes up / down"],
+  ["connections", "new connections (first request to an origin after 115 s without one)"],
+  ["sampled", "connections sampled"],
   ["queued", "SCTs queued"],
-  ["sampledWithoutEmbeddedScts", "sampled certificates without embedded SCTs"],
+  ["sampledWithoutEmbeddedScts", "sampled certificates without embedded SCTs (SCTs by TLS or OCSP: not auditable)"],
+  ["addedWithoutEmbeddedScts", "certificates added by hand without embedded SCTs"],
+  ["sctsBadSignature", "embedded SCTs not audited: signature does not verify"],
+  ["sctsUnknownLog", "embedded SCTs not audited: log not in the log list"],
+  ["lastUnauditable", "last SCT not audited"],
   ["sampleErrors", "sampled certificates that could not be processed"],
   ["sampledWithoutChain", "sampled connections without a certificate chain"],
   ["lastSampleError", "last sampling error"],
+  ["backgroundStarts", "background starts (Firefox unloads it when idle)"],
 ];
 
 function fmt(key, v) {
   if (v === undefined || v === null) return "—";
   if (key === "lastRunAt") return new Date(v).toLocaleString();
   if (key === "lastRun") return `${v.audited} / ${v.logged} / ${v.notFound} / ${v.reports}`;
+  if (key === "perf") {
+    if (!v.audits) return "—";
+    const ms = (x) => `${(x / v.audits).toFixed(0)} ms`;
+    const kb = (x) => `${(x / v.audits / 1024).toFixed(1)} KiB`;
+    return `${ms(v.prepareMs)} / ${ms(v.fetchMs)} / ${ms(v.decodeMs)}; ${kb(v.up)} / ${kb(v.down)} (${v.audits} audits)`;
+  }
+  if (key === "lastUnauditable") {
+    return `${new Date(v.at).toLocaleString()}, ${v.host ?? "?"} (${v.source}): ${v.log}: ${v.reason}`;
+  }
   return String(v);
 }
 
@@ -175,7 +199,7 @@ $("addCert").onclick = async () => {
 async function showCapabilities() {
   const c = await send({ type: "capabilities" });
   $("capabilities").textContent = c.readsConnections
-    ? "This browser exposes connection certificates (webRequest.getSecurityInfo): 1/1000 of connections are sampled automatically."
+    ? "This browser exposes connection certificates (webRequest.getSecurityInfo): 1/1000 of new connections are sampled automatically."
     : "This browser does not expose connection certificates to extensions: only certificates added by hand below are audited.";
 }
 

@@ -29,7 +29,7 @@ use std::sync::Arc;
 use audit_proto::Manifest;
 use wasm_bindgen::prelude::*;
 
-use crate::policy::{AuditResult, PendingQueue, Recorded};
+use crate::policy::{readiness, AuditResult, PendingQueue, Readiness, Recorded};
 use crate::probe::{PreparedQuery, Prober as InnerProber};
 use crate::sct;
 
@@ -103,6 +103,43 @@ pub fn queue_ready(queue_json: &str, manifest_json: &[u8], now_ms: f64) -> Resul
     let q = parse_queue(queue_json)?;
     let m = Manifest::from_json(manifest_json).map_err(js)?;
     serde_json::to_string(&q.ready(&m, now_ms as u64)).map_err(js)
+}
+
+/// Why each pending audit waits, against the manifest: a JSON array with
+/// one object per queue item, in queue order, `{"state": S}` where `S` is
+/// `"ready"`, `"mmd"` (the SCT is younger than the log's MMD; `due_ms` says
+/// until when), `"coverage"` (the epoch's data of the log ends before the
+/// SCT), `"log_not_tracked"` (the auditor does not serve the log at all),
+/// `"later_epoch"` (a re-check after a first NotFound, waiting for a later
+/// epoch) or `"invalid"` (`detail` says why).
+#[wasm_bindgen(js_name = queueStatus)]
+pub fn queue_status(
+    queue_json: &str,
+    manifest_json: &[u8],
+    now_ms: f64,
+) -> Result<String, JsError> {
+    let q = parse_queue(queue_json)?;
+    let m = Manifest::from_json(manifest_json).map_err(js)?;
+    let states: Vec<serde_json::Value> = q
+        .items
+        .iter()
+        .map(|p| match readiness(p, &m, now_ms as u64) {
+            Ok(Readiness::Ready) => serde_json::json!({ "state": "ready" }),
+            Ok(Readiness::WaitForMmd(due)) => serde_json::json!({ "state": "mmd", "due_ms": due }),
+            Ok(Readiness::WaitForCoverage) => {
+                let tracked = m.coverage(p.log_id.as_bytes()).is_some();
+                let state = if tracked {
+                    "coverage"
+                } else {
+                    "log_not_tracked"
+                };
+                serde_json::json!({ "state": state })
+            }
+            Ok(Readiness::WaitForLaterEpoch) => serde_json::json!({ "state": "later_epoch" }),
+            Err(e) => serde_json::json!({ "state": "invalid", "detail": e.to_string() }),
+        })
+        .collect();
+    serde_json::to_string(&states).map_err(js)
 }
 
 /// Records the result of auditing item `index`; returns

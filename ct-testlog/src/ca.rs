@@ -63,6 +63,13 @@ pub(crate) struct Issued {
     key: KeyPair,
 }
 
+impl Issued {
+    /// The subject's private key (PKCS #8 DER).
+    pub(crate) fn key_pkcs8_der(&self) -> Vec<u8> {
+        self.key.serialize_der()
+    }
+}
+
 impl TestCa {
     /// A fresh CA valid from a day before `now` for ten years.
     pub(crate) fn new(now: i64) -> Result<Self> {

@@ -222,6 +222,9 @@ pub struct IssuedEntry {
     /// For precert-based entries: the poisoned precertificate that was
     /// logged (the `TileLeaf.pre_certificate`).
     pub precert_der: Option<Vec<u8>>,
+    /// The certificate's private key (PKCS #8 DER), so that a test can
+    /// serve the certificate over TLS.
+    pub key_pkcs8_der: Vec<u8>,
 }
 
 impl IssuedEntry {
@@ -317,6 +320,7 @@ impl Shared {
         };
         let now_s = i64::try_from(timestamp / 1000).unwrap_or(i64::MAX / 2);
         let issued = self.ca.issue(&name, now_s, not_after, precert)?;
+        let key_pkcs8_der = issued.key_pkcs8_der();
         let extensions = encode_leaf_index_extension(index)?;
         let (entry, sct, cert_der, precert_der) = match issued.precert_der.clone() {
             Some(pre) => {
@@ -357,6 +361,7 @@ impl Shared {
             not_after,
             precert_der,
             sct,
+            key_pkcs8_der,
         };
         Ok((issued, leaf))
     }

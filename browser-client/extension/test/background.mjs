@@ -6,15 +6,22 @@
 //   node background.mjs --auditor URL --corpus corpus.jsonl --log-list log_list.json
 //
 // What is real: background.js, the wasm32 build, fetch to the auditor, the
-// auditor. What is simulated: storage, alarms, badge, messaging, and the
-// Firefox connection path (webRequest.onHeadersReceived + getSecurityInfo
-// returning a chain from the corpus; the 1/1000 sampling draw is forced).
+// auditor. What is simulated: storage (local and session), permissions,
+// alarms, badge, messaging, unloading the event page (a fresh instance of
+// background.js over the same storage), and the Firefox connection path
+// (webRequest.onHeadersReceived + getSecurityInfo returning a chain from
+// the corpus; the 1/1000 sampling draw is forced).
 // Checks: a certificate added from the options page and sampled
-// "connections" are queued; an audit round answers every logged one
-// logged; omitted SCTs not found in two epochs become misbehaviour reports
-// with the badge showing their number. Prints a JSON summary; non-zero exit
-// on failure. Needs an auditor that publishes a new epoch now and then
-// (demo-server --epoch-interval).
+// "connections" are queued; a certificate without embedded SCTs counts
+// apart when added by hand and when sampled; an embedded SCT whose
+// signature does not verify is counted and named; the connection rule's
+// state survives an unload; a network failure names the URL and hints at
+// host access; an audit round answers every logged one logged; the popup's
+// state (week's audits and bytes, why each item waits, NOT FOUND); omitted
+// SCTs not found in two epochs become misbehaviour reports with the badge
+// showing their number. Prints a JSON summary; non-zero exit on failure.
+// Needs an auditor that publishes a new epoch now and then (demo-server
+// --epoch-interval).
 
 import { readFileSync } from "node:fs";
 import { pathToFileURL } from "node:url";
@@ -50,11 +57,15 @@ globalThis.fetch = async (input, init) => {
 };
 
 // ---- WebExtension API stand-in ----------------------------------------------
+const allEvents = [];
 const events = () => {
   const ls = [];
+  allEvents.push(ls);
   return { ls, addListener: (fn, ...rest) => ls.push({ fn, rest }) };
 };
 const data = {};
+const sessionData = {};
+const permissions = { granted: true };
 const clone = (v) => (v === undefined ? undefined : JSON.parse(JSON.stringify(v)));
 const onChanged = events();
 const badge = { text: "" };
@@ -76,8 +87,19 @@ const chrome = {
         for (const { fn } of onChanged.ls) fn(changes, "local");
       },
     },
+    session: {
+      get: async (keys) => {
+        const out = {};
+        for (const k of [].concat(keys)) if (k in sessionData) out[k] = clone(sessionData[k]);
+        return out;
+      },
+      set: async (obj) => {
+        for (const [k, v] of Object.entries(obj)) sessionData[k] = clone(v);
+      },
+    },
     onChanged,
   },
+  permissions: { contains: async () => permissions.granted },
   alarms: { created: {}, get: async (n) => chrome.alarms.created[n], create(n, o) { this.created[n] = o; }, onAlarm: events() },
   action: {
     setBadgeText: async ({ text }) => void (badge.text = text),
@@ -147,12 +169,48 @@ async function epochNow() {
   return m.epoch;
 }
 
+// Loads background.js. Again later: a fresh instance over the same storage,
+// as when Firefox unloads the idle event page and wakes it for an event.
+let instances = 0;
+async function loadBackground() {
+  for (const ls of allEvents) ls.length = 0;
+  instances++;
+  await import(new URL(`../background.js?instance=${instances}`, import.meta.url).href);
+  // Its state loads from storage (stand-ins: a few microtasks); until then
+  // the request listener defers its decision, which request() below does
+  // not expect.
+  await new Promise((r) => setTimeout(r, 200));
+}
+
+// A copy of a certificate whose embedded SCT's signature is corrupted (last
+// byte of the SCT list, inside the signature): still parses, no longer
+// verifies under its (known) log's key.
+function corruptEmbeddedSct(b64) {
+  const der = Buffer.from(b64, "base64");
+  const oid = Buffer.from([0x06, 0x0a, 0x2b, 0x06, 0x01, 0x04, 0x01, 0xd6, 0x79, 0x02, 0x04, 0x02]);
+  let j = der.indexOf(oid);
+  if (j < 0) throw new Error("no SCT list extension");
+  j += oid.length;
+  if (der[j] === 0x01) j += 3; // critical BOOLEAN
+  if (der[j] !== 0x04) throw new Error("extnValue is not an OCTET STRING");
+  let len = der[j + 1];
+  let head = 2;
+  if (len & 0x80) {
+    const n = len & 0x7f;
+    len = 0;
+    for (let k = 0; k < n; k++) len = len * 256 + der[j + 2 + k];
+    head += n;
+  }
+  der[j + head + len - 1] ^= 0x01;
+  return der.toString("base64");
+}
+
 // ---- the test -----------------------------------------------------------------
 const result = {};
 try {
   const auditor = args.auditor.replace(/\/+$/, "");
   data.config = { auditorUrl: auditor, logListUrl: pathToFileURL(args["log-list"]).href };
-  await import(new URL("../background.js", import.meta.url).href);
+  await loadBackground();
   check(chrome.alarms.created.audit?.periodInMinutes === 60, "no hourly audit alarm");
 
   const caps = await call({ type: "capabilities" });
@@ -165,6 +223,12 @@ try {
   // Options page: a certificate added by hand.
   const added = await call({ type: "add-certificate", leaf: manual.cert, issuer: manual.issuer });
   check(added.queued === 1 && added.checked[0]?.signature.status === "valid", `add-certificate: ${JSON.stringify(added)}`);
+  // By hand, a certificate without embedded SCTs: counted as added, not as sampled.
+  const tls = corpus.find((e) => e.truth === "logged" && e.tls_sct);
+  const addedTls = await call({ type: "add-certificate", leaf: tls.cert, issuer: tls.issuer });
+  check(addedTls.queued === 0 && addedTls.checked.length === 0, `add-certificate (TLS SCT): ${JSON.stringify(addedTls)}`);
+  check(data.status?.addedWithoutEmbeddedScts === 1, "hand-added certificate without embedded SCTs not counted");
+  check(!data.status?.sampledWithoutEmbeddedScts, "hand-added certificate counted as sampled");
 
   // Firefox path: sampled connections with their chains.
   const der = (s) => Array.from(Buffer.from(s, "base64"));
@@ -176,10 +240,24 @@ try {
   }
   check(sampled === conn.length, `${sampled} of ${conn.length} forced samples taken`);
   // A certificate whose SCTs came by TLS: nothing to queue, counted.
-  const tls = corpus.find((e) => e.truth === "logged" && e.tls_sct);
   securityInfo.set("rtls", { state: "secure", certificates: [{ rawDER: der(tls.cert) }, { rawDER: der(tls.issuer) }] });
   await request("rtls", "https://tls-sct.example/", true);
   await until("certificate without embedded SCTs counted", async () => data.status?.sampledWithoutEmbeddedScts === 1, 30);
+  check(data.status?.addedWithoutEmbeddedScts === 1, "a sampled certificate counted as added by hand");
+  // An embedded SCT under the known log whose signature does not verify:
+  // not queued, counted, named.
+  const bad = embedded("logged")[4];
+  securityInfo.set("rbad", {
+    state: "secure",
+    certificates: [{ rawDER: der(corruptEmbeddedSct(bad.cert)) }, { rawDER: der(bad.issuer) }],
+  });
+  await request("rbad", "https://bad-sct.example/", true);
+  await until("SCT with a bad signature counted", async () => data.status?.sctsBadSignature === 1, 30);
+  const lu = data.status?.lastUnauditable;
+  check(
+    lu?.host === "bad-sct.example" && lu?.source === "sampled" && /does not verify/.test(lu?.reason ?? ""),
+    `last unauditable SCT: ${JSON.stringify(lu)}`,
+  );
   check(!data.status?.sampleErrors, `sample errors: ${data.status?.lastSampleError}`);
   check((await request("again", "https://site0.example/x", true)) === "not sampled", "same origin within 115 s counted as a new connection");
   check((await request("fresh", "https://other.example/", false)) === "not sampled", "unsampled draw still sampled");
@@ -189,8 +267,42 @@ try {
     "the extension's own requests are sampled",
   );
   await until("sampled certificates queued", async () => JSON.parse(data.queue ?? '{"items":[]}').items.length === 1 + conn.length, 30);
+  check(data.status?.queued === 1 + conn.length, `queued counter ${data.status?.queued}, expected ${1 + conn.length}`);
+
+  // The event page is unloaded and woken again: the origins seen survive in
+  // storage.session, so site0 (last request a moment ago) is still the
+  // same connection.
+  await until("connection state saved to storage.session", async () => "https://site0.example" in (sessionData.seen ?? {}), 10);
+  await until("counters flushed", async () => data.status?.connections === conn.length + 3, 10);
+  const connectionsBefore = data.status.connections;
+  const startsBefore = data.status.backgroundStarts;
+  await loadBackground();
+  check((await request("after-unload", "https://site0.example/y", true)) === "not sampled", "an unload forgot the origins seen");
+  check((await request("new-after-unload", "https://fresh.example/", false)) === "not sampled", "unsampled draw sampled");
+  await until("counters flushed after the unload", async () => data.status?.connections === connectionsBefore + 1, 10);
+  check(data.status.backgroundStarts === startsBefore + 1, `background starts ${data.status.backgroundStarts}`);
+
+  // A network failure names the URL, and hints at host access when it is
+  // missing.
+  data.config = { ...data.config, auditorUrl: "http://127.0.0.1:9" };
+  permissions.granted = false;
+  const noAccess = await sendMessage({ type: "run-audits" });
+  check(
+    !noAccess.ok && noAccess.error.includes("http://127.0.0.1:9/v1/manifest") && noAccess.error.includes("no host access"),
+    `network error without host access: ${noAccess.error}`,
+  );
+  check(data.status?.lastError === noAccess.error, "lastError differs from the message");
+  permissions.granted = true;
+  const down = await sendMessage({ type: "run-audits" });
+  check(
+    !down.ok && down.error.includes("http://127.0.0.1:9/v1/manifest") && down.error.includes("server runs"),
+    `network error with host access: ${down.error}`,
+  );
+  data.config = { ...data.config, auditorUrl: auditor };
+  const { queueStatus } = await import(new URL("../pkg/browser_client.js", import.meta.url).href);
 
   // Hourly alarm → audit round (called through the alarm listener like the browser does).
+  delete data.status.lastRun; // left by the failed rounds above
   chrome.alarms.onAlarm.ls[0].fn({ name: "audit" });
   if (!(await until("first audit round", async () => data.status?.lastRun !== undefined, 60))) throw new Error("no audit round");
   const run1 = data.status.lastRun;
@@ -199,6 +311,33 @@ try {
   check(run1.audited === 1 + conn.length, `first round audited ${run1.audited} of ${1 + conn.length}`);
   check(run1.logged >= 1 + viaConnections.length, `only ${run1.logged} logged in the first round`);
   check(run1.reports === 0 && badge.text === "", "a report in the first epoch");
+
+  // The popup: this week's audits and bytes, why each pending item waits,
+  // the NOT FOUND answers, auditor and epoch.
+  const popup = await call({ type: "popup-state" });
+  check(popup.auditor === auditor && popup.epoch === epoch1, `popup auditor/epoch: ${popup.auditor} ${popup.epoch}`);
+  check(popup.week.audits === run1.audited, `popup: ${popup.week.audits} audits this week, expected ${run1.audited}`);
+  check(popup.week.bytes > run1.audited * 100000, `popup: ${popup.week.bytes} bytes for ${run1.audited} audits`);
+  check(
+    popup.queue.length === run1.notFound && popup.queue.every((i) => i.state === "later_epoch" && i.not_found_in === epoch1),
+    `popup queue: ${JSON.stringify(popup.queue.map((i) => i.state))}`,
+  );
+  check(
+    popup.notFound.length === run1.notFound && popup.notFound.every((a) => /^site\d+\.example$/.test(a.host ?? "")),
+    `popup NOT FOUND: ${JSON.stringify(popup.notFound.map((a) => a.host))}`,
+  );
+  check(popup.unauditable.badSignature === 1, "popup: the bad SCT signature is not shown");
+  // The other reasons, from the queue's own JSON: an SCT younger than the
+  // MMD, and one from a log the auditor does not track.
+  const manifestBytes = new TextEncoder().encode(data.manifest.text);
+  const q = JSON.parse(data.queue);
+  const young = { ...q.items[0], not_found_in: null, sct_timestamp_ms: Date.now(), mmd_s: 3600 };
+  const untracked = { ...q.items[0], not_found_in: null, log_id: Buffer.alloc(32, 7).toString("base64") };
+  const states = JSON.parse(queueStatus(JSON.stringify({ items: [young, untracked] }), manifestBytes, Date.now()));
+  check(states[0]?.state === "mmd" && states[0]?.due_ms === young.sct_timestamp_ms + 3600000, `queueStatus (MMD): ${JSON.stringify(states[0])}`);
+  check(states[1]?.state === "log_not_tracked", `queueStatus (untracked log): ${JSON.stringify(states[1])}`);
+  const perf = data.status.perf;
+  check(perf?.audits === run1.audited && perf.up > 0 && perf.down > 0, `perf: ${JSON.stringify(perf)}`);
 
   // Next epoch: re-checks → reports, badge.
   await until("a later epoch", async () => (await epochNow()) > epoch1, Number(args["epoch-timeout"]));
@@ -210,9 +349,12 @@ try {
   const omittedCerts = new Set(omitted.map((e) => e.cert));
   check(reports.every((r) => omittedCerts.has(r.chain[0])), "a report names a certificate that was logged");
   check(JSON.parse(data.queue).items.length === 0, "items left in the queue");
+  const popup2 = await call({ type: "popup-state" });
+  check(popup2.reports.length === reports.length && popup2.queue.length === 0, "popup: reports or queue wrong after the re-check");
   Object.assign(result, {
     epochs: [epoch1, data.status.lastEpoch],
     queued: { by_hand: added.queued, via_connections: conn.length },
+    status: data.status,
     first_round: run1,
     second_round: run2,
   });

@@ -1,10 +1,15 @@
 #!/usr/bin/env bash
-# End-to-end test of the extension's client code: builds the wasm package
-# (../build.sh), starts audit-demo's demo-server (test log → ct-ingest →
-# auditor-server on 127.0.0.1, new epoch every EPOCH_INTERVAL s), runs
-# e2e.mjs (the wasm32 build through its Node glue) and background.mjs (the
-# extension's background.js with the web glue, WebExtension APIs stood in
-# for) against it, stops the server. Extra arguments go to e2e.mjs.
+# End-to-end tests of the extension: builds the wasm package (../build.sh),
+# starts audit-demo's demo-server (test log → ct-ingest → auditor-server on
+# 127.0.0.1, new epoch every EPOCH_INTERVAL s), runs against it the tests
+# named in EXTENSION_TESTS (default "node"), stops the server:
+#   node     e2e.mjs (the wasm32 build through its Node glue) and
+#            background.mjs (the extension's background.js with the web glue,
+#            WebExtension APIs stood in for); extra arguments go to e2e.mjs
+#   firefox  firefox.mjs: the extension in headless Firefox over HTTPS sites
+#            whose certificates embed the test log's SCTs (needs firefox-esr,
+#            certutil and geckodriver, as .ci/run installs them); the popup's
+#            screenshot goes to $SCREENSHOT if set
 #
 # The server's stdin is a pipe held by this script: whenever the script
 # ends, even by SIGKILL, the server sees end of file and shuts down.
@@ -13,6 +18,11 @@ here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../../.." && pwd)"
 target="${CARGO_TARGET_DIR:-$root/target}"
 EPOCH_INTERVAL="${EPOCH_INTERVAL:-20}"
+EXTENSION_TESTS="${EXTENSION_TESTS:-node}"
+for t in $EXTENSION_TESTS; do
+  case "$t" in node | firefox) ;; *) echo "run.sh: unknown test '$t' in EXTENSION_TESTS" >&2; exit 2 ;; esac
+done
+wants() { [[ " $EXTENSION_TESTS " == *" $1 "* ]]; }
 
 "$here/../build.sh"
 (cd "$root" && cargo build --release -p audit-demo --bin demo-server)
@@ -77,8 +87,17 @@ run_node() {
 }
 data="$work/data"
 common=(--auditor "$url" --corpus "$data/corpus.jsonl" --log-list "$data/log_list.json")
-echo "run.sh: e2e.mjs (wasm32 client, Node glue)" >&2
-run_node "$here/e2e.mjs" "${common[@]}" --recheck-timeout $((EPOCH_INTERVAL * 3 + 60)) "$@"
-echo "run.sh: background.mjs (the extension's background.js, web glue)" >&2
-run_node "$here/background.mjs" "${common[@]}" --epoch-timeout $((EPOCH_INTERVAL * 3 + 60))
+if wants node; then
+  echo "run.sh: e2e.mjs (wasm32 client, Node glue)" >&2
+  run_node "$here/e2e.mjs" "${common[@]}" --recheck-timeout $((EPOCH_INTERVAL * 3 + 60)) "$@"
+  echo "run.sh: background.mjs (the extension's background.js, web glue)" >&2
+  run_node "$here/background.mjs" "${common[@]}" --epoch-timeout $((EPOCH_INTERVAL * 3 + 60))
+fi
+if wants firefox; then
+  echo "run.sh: firefox.mjs (the extension in headless Firefox)" >&2
+  shot=()
+  [ -n "${SCREENSHOT:-}" ] && shot=(--screenshot "$SCREENSHOT")
+  run_node "$here/firefox.mjs" --auditor "$url" --data "$data" --work "$work/firefox" \
+    --epoch-timeout $((EPOCH_INTERVAL * 3 + 60)) "${shot[@]}"
+fi
 keep=0
