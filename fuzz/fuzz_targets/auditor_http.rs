@@ -68,6 +68,9 @@ fuzz_target!(|data: &[u8]| {
             .expect("body reads");
         (status, bytes)
     });
+    if std::env::var_os("FUZZ_HTTP_TRACE").is_some() {
+        eprintln!("{method} {:?} -> {status}, {} bytes", raw.path, bytes.len());
+    }
     if method == Method::HEAD {
         return;
     }
