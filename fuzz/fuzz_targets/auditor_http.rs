@@ -69,7 +69,11 @@ fuzz_target!(|data: &[u8]| {
         (status, bytes)
     });
     if std::env::var_os("FUZZ_HTTP_TRACE").is_some() {
-        eprintln!("{method} {:?} -> {status}, {} bytes", raw.path, bytes.len());
+        eprintln!(
+            "{method} {} -> {status}, {} bytes",
+            String::from_utf8_lossy(raw.path),
+            bytes.len()
+        );
     }
     if method == Method::HEAD {
         return;
