@@ -8,7 +8,7 @@
 use std::sync::OnceLock;
 
 use audit_proto::filter::FilterSpec;
-use audit_proto::manifest::{encode_log_id, LogCoverage, PirSpec};
+use audit_proto::manifest::{encode_log_id, DbLayout, LogCoverage, ManifestParts, PirSpec};
 use audit_proto::Manifest;
 use browser_client::policy::{readiness, AuditResult, PendingQueue, Recorded};
 use libfuzzer_sys::fuzz_target;

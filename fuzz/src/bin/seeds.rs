@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 use audit_proto::api::{ErrorBody, ErrorCode};
 use audit_proto::filter::FilterSpec;
-use audit_proto::manifest::{encode_log_id, LogCoverage, PirSpec};
+use audit_proto::manifest::{encode_log_id, DbLayout, LogCoverage, ManifestParts, PirSpec};
 use audit_proto::Manifest;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine as _;
@@ -112,13 +112,13 @@ fn main() {
         .iter()
         .map(|&(_, count)| {
             let shape = DbShape::for_bits(u64::from(count) * filter.bits, TABLE1.record_bits);
-            (
-                count,
-                shape.ell1 as u64,
-                shape.ell2 as u64,
-                query_len(&TABLE1, shape) as u64,
-                response_len(&TABLE1) as u64,
-            )
+            DbLayout {
+                filters: count,
+                rows: shape.ell1 as u64,
+                cols: shape.ell2 as u64,
+                query_bytes: query_len(&TABLE1, shape) as u64,
+                response_bytes: response_len(&TABLE1) as u64,
+            }
         })
         .collect();
     let pir_spec = PirSpec {
@@ -128,16 +128,16 @@ fn main() {
         wire_version: pir_core::wire::VERSION,
         seed: [4; 32],
     };
-    let big = Manifest::new(
-        9,
-        1_795_319_200,
-        1_795_319_200,
-        1_000_000,
+    let big = Manifest::new(ManifestParts {
+        epoch: 9,
+        created_at: 1_795_319_200,
+        snapshot_at: 1_795_319_200,
+        entries: 1_000_000,
         logs,
         filter,
-        pir_spec,
-        &layout,
-    )
+        pir: pir_spec,
+        layout: &layout,
+    })
     .expect("manifest");
     add(&mut s, "manifest", "table1-768", big.to_json());
 
