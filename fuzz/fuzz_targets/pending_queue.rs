@@ -35,16 +35,22 @@ fn manifest() -> &'static Manifest {
             ingested_until_ms: 1_795_319_100_000,
             mmd_s: 60,
         }];
-        Manifest::new(
-            5,
-            1_795_319_200,
-            1_795_319_200,
-            20,
+        Manifest::new(ManifestParts {
+            epoch: 5,
+            created_at: 1_795_319_200,
+            snapshot_at: 1_795_319_200,
+            entries: 20,
             logs,
             filter,
             pir,
-            &[(4, 8, 12, 0, 0)],
-        )
+            layout: &[DbLayout {
+                filters: 4,
+                rows: 8,
+                cols: 12,
+                query_bytes: 0,
+                response_bytes: 0,
+            }],
+        })
         .expect("manifest")
     })
 }
