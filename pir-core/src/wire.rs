@@ -137,16 +137,18 @@ impl<'a> BitReader<'a> {
 }
 
 fn section_bytes(count: usize, bits: u32) -> usize {
-    (count * bits as usize).div_ceil(8)
+    count.saturating_mul(bits as usize).div_ceil(8)
 }
 
-/// Exact serialized size of a query for `params` and `shape`.
+/// Exact serialized size of a query for `params` and `shape`. The shape
+/// may come from untrusted input (a manifest): one no parameter set accepts
+/// (ℓ1 or ℓ2 above [`params::MAX_DIM`]) gets an oversized length (the
+/// arithmetic saturates) instead of overflowing.
 pub fn query_len(params: &Params, shape: DbShape) -> usize {
     let pk_polys = params.log_d2() * params.gadget_len();
-    QUERY_HEADER
-        + 2 * pk_polys * section_bytes(params.d2, RESIDUE_BITS)
-        + section_bytes(shape.ell1, 32)
-        + 2 * section_bytes(shape.ell2, RESIDUE_BITS)
+    (QUERY_HEADER + 2 * pk_polys * section_bytes(params.d2, RESIDUE_BITS))
+        .saturating_add(section_bytes(shape.ell1, 32))
+        .saturating_add(section_bytes(shape.ell2, RESIDUE_BITS).saturating_mul(2))
 }
 
 /// Exact serialized size of a response for `params`.
@@ -438,6 +440,34 @@ mod tests {
         };
         let pk_b = halves(TOY.d2, TOY.log_d2() * TOY.gadget_len());
         (pk_b, vec![u32::MAX; shape.ell1], halves(shape.ell2, 1))
+    }
+
+    /// A manifest may name any shape; sizing a query for one no parameter
+    /// set accepts must not overflow (the fuzz target `manifest` found
+    /// ℓ1 = 2^60 panicking in the client's size check).
+    #[test]
+    fn query_len_saturates_for_shapes_beyond_max_dim() {
+        let max = DbShape {
+            ell1: params::MAX_DIM,
+            ell2: params::MAX_DIM,
+        };
+        for shape in [
+            DbShape {
+                ell1: 1 << 60,
+                ell2: 1,
+            },
+            DbShape {
+                ell1: 1,
+                ell2: usize::MAX,
+            },
+            DbShape {
+                ell1: usize::MAX,
+                ell2: usize::MAX,
+            },
+        ] {
+            let len = query_len(&TOY, shape);
+            assert!(len > query_len(&TOY, max), "{shape:?}: {len}");
+        }
     }
 
     #[test]
