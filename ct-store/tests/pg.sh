@@ -4,6 +4,8 @@
 #
 #   bash ct-store/tests/pg.sh start [DIR]   # prints the database URL on stdout
 #   bash ct-store/tests/pg.sh stop  [DIR]   # stops the cluster and deletes DIR
+#   bash ct-store/tests/pg.sh restart DIR [DOWN_SECONDS]
+#                                           # kills the server, waits, starts it again
 #
 # DIR defaults to ${TMPDIR:-/tmp}/ct-store-pg; clusters running at the same
 # time need different DIRs. `start` wipes any previous cluster in DIR, runs
@@ -26,6 +28,12 @@
 #   cargo test --workspace        # tests/store.rs runs on SQLite and PostgreSQL
 #
 # Without TEST_DATABASE_URL the store tests run on SQLite only.
+#
+# `restart` stops the server of a running cluster the way a crash would
+# (`pg_ctl stop -m immediate`: connections are cut, no shutdown checkpoint),
+# keeps it down for DOWN_SECONDS (default 0, may be fractional), then starts
+# it again with the same data, port and settings, so TEST_DATABASE_URL stays
+# valid. The fault tests of ct-ingest use it on a cluster of their own.
 #
 # Extra server settings can be passed in PGTEST_SERVER_OPTS, e.g.
 # PGTEST_SERVER_OPTS="-c fsync=on -c synchronous_commit=on" for a throughput
@@ -73,6 +81,10 @@ free_port() {
   die "no free port found"
 }
 
+start_server() {
+  as_owner "$bindir/pg_ctl" -D "$dir/data" -l "$dir/server.log" -o "$1" -w -t 60 start >&2
+}
+
 stop_cluster() {
   if [[ -f "$dir/data/postmaster.pid" ]]; then
     as_owner "$bindir/pg_ctl" -D "$dir/data" -m immediate -w stop >&2 || true
@@ -98,7 +110,8 @@ case "$cmd" in
       opts="-c listen_addresses=127.0.0.1 -p $port -k $dir -c fsync=off"
       opts+=" -c synchronous_commit=off -c full_page_writes=off"
       opts+=" -c max_connections=200 ${PGTEST_SERVER_OPTS:-}"
-      if as_owner "$bindir/pg_ctl" -D "$dir/data" -l "$dir/server.log" -o "$opts" -w -t 60 start >&2; then
+      if start_server "$opts"; then
+        echo "$opts" >"$dir/opts"
         break
       fi
       cat "$dir/server.log" >&2 || true
@@ -116,7 +129,16 @@ case "$cmd" in
     stop_cluster
     rm -rf "$dir"
     ;;
+  restart)
+    [[ -f "$dir/opts" && -f "$dir/url" ]] || die "no cluster started by this script in $dir"
+    down="${3:-0}"
+    stop_cluster
+    log "server stopped; down for ${down}s"
+    sleep "$down"
+    start_server "$(cat "$dir/opts")" || { cat "$dir/server.log" >&2; die "pg_ctl start failed"; }
+    log "server restarted: $(cat "$dir/url")"
+    ;;
   *)
-    die "usage: $0 start|stop [DIR]"
+    die "usage: $0 start|stop [DIR] | restart DIR [DOWN_SECONDS]"
     ;;
 esac
