@@ -623,7 +623,7 @@ pub async fn ingest_log(
             (Ok(Ok(out)), _) => add_outcome(&mut report, &out),
             (Ok(Err(e)) | Err(e), Ok(())) => return Err(e),
             (Ok(Err(e)) | Err(e), Err(_)) => {
-                tracing::warn!(log = %info.description, error = %e, "commit failed after an earlier error");
+                tracing::warn!(log = %info.description, error = %crate::error::chain(&e), "commit failed after an earlier error");
             }
         }
     }
