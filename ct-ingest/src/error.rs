@@ -123,13 +123,18 @@ impl From<ct_store::StoreError> for Error {
 
 impl Error {
     /// Whether trying again later may succeed without anyone changing
-    /// anything: the database could not be reached or failed (not a refused
-    /// batch), or a log could not be reached, timed out, rate-limited or
-    /// answered 5xx. Verification failures, bad data and configuration
-    /// errors are not transient.
+    /// anything: the database could not be reached or failed, or its
+    /// verified position is not where this run left it (a
+    /// [`Gap`](ct_store::StoreError::Gap): a database that acknowledged
+    /// commits it lost in a crash, e.g. with `synchronous_commit = off`; a
+    /// new run resumes from the stored position), or a log could not be
+    /// reached, timed out, rate-limited or answered 5xx. Verification
+    /// failures, bad data and configuration errors are not transient.
     pub fn is_transient(&self) -> bool {
         match self {
-            Error::Store(ct_store::StoreError::Database(_)) => true,
+            Error::Store(ct_store::StoreError::Database(_) | ct_store::StoreError::Gap { .. }) => {
+                true
+            }
             Error::Network { .. } | Error::Timeout { .. } | Error::RateLimited { .. } => true,
             Error::Http { status, .. } => *status >= 500,
             _ => false,
@@ -309,6 +314,18 @@ mod tests {
         .is_transient());
         assert!(!Error::from(ct_core::Error::RootMismatch { what: "w" }).is_transient());
         assert!(!Error::Config("x".into()).is_transient());
+        // The store's position behind this run's (a commit lost in a crash).
+        assert!(Error::from(ct_store::StoreError::Gap {
+            log_id: [0; 32],
+            verified_position: 900,
+            first_leaf_index: 1000,
+        })
+        .is_transient());
+        assert!(!Error::from(ct_store::StoreError::RootMismatch {
+            log_id: [0; 32],
+            tree_size: 5,
+        })
+        .is_transient());
     }
 
     #[test]

@@ -4,8 +4,9 @@
 #
 #   bash ct-store/tests/pg.sh start [DIR]   # prints the database URL on stdout
 #   bash ct-store/tests/pg.sh stop  [DIR]   # stops the cluster and deletes DIR
-#   bash ct-store/tests/pg.sh restart DIR [DOWN_SECONDS]
-#                                           # kills the server, waits, starts it again
+#   bash ct-store/tests/pg.sh pause   DIR   # stops the server like a crash, keeps DIR
+#   bash ct-store/tests/pg.sh resume  DIR   # starts it again (same port and data)
+#   bash ct-store/tests/pg.sh restart DIR [DOWN_SECONDS]   # pause, wait, resume
 #
 # DIR defaults to ${TMPDIR:-/tmp}/ct-store-pg; clusters running at the same
 # time need different DIRs. `start` wipes any previous cluster in DIR, runs
@@ -29,11 +30,12 @@
 #
 # Without TEST_DATABASE_URL the store tests run on SQLite only.
 #
-# `restart` stops the server of a running cluster the way a crash would
-# (`pg_ctl stop -m immediate`: connections are cut, no shutdown checkpoint),
-# keeps it down for DOWN_SECONDS (default 0, may be fractional), then starts
-# it again with the same data, port and settings, so TEST_DATABASE_URL stays
-# valid. The fault tests of ct-ingest use it on a cluster of their own.
+# `pause` stops the server of a cluster started by `start` the way a crash
+# would (`pg_ctl stop -m immediate`: connections are cut, no shutdown
+# checkpoint) and keeps its data; `resume` starts it again with the same
+# data, port and settings, so its URL stays valid. `restart` is both, with
+# DOWN_SECONDS (default 0, may be fractional) in between. The fault tests of
+# ct-ingest use them on a cluster of their own.
 #
 # Extra server settings can be passed in PGTEST_SERVER_OPTS, e.g.
 # PGTEST_SERVER_OPTS="-c fsync=on -c synchronous_commit=on" for a throughput
@@ -91,6 +93,22 @@ stop_cluster() {
   fi
 }
 
+require_started() {
+  [[ -f "$dir/opts" && -f "$dir/url" ]] || die "no cluster started by this script in $dir"
+}
+
+pause_server() {
+  require_started
+  stop_cluster
+  log "server stopped"
+}
+
+resume_server() {
+  require_started
+  start_server "$(cat "$dir/opts")" || { cat "$dir/server.log" >&2; die "pg_ctl start failed"; }
+  log "server running: $(cat "$dir/url")"
+}
+
 case "$cmd" in
   start)
     stop_cluster
@@ -129,16 +147,19 @@ case "$cmd" in
     stop_cluster
     rm -rf "$dir"
     ;;
+  pause)
+    pause_server
+    ;;
+  resume)
+    resume_server
+    ;;
   restart)
-    [[ -f "$dir/opts" && -f "$dir/url" ]] || die "no cluster started by this script in $dir"
-    down="${3:-0}"
-    stop_cluster
-    log "server stopped; down for ${down}s"
-    sleep "$down"
-    start_server "$(cat "$dir/opts")" || { cat "$dir/server.log" >&2; die "pg_ctl start failed"; }
-    log "server restarted: $(cat "$dir/url")"
+    pause_server
+    log "down for ${3:-0}s"
+    sleep "${3:-0}"
+    resume_server
     ;;
   *)
-    die "usage: $0 start|stop [DIR] | restart DIR [DOWN_SECONDS]"
+    die "usage: $0 start|stop [DIR] | pause|resume DIR | restart DIR [DOWN_SECONDS]"
     ;;
 esac
