@@ -7,8 +7,10 @@
 //! # Default: the embedded SQLite file ct-ingest.db in the working directory.
 //! database_url = "postgres://ct@db.internal/ct"
 //!
-//! [schedule]              # for `ct-ingest run`; at most one of the two
-//! interval_seconds = 600  # or: daily = "03:30" (UTC)
+//! [schedule]              # for `ct-ingest run`
+//! interval_seconds = 600  # or: daily = "03:30" (UTC); at most one of the two
+//! retry_seconds = 5       # after a failed run: retry after 5, 10, 20, ... s
+//! retry_max_seconds = 300 # up to this (never later than the next run)
 //!
 //! [defaults]              # per-log limits, for every selected log
 //! batch_size = 256        # entries per get-entries request (RFC 6962)
@@ -56,8 +58,9 @@ pub const DEFAULT_LOG_LIST: &str = "https://www.gstatic.com/ct/log_list/v3/log_l
 /// Largest configuration file accepted.
 pub const MAX_CONFIG_SIZE: usize = 1 << 20;
 
-/// The whole configuration.
-#[derive(Clone, Debug, Deserialize, PartialEq)]
+/// The whole configuration. `Debug` shows the database URL without its
+/// password.
+#[derive(Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
     /// Path, `file://` URL or `http(s)://` URL of a log list v3.
@@ -81,6 +84,22 @@ pub struct Config {
     pub logs: Vec<LogSelector>,
 }
 
+impl std::fmt::Debug for Config {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Config")
+            .field("log_list", &self.log_list)
+            .field(
+                "database_url",
+                &self.database_url.as_deref().map(ct_store::redact_url),
+            )
+            .field("schedule", &self.schedule)
+            .field("defaults", &self.defaults)
+            .field("http", &self.http)
+            .field("logs", &self.logs)
+            .finish()
+    }
+}
+
 fn default_log_list() -> String {
     DEFAULT_LOG_LIST.to_owned()
 }
@@ -93,6 +112,31 @@ pub struct ScheduleConfig {
     pub interval_seconds: Option<u64>,
     /// Ingest once a day at `HH:MM` UTC.
     pub daily: Option<String>,
+    /// After a failed run (or a log refused for a transient reason: the
+    /// database or the log unreachable), `ct-ingest run` tries again after
+    /// this many seconds, doubling per consecutive failure up to
+    /// `retry_max_seconds`, and never later than the next scheduled run
+    /// (default [`DEFAULT_RETRY_SECONDS`]).
+    pub retry_seconds: Option<u64>,
+    /// Longest wait between retries (default [`DEFAULT_RETRY_MAX_SECONDS`]).
+    pub retry_max_seconds: Option<u64>,
+}
+
+/// First wait before retrying a failed run (`[schedule] retry_seconds`).
+pub const DEFAULT_RETRY_SECONDS: u64 = 5;
+/// Longest wait between retries (`[schedule] retry_max_seconds`).
+pub const DEFAULT_RETRY_MAX_SECONDS: u64 = 300;
+
+impl ScheduleConfig {
+    /// How long to wait before retry number `failures` (1 for the first
+    /// retry after a failure): `retry_seconds · 2^(failures − 1)`, at most
+    /// `retry_max_seconds`.
+    pub fn retry_delay(&self, failures: u32) -> u64 {
+        let first = self.retry_seconds.unwrap_or(DEFAULT_RETRY_SECONDS);
+        let max = self.retry_max_seconds.unwrap_or(DEFAULT_RETRY_MAX_SECONDS);
+        let doublings = failures.saturating_sub(1).min(63);
+        first.saturating_mul(1u64 << doublings).min(max)
+    }
 }
 
 /// When to ingest, resolved from [`ScheduleConfig`].
@@ -254,16 +298,12 @@ impl Config {
             self.defaults.commit_every = Some(parse_env("CT_INGEST_COMMIT_EVERY", &v)?);
         }
         if let Some(v) = get("CT_INGEST_INTERVAL_SECONDS") {
-            self.schedule = ScheduleConfig {
-                interval_seconds: Some(parse_env("CT_INGEST_INTERVAL_SECONDS", &v)?),
-                daily: None,
-            };
+            self.schedule.interval_seconds = Some(parse_env("CT_INGEST_INTERVAL_SECONDS", &v)?);
+            self.schedule.daily = None;
         }
         if let Some(v) = get("CT_INGEST_DAILY") {
-            self.schedule = ScheduleConfig {
-                interval_seconds: None,
-                daily: Some(v),
-            };
+            self.schedule.interval_seconds = None;
+            self.schedule.daily = Some(v);
         }
         if let Some(v) = get("CT_INGEST_TIMEOUT_SECONDS") {
             self.http.timeout_seconds = parse_env("CT_INGEST_TIMEOUT_SECONDS", &v)?;
@@ -277,10 +317,28 @@ impl Config {
         Ok(())
     }
 
-    /// Checks every value (limits, schedule, selectors, HTTP settings).
+    /// Checks every value (database URL, limits, schedule, selectors, HTTP
+    /// settings). The database URL is parsed, not connected to: a
+    /// malformed one is an error here (its message shows it without the
+    /// password), an unreachable database only when a run connects.
     pub fn validate(&self) -> Result<()> {
+        ct_store::DatabaseUrl::parse(self.database_url())
+            .map_err(|e| Error::Config(format!("database_url: {e}")))?;
         self.http.validate()?;
         self.schedule()?;
+        let retry = &self.schedule;
+        if retry.retry_seconds == Some(0) || retry.retry_max_seconds == Some(0) {
+            return Err(Error::Config(
+                "[schedule] retry_seconds and retry_max_seconds must be > 0".into(),
+            ));
+        }
+        if retry.retry_seconds.unwrap_or(DEFAULT_RETRY_SECONDS)
+            > retry.retry_max_seconds.unwrap_or(DEFAULT_RETRY_MAX_SECONDS)
+        {
+            return Err(Error::Config(
+                "[schedule] retry_seconds must not exceed retry_max_seconds".into(),
+            ));
+        }
         resolve_limits(&LogLimits::default(), &self.defaults, "[defaults]")?;
         for (i, sel) in self.logs.iter().enumerate() {
             if sel.id.is_none() && sel.description.is_none() {
@@ -544,9 +602,9 @@ impl Schedule {
 /// Reads a whole file, refusing more than `max` bytes.
 fn read_capped(path: &Path, max: usize) -> Result<Vec<u8>> {
     use std::io::Read as _;
-    let io = |source| Error::Io {
+    let io = |error| Error::Io {
         path: path.display().to_string(),
-        source,
+        error,
     };
     let f = std::fs::File::open(path).map_err(io)?;
     let mut buf = Vec::new();
@@ -632,10 +690,48 @@ mod tests {
             "[[log]]\nid = \"zz\"",
             "[[log]]\ndescription = \"x\"\napi = \"grpc\"",
             "[http]\ntimeout_seconds = 0",
+            "database_url = \"postgres//ct:pw@h/db\"",
+            "database_url = \"mysql://h/db\"",
+            "database_url = \"postgres://h:port/db\"",
+            "[schedule]\nretry_seconds = 0",
+            "[schedule]\nretry_seconds = 600",
         ] {
             let r = Config::from_toml(bad).and_then(|c| c.validate());
             assert!(r.is_err(), "{bad} accepted");
         }
+    }
+
+    /// A malformed database URL is a configuration error that names it
+    /// without the password.
+    #[test]
+    fn malformed_database_url_is_a_redacted_config_error() {
+        let c = Config::from_toml("database_url = \"postgres//ct:Sekr1t@db:5432/ct\"").unwrap();
+        let e = c.validate().unwrap_err();
+        assert!(matches!(e, Error::Config(_)), "{e:?}");
+        let msg = e.to_string();
+        assert!(msg.contains("postgres//ct:***@db:5432/ct"), "{msg}");
+        assert!(!msg.contains("Sekr1t"), "{msg}");
+        assert_eq!(msg.matches("configuration: ").count(), 1, "{msg}");
+        let debug = format!("{c:?}");
+        assert!(
+            !debug.contains("Sekr1t") && debug.contains("ct:***@db"),
+            "{debug}"
+        );
+    }
+
+    #[test]
+    fn retry_delays_double_up_to_the_cap() {
+        let s = ScheduleConfig::default();
+        let d: Vec<u64> = (1..=9).map(|n| s.retry_delay(n)).collect();
+        assert_eq!(d, [5, 10, 20, 40, 80, 160, 300, 300, 300]);
+        let s = ScheduleConfig {
+            retry_seconds: Some(1),
+            retry_max_seconds: Some(4),
+            ..ScheduleConfig::default()
+        };
+        assert_eq!(s.retry_delay(1), 1);
+        assert_eq!(s.retry_delay(3), 4);
+        assert_eq!(s.retry_delay(u32::MAX), 4);
     }
 
     #[test]

@@ -13,6 +13,13 @@
 //! entry store ([`Error::Store`]), the benchmark's test log (feature
 //! `bench`) and internal failures.
 //!
+//! Each message is complete and says each thing once: a variant that wraps
+//! another error includes the inner message in its own and does not return
+//! it again as [`source`](std::error::Error::source). Errors of other crates
+//! do not all follow that rule (some include their source's message *and*
+//! return the source), so whatever prints an error with its causes should
+//! use [`chain`], which drops a cause that the text before it already says.
+//!
 //! A caller that reacts to the kind of parse or verify failure, say "the log
 //! served garbage" versus "the log misbehaved cryptographically", matches on
 //! the [`ct_core::Error`] inside [`Error::Ct`], for example
@@ -81,28 +88,59 @@ pub enum Error {
     Internal(String),
 
     /// Reading a local file failed.
-    #[error("cannot read {path}: {source}")]
+    #[error("cannot read {path}: {error}")]
     Io {
         /// The file.
         path: String,
         /// The I/O error.
-        #[source]
-        source: std::io::Error,
+        error: std::io::Error,
     },
 
     /// The benchmark's local test log (feature `bench`) failed: binding
     /// its socket, issuing a certificate, or an internal task.
     #[cfg(feature = "bench")]
     #[error("test log: {0}")]
-    TestLog(#[from] ct_testlog::Error),
+    TestLog(ct_testlog::Error),
 
     /// The entry store failed (database error, refused batch, ...); the
     /// store's own variants say which (see [`ct_store::StoreError`]).
     #[error("store: {0}")]
-    Store(#[from] ct_store::StoreError),
+    Store(ct_store::StoreError),
+}
+
+#[cfg(feature = "bench")]
+impl From<ct_testlog::Error> for Error {
+    fn from(e: ct_testlog::Error) -> Self {
+        Error::TestLog(e)
+    }
+}
+
+impl From<ct_store::StoreError> for Error {
+    fn from(e: ct_store::StoreError) -> Self {
+        Error::Store(e)
+    }
 }
 
 impl Error {
+    /// Whether trying again later may succeed without anyone changing
+    /// anything: the database could not be reached or failed, or its
+    /// verified position is not where this run left it (a
+    /// [`Gap`](ct_store::StoreError::Gap): a database that acknowledged
+    /// commits it lost in a crash, e.g. with `synchronous_commit = off`; a
+    /// new run resumes from the stored position), or a log could not be
+    /// reached, timed out, rate-limited or answered 5xx. Verification
+    /// failures, bad data and configuration errors are not transient.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            Error::Store(ct_store::StoreError::Database(_) | ct_store::StoreError::Gap { .. }) => {
+                true
+            }
+            Error::Network { .. } | Error::Timeout { .. } | Error::RateLimited { .. } => true,
+            Error::Http { status, .. } => *status >= 500,
+            _ => false,
+        }
+    }
+
     /// Shorthand for [`ct_core::Error::Malformed`] wrapped in [`Error::Ct`].
     pub(crate) fn malformed(what: &'static str, reason: impl Into<String>) -> Self {
         Error::Ct(ct_core::Error::Malformed {
@@ -110,6 +148,24 @@ impl Error {
             reason: reason.into(),
         })
     }
+}
+
+/// `e` and its causes, joined with ": ", each said once: a cause whose
+/// message the text so far already contains (an error that prints its
+/// source and also returns it) is left out. For logging an error with
+/// everything that led to it on one line.
+pub fn chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let msg = c.to_string();
+        if !msg.is_empty() && !out.contains(&msg) {
+            out.push_str(": ");
+            out.push_str(&msg);
+        }
+        cause = c.source();
+    }
+    out
 }
 
 #[cfg(test)]
@@ -174,6 +230,102 @@ mod tests {
             Error::malformed("w", "r"),
             Error::Ct(ct_core::Error::Malformed { what: "w", reason }) if reason == "r"
         ));
+    }
+
+    /// The cause chain of a failed run (a store error inside this crate's
+    /// error inside the binary's context) says each layer's words once.
+    #[test]
+    fn cause_chain_has_no_repetition() {
+        use std::error::Error as _;
+        let refused = || {
+            std::io::Error::new(
+                std::io::ErrorKind::ConnectionRefused,
+                "Connection refused (os error 111)",
+            )
+        };
+        let store = |e| Error::from(ct_store::StoreError::from(e));
+        // As the binary sees it: anyhow context around this crate's error.
+        let run_failed =
+            anyhow::Error::new(store(sqlx::Error::Io(refused()))).context("ingest run failed");
+        let text = chain(run_failed.as_ref());
+        assert_eq!(
+            text,
+            "ingest run failed: store: database error: error communicating with database: \
+             Connection refused (os error 111)"
+        );
+        // This crate's and ct-store's layers return no source that repeats
+        // their message.
+        for e in [
+            store(sqlx::Error::Io(refused())),
+            store(sqlx::Error::PoolTimedOut),
+            Error::from(ct_store::StoreError::InvalidUrl {
+                url: "postgres//ct:***@h/db".into(),
+                reason: "expected sqlite:… or postgres://…".into(),
+            }),
+            Error::Io {
+                path: "/etc/x.toml".into(),
+                error: refused(),
+            },
+            Error::Config("[defaults] batch_size must be in 1..=1048576, got 0".into()),
+        ] {
+            if let Some(s) = e.source() {
+                assert!(!e.to_string().contains(&s.to_string()), "{e}");
+            }
+            let text = chain(&e);
+            for phrase in [
+                "store: ",
+                "database error: ",
+                "configuration: ",
+                "cannot read ",
+            ] {
+                assert!(text.matches(phrase).count() <= 1, "{text}");
+            }
+        }
+        // Another crate's error that prints its source and also returns it
+        // (ct-core's JSON error) is said once.
+        let json = serde_json::from_slice::<u8>(b"x").unwrap_err();
+        let json_msg = json.to_string();
+        let e = Error::from(ct_core::Error::Json {
+            what: "get-sth",
+            source: json,
+        });
+        assert_eq!(chain(&e).matches(&json_msg).count(), 1, "{}", chain(&e));
+        // A source that adds something is kept.
+        let outer = anyhow::Error::new(refused()).context("connecting");
+        assert_eq!(
+            chain(outer.as_ref()),
+            "connecting: Connection refused (os error 111)"
+        );
+    }
+
+    #[test]
+    fn transient_errors() {
+        let store = |e| Error::from(ct_store::StoreError::from(e));
+        assert!(store(sqlx::Error::PoolTimedOut).is_transient());
+        assert!(Error::Http {
+            url: String::new(),
+            status: 503
+        }
+        .is_transient());
+        assert!(!Error::Http {
+            url: String::new(),
+            status: 404
+        }
+        .is_transient());
+        assert!(!Error::from(ct_core::Error::RootMismatch { what: "w" }).is_transient());
+        assert!(!Error::Config("x".into()).is_transient());
+        // The store's position behind this run's (a commit lost in a crash).
+        assert!(Error::from(ct_store::StoreError::Gap {
+            log_id: [0; 32],
+            verified_position: 900,
+            first_leaf_index: 1000,
+        })
+        .is_transient());
+        assert!(!Error::from(ct_store::StoreError::RootMismatch {
+            log_id: [0; 32],
+            tree_size: 5,
+        })
+        .is_transient());
     }
 
     #[test]

@@ -204,7 +204,7 @@ impl HttpClient {
             }
             let backoff = self.backoff(retries);
             let delay = wait.map_or(backoff, |w| w.max(backoff));
-            tracing::debug!(url, error = %err, retry = retries + 1, delay_ms = delay.as_millis() as u64, "retrying");
+            tracing::debug!(url, error = %crate::error::chain(&err), retry = retries + 1, delay_ms = delay.as_millis() as u64, "retrying");
             self.counters.retries.fetch_add(1, Ordering::Relaxed);
             retries += 1;
             tokio::time::sleep(delay).await;
@@ -231,7 +231,7 @@ impl HttpClient {
             } else {
                 Error::Network {
                     url: url.to_owned(),
-                    reason: error_chain(&e),
+                    reason: crate::error::chain(&e),
                 }
             }
         };
@@ -466,19 +466,6 @@ fn jitter_unit() -> f64 {
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     z ^= z >> 31;
     (z >> 11) as f64 / (1u64 << 53) as f64
-}
-
-/// The error and its sources, joined (reqwest's Display alone hides the
-/// cause, e.g. "connection refused").
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut src = e.source();
-    while let Some(c) = src {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        src = c.source();
-    }
-    s
 }
 
 #[cfg(test)]

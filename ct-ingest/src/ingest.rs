@@ -619,7 +619,7 @@ pub async fn ingest_log(
             (Ok(Ok(out)), _) => add_outcome(&mut report, &out),
             (Ok(Err(e)) | Err(e), Ok(())) => return Err(e),
             (Ok(Err(e)) | Err(e), Err(_)) => {
-                tracing::warn!(log = %info.description, error = %e, "commit failed after an earlier error");
+                tracing::warn!(log = %info.description, error = %crate::error::chain(&e), "commit failed after an earlier error");
             }
         }
     }
@@ -658,7 +658,8 @@ pub struct RunSummary {
 /// One full pass: loads the log list, selects the logs, connects to the
 /// database, ingests every selected log up to its current head, then prunes
 /// expired entries. Per-log failures are reported in the summary; only
-/// setup failures (log list, selection, database) are an `Err`.
+/// setup failures (log list, selection, database) and a failed prune are
+/// an `Err` (after a failed prune, the logs' own errors are logged here).
 pub async fn run_once(config: &Config, opts: &IngestOptions) -> Result<RunSummary> {
     let http = HttpClient::new(&config.http)?;
     let list = load_log_list(&config.log_list, &http).await?;
@@ -666,9 +667,21 @@ pub async fn run_once(config: &Config, opts: &IngestOptions) -> Result<RunSummar
     let logs = config.select_logs(&list, now_s)?;
     let store = Store::connect(config.database_url()).await?;
     let results = ingest_logs(&store, &http, &logs, opts).await;
-    let pruned = store
+    let pruned = match store
         .prune_expired(opts.now_s.unwrap_or_else(unix_now_s))
-        .await?;
+        .await
+    {
+        Ok(n) => n,
+        Err(e) => {
+            // The run fails; its logs' errors would go unreported.
+            for (log, r) in logs.iter().zip(&results) {
+                if let Err(e) = r {
+                    tracing::error!(log = %log.info.description, error = %crate::error::chain(e), "log refused");
+                }
+            }
+            return Err(e.into());
+        }
+    };
     store.close().await;
     let c = http.counters();
     let load = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);

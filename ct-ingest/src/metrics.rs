@@ -2,9 +2,11 @@
 //!
 //! [`record_run`] folds a finished [`RunSummary`] into counters (entries,
 //! bytes, requests, errors) and per-log gauges (verified size, lag behind
-//! the signed head in entries and in time); [`render_prometheus`] renders
-//! them. The `ct-ingest` binary writes the rendering to a file after every
-//! run (`--metrics-file`, for a node-exporter textfile collector); nothing
+//! the signed head in entries and in time); [`record_failed_run`] counts a
+//! run that could not finish (log list, database) and marks the ingester
+//! and every log down. [`render_prometheus`] renders them. The `ct-ingest`
+//! binary writes the rendering to a file after every run, failed or not
+//! (`--metrics-file`, for a node-exporter textfile collector); nothing
 //! serves it over HTTP. The names and their meanings are listed in
 //! docs/ingest.md.
 
@@ -27,6 +29,11 @@ struct LogGauges {
 #[derive(Default)]
 struct Metrics {
     runs: AtomicU64,
+    runs_failed: AtomicU64,
+    /// 1 if the last run finished, 0 if it failed (or none ran yet).
+    up: AtomicU64,
+    last_success_s: AtomicU64,
+    last_failure_s: AtomicU64,
     entries_inserted: AtomicU64,
     entries_expired: AtomicU64,
     entries_pruned: AtomicU64,
@@ -52,6 +59,8 @@ fn hex(b: &[u8]) -> String {
 pub fn record_run(summary: &RunSummary, now_ms: u64) {
     let m = metrics();
     m.runs.fetch_add(1, Ordering::Relaxed);
+    m.up.store(1, Ordering::Relaxed);
+    m.last_success_s.store(now_ms / 1000, Ordering::Relaxed);
     m.entries_pruned
         .fetch_add(summary.pruned, Ordering::Relaxed);
     let (req, bytes, retries, errors) = summary.http;
@@ -81,6 +90,23 @@ pub fn record_run(summary: &RunSummary, now_ms: u64) {
     }
 }
 
+/// Adds a run that failed before it finished (the log list or the
+/// database could not be read, or the expiry prune failed): counts it,
+/// records its time, and sets `ct_ingest_up` and every known log's
+/// `ct_ingest_log_up` to 0 (nothing is known to be ingested). The logs'
+/// other gauges keep the values of their last successful run.
+pub fn record_failed_run(now_ms: u64) {
+    let m = metrics();
+    m.runs.fetch_add(1, Ordering::Relaxed);
+    m.runs_failed.fetch_add(1, Ordering::Relaxed);
+    m.up.store(0, Ordering::Relaxed);
+    m.last_failure_s.store(now_ms / 1000, Ordering::Relaxed);
+    let mut logs = m.logs.lock().unwrap_or_else(|p| p.into_inner());
+    for g in logs.values_mut() {
+        g.ok = false;
+    }
+}
+
 /// Escapes a Prometheus label value.
 fn label(v: &str) -> String {
     v.replace('\\', "\\\\")
@@ -92,8 +118,17 @@ fn label(v: &str) -> String {
 pub fn render_prometheus() -> String {
     let m = metrics();
     let mut out = String::new();
-    let counters: [(&str, &str, &AtomicU64); 9] = [
-        ("ct_ingest_runs_total", "Completed ingest runs.", &m.runs),
+    let counters: [(&str, &str, &AtomicU64); 10] = [
+        (
+            "ct_ingest_runs_total",
+            "Ingest runs, finished or failed.",
+            &m.runs,
+        ),
+        (
+            "ct_ingest_runs_failed_total",
+            "Ingest runs that failed before finishing (log list, database).",
+            &m.runs_failed,
+        ),
         (
             "ct_ingest_entries_inserted_total",
             "Verified entries stored.",
@@ -142,6 +177,30 @@ pub fn render_prometheus() -> String {
             v.load(Ordering::Relaxed)
         );
     }
+    let process_gauges: [(&str, &str, &AtomicU64); 3] = [
+        (
+            "ct_ingest_up",
+            "1 if the last run finished, 0 if it failed or none has run yet.",
+            &m.up,
+        ),
+        (
+            "ct_ingest_last_success_timestamp_seconds",
+            "Unix time the last finished run ended (0: none yet).",
+            &m.last_success_s,
+        ),
+        (
+            "ct_ingest_last_failure_timestamp_seconds",
+            "Unix time the last failed run ended (0: none yet).",
+            &m.last_failure_s,
+        ),
+    ];
+    for (name, help, v) in process_gauges {
+        let _ = writeln!(
+            out,
+            "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {}",
+            v.load(Ordering::Relaxed)
+        );
+    }
     let logs = m.logs.lock().unwrap_or_else(|p| p.into_inner());
     type Gauge = (&'static str, &'static str, fn(&LogGauges) -> u64);
     let gauges: [Gauge; 4] = [
@@ -162,7 +221,7 @@ pub fn render_prometheus() -> String {
         ),
         (
             "ct_ingest_log_up",
-            "1 if the last run of the log succeeded.",
+            "1 if the last run of the log succeeded, 0 if it or the whole run failed.",
             |g| g.ok as u64,
         ),
     ];
@@ -188,6 +247,8 @@ mod tests {
     fn renders_counters_and_escapes_labels() {
         let text = render_prometheus();
         assert!(text.contains("# TYPE ct_ingest_runs_total counter"));
+        assert!(text.contains("# TYPE ct_ingest_runs_failed_total counter"));
+        assert!(text.contains("# TYPE ct_ingest_up gauge"));
         assert!(text.contains("ct_ingest_http_bytes_total "));
         assert_eq!(label("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
     }

@@ -1,6 +1,9 @@
-//! The `ct-ingest` binary end to end: a local test log, a config file, one
-//! `ct-ingest once` run as a child process, then the store and the metrics
-//! file are checked.
+//! The `ct-ingest` binary end to end, as a child process: a local test log
+//! and a config file, then the store, the metrics file and the log lines
+//! are checked: a successful `once`; failed runs (database unreachable or
+//! unusable), which are logged with their cause once, counted in the
+//! metrics and retried by `run`; a malformed database URL, fatal at
+//! startup. No output may contain the database password.
 
 use ct_store::Store;
 use ct_testlog::{TestLog, TestLogConfig};
@@ -80,5 +83,244 @@ async fn once_ingests_a_local_log_and_writes_metrics() -> Result<(), Box<dyn std
     );
     store.close().await;
     log.shutdown().await;
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------
+// Failed runs: logged with their cause, counted, never showing the password
+// ---------------------------------------------------------------------------
+
+const PASSWORD: &str = "Sekr1t-pw";
+const EMPTY_LOG_LIST: &str = r#"{"version":"1","operators":[]}"#;
+
+fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_ct-ingest")
+}
+
+/// A port nobody listens on (bound, then released).
+fn closed_port() -> std::io::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}
+
+/// The value of an unlabelled metric in a Prometheus text file.
+fn metric(text: &str, name: &str) -> Option<u64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+}
+
+/// Waits (up to `secs`) until `path` holds metrics satisfying `ok`.
+fn wait_for_metrics(
+    path: &std::path::Path,
+    secs: u64,
+    ok: impl Fn(&str) -> bool,
+) -> Result<String, String> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    loop {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        if ok(&text) {
+            return Ok(text);
+        }
+        if std::time::Instant::now() > deadline {
+            return Err(format!("metrics not reached in {secs} s:\n{text}"));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+/// PostgreSQL unreachable: `once` fails with the cause on one line, each
+/// cause once, and the metrics file says so; `run` keeps retrying with the
+/// cause in every log line and rewrites the metrics after each failed run.
+/// The URL's password shows nowhere.
+#[test]
+fn failed_runs_are_logged_counted_and_redacted() -> Result<(), Box<dyn std::error::Error>> {
+    let dir = tempfile::tempdir()?;
+    let list = dir.path().join("log_list.json");
+    std::fs::write(&list, EMPTY_LOG_LIST)?;
+    let url = format!("postgres://ct:{PASSWORD}@127.0.0.1:{}/ct", closed_port()?);
+    let config = dir.path().join("ct-ingest.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "log_list = \"{}\"\ndatabase_url = \"{url}\"\n[schedule]\nretry_seconds = 1\n",
+            list.display()
+        ),
+    )?;
+    let metrics = dir.path().join("metrics.prom");
+
+    let out = std::process::Command::new(bin())
+        .args(["once", "--config"])
+        .arg(&config)
+        .arg("--metrics-file")
+        .arg(&metrics)
+        .env_remove("DATABASE_URL")
+        .env_remove("CT_INGEST_DATABASE_URL")
+        .output()?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(!stderr.contains(PASSWORD), "{stderr}");
+    assert_eq!(stderr.matches("Connection refused").count(), 1, "{stderr}");
+    assert!(
+        stderr.contains(
+            "Error: ingest run failed: store: database error: error communicating with database: \
+             Connection refused"
+        ),
+        "{stderr}"
+    );
+    let text = std::fs::read_to_string(&metrics)?;
+    assert_eq!(metric(&text, "ct_ingest_runs_total"), Some(1), "{text}");
+    assert_eq!(
+        metric(&text, "ct_ingest_runs_failed_total"),
+        Some(1),
+        "{text}"
+    );
+    assert_eq!(metric(&text, "ct_ingest_up"), Some(0), "{text}");
+    assert_eq!(
+        metric(&text, "ct_ingest_last_success_timestamp_seconds"),
+        Some(0)
+    );
+    assert!(metric(&text, "ct_ingest_last_failure_timestamp_seconds").unwrap_or(0) > 1_700_000_000);
+    std::fs::remove_file(&metrics)?;
+
+    // `run`: retried after 1 s, 2 s, ... (not after the hour of --interval).
+    let stderr_path = dir.path().join("run.stderr");
+    let mut child = std::process::Command::new(bin())
+        .args(["run", "--interval", "3600", "--config"])
+        .arg(&config)
+        .arg("--metrics-file")
+        .arg(&metrics)
+        .env_remove("DATABASE_URL")
+        .env_remove("CT_INGEST_DATABASE_URL")
+        .env("RUST_LOG", "info")
+        .stderr(std::fs::File::create(&stderr_path)?)
+        .spawn()?;
+    let waited = wait_for_metrics(&metrics, 30, |t| {
+        metric(t, "ct_ingest_runs_failed_total").unwrap_or(0) >= 3
+    });
+    child.kill()?;
+    child.wait()?;
+    let text = waited?;
+    assert_eq!(metric(&text, "ct_ingest_up"), Some(0), "{text}");
+    let stderr = std::fs::read_to_string(&stderr_path)?;
+    assert!(!stderr.contains(PASSWORD), "{stderr}");
+    let failures: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("run failed; retrying"))
+        .collect();
+    assert!(failures.len() >= 3, "{stderr}");
+    for line in &failures {
+        assert_eq!(line.matches("Connection refused").count(), 1, "{line}");
+        assert_eq!(line.matches("database error: ").count(), 1, "{line}");
+    }
+    assert!(failures[0].contains("seconds=1 failures=1"), "{stderr}");
+    assert!(failures[1].contains("seconds=2 failures=2"), "{stderr}");
+    Ok(())
+}
+
+/// A malformed database URL (here from the environment, with the colon
+/// after the scheme missing) is fatal at startup of `once` and `run`, with
+/// the URL redacted.
+#[test]
+fn malformed_database_url_is_fatal_at_startup() -> Result<(), Box<dyn std::error::Error>> {
+    let dir = tempfile::tempdir()?;
+    let list = dir.path().join("log_list.json");
+    std::fs::write(&list, EMPTY_LOG_LIST)?;
+    let config = dir.path().join("ct-ingest.toml");
+    std::fs::write(&config, format!("log_list = \"{}\"\n", list.display()))?;
+    let bad = format!("postgres//ct:{PASSWORD}@db.internal:5432/ct");
+    for args in [&["once"][..], &["run", "--interval", "1"][..]] {
+        let started = std::time::Instant::now();
+        let out = std::process::Command::new(bin())
+            .args(args)
+            .arg("--config")
+            .arg(&config)
+            .env("CT_INGEST_DATABASE_URL", &bad)
+            .output()?;
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?}: {stderr}");
+        assert!(started.elapsed().as_secs() < 20, "{args:?}");
+        assert!(!stderr.contains(PASSWORD), "{stderr}");
+        assert!(
+            stderr.contains(
+                "configuration: database_url: invalid database URL postgres//ct:***@db.internal:5432/ct"
+            ),
+            "{args:?}: {stderr}"
+        );
+        assert_eq!(stderr.matches("configuration: ").count(), 1, "{stderr}");
+    }
+    Ok(())
+}
+
+/// A run that fails after successful ones turns `ct_ingest_up` and the
+/// logs' `ct_ingest_log_up` to 0 (their other gauges stay), and the next
+/// finished run turns them back to 1.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn up_gauges_fall_when_a_run_fails() -> Result<(), Box<dyn std::error::Error>> {
+    let log = TestLog::start(TestLogConfig::default()).await?;
+    log.add_entries(40, 0.5).await?;
+    let dir = tempfile::tempdir()?;
+    let list = dir.path().join("log_list.json");
+    std::fs::write(&list, log.log_list_json())?;
+    let db = dir.path().join("ct.db");
+    let config = dir.path().join("ct-ingest.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "log_list = \"{}\"\ndatabase_url = \"sqlite://{}?mode=rwc\"\n\
+             [schedule]\nretry_seconds = 1\n",
+            list.display(),
+            db.display()
+        ),
+    )?;
+    let metrics = dir.path().join("metrics.prom");
+    let mut child = std::process::Command::new(bin())
+        .args(["run", "--interval", "1", "--config"])
+        .arg(&config)
+        .arg("--metrics-file")
+        .arg(&metrics)
+        .env_remove("DATABASE_URL")
+        .env_remove("CT_INGEST_DATABASE_URL")
+        .stderr(std::process::Stdio::null())
+        .spawn()?;
+    let result = tokio::task::spawn_blocking(move || -> Result<(), String> {
+        let log_up = |t: &str, v: u64| {
+            t.lines()
+                .any(|l| l.starts_with("ct_ingest_log_up{") && l.ends_with(&format!("}} {v}")))
+        };
+        let t = wait_for_metrics(&metrics, 60, |t| {
+            metric(t, "ct_ingest_up") == Some(1) && log_up(t, 1)
+        })?;
+        assert_eq!(metric(&t, "ct_ingest_runs_failed_total"), Some(0), "{t}");
+        // The database becomes unusable: a directory where the file was.
+        // (The store is only open during a run; a run in progress may
+        // still finish first.)
+        for suffix in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{}{suffix}", db.display()));
+        }
+        std::fs::create_dir(&db).map_err(|e| e.to_string())?;
+        let t = wait_for_metrics(&metrics, 60, |t| {
+            metric(t, "ct_ingest_runs_failed_total").unwrap_or(0) >= 1
+        })?;
+        assert_eq!(metric(&t, "ct_ingest_up"), Some(0), "{t}");
+        assert!(log_up(&t, 0) && !log_up(&t, 1), "{t}");
+        assert!(
+            t.lines()
+                .any(|l| l.starts_with("ct_ingest_log_verified_size{") && l.ends_with("} 40")),
+            "{t}"
+        );
+        assert!(metric(&t, "ct_ingest_last_failure_timestamp_seconds").unwrap_or(0) > 0);
+        // Usable again: the next run recreates the store and ingests.
+        std::fs::remove_dir(&db).map_err(|e| e.to_string())?;
+        wait_for_metrics(&metrics, 60, |t| {
+            metric(t, "ct_ingest_up") == Some(1) && log_up(t, 1)
+        })?;
+        Ok(())
+    })
+    .await?;
+    child.kill()?;
+    child.wait()?;
+    log.shutdown().await;
+    result?;
     Ok(())
 }

@@ -5,18 +5,35 @@ use std::fmt;
 use crate::LogId;
 
 /// Errors of the store.
+///
+/// Each message is complete: a variant that wraps another error (sqlx's)
+/// includes its message and does not also return it as
+/// [`source`](std::error::Error::source), so a printed cause chain never
+/// says the same thing twice. No message contains a database password
+/// (URLs are shown through [`redact_url`](crate::redact_url)).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum StoreError {
     /// The database (driver, connection, SQL) failed.
     #[error("database error: {0}")]
-    Database(#[from] sqlx::Error),
+    Database(sqlx::Error),
+    /// The database reported that its storage is full (SQLite
+    /// `SQLITE_FULL`, PostgreSQL `disk_full`). The transaction was rolled
+    /// back: what was committed before is intact.
+    #[error("database storage full (free space, then run again; committed data is intact): {0}")]
+    StorageFull(sqlx::Error),
     /// Applying the embedded migrations failed.
     #[error("database migration failed: {0}")]
-    Migrate(#[from] sqlx::migrate::MigrateError),
-    /// The URL is neither `sqlite:` nor `postgres:`/`postgresql:`.
-    #[error("unsupported database URL (expected sqlite:… or postgres://…): {0}")]
-    UnsupportedUrl(String),
+    Migrate(sqlx::migrate::MigrateError),
+    /// The database URL is not a usable `sqlite:` or `postgres://` URL
+    /// (see [`DatabaseUrl::parse`](crate::DatabaseUrl::parse)).
+    #[error("invalid database URL {url}: {reason}")]
+    InvalidUrl {
+        /// The URL, password redacted.
+        url: String,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// The log has not been registered with [`Store::upsert_log`](crate::Store::upsert_log).
     #[error("unknown log {}", Hex(.0))]
     UnknownLog(LogId),
@@ -91,11 +108,67 @@ pub enum StoreError {
     },
 }
 
+impl From<sqlx::Error> for StoreError {
+    fn from(e: sqlx::Error) -> Self {
+        if is_storage_full(&e) {
+            StoreError::StorageFull(e)
+        } else {
+            StoreError::Database(e)
+        }
+    }
+}
+
+impl From<sqlx::migrate::MigrateError> for StoreError {
+    fn from(e: sqlx::migrate::MigrateError) -> Self {
+        match e {
+            sqlx::migrate::MigrateError::Execute(inner) if is_storage_full(&inner) => {
+                StoreError::StorageFull(inner)
+            }
+            other => StoreError::Migrate(other),
+        }
+    }
+}
+
+/// SQLite `SQLITE_FULL` (13) or PostgreSQL `disk_full` (53100).
+fn is_storage_full(e: &sqlx::Error) -> bool {
+    match e {
+        sqlx::Error::Database(db) => matches!(db.code().as_deref(), Some("13" | "53100")),
+        _ => false,
+    }
+}
+
 /// A 32-byte id in hex, for messages.
 pub(crate) struct Hex<'a>(pub(crate) &'a [u8; 32]);
 
 impl fmt::Display for Hex<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         self.0.iter().try_for_each(|b| write!(f, "{b:02x}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::error::Error as _;
+
+    /// A wrapped error's message appears once: in the Display, not again as
+    /// a source.
+    #[test]
+    fn wrapped_errors_are_not_repeated_as_sources() {
+        let io = || std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused");
+        let cases = [
+            StoreError::from(sqlx::Error::Io(io())),
+            StoreError::from(sqlx::Error::PoolTimedOut),
+            StoreError::from(sqlx::migrate::MigrateError::Execute(sqlx::Error::Io(io()))),
+            StoreError::from(sqlx::migrate::MigrateError::VersionMissing(3)),
+        ];
+        for e in cases {
+            assert!(e.source().is_none(), "{e}: source {:?}", e.source());
+        }
+        let e = StoreError::from(sqlx::Error::Io(io()));
+        assert_eq!(
+            e.to_string(),
+            "database error: error communicating with database: refused"
+        );
     }
 }

@@ -38,6 +38,7 @@
 mod commit;
 mod dialect;
 mod error;
+mod url;
 
 use std::str::FromStr;
 use std::time::Duration;
@@ -47,15 +48,17 @@ use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
-use sqlx::Row;
+use sqlx::{ConnectOptions, Connection, Row};
 
 pub use commit::Commit;
 #[cfg(any(test, feature = "fault-injection"))]
 pub use commit::FaultPlan;
 pub use error::StoreError;
+pub use url::{redact_url, DatabaseUrl};
 
 use commit::{check_contiguous, columns, outcome, plan, to_i64, PrevState};
 use dialect::{pg_month, Dialect};
+use url::Scheme;
 
 /// The embedded SQLite file used when no database URL is configured
 /// (`ct-ingest` and `auditor-server` default to the same store).
@@ -224,33 +227,49 @@ impl Store {
     /// Connects to `url` and applies the embedded migrations.
     ///
     /// `sqlite://path/to/file.db?mode=rwc` (creates the file) or
-    /// `postgres://user@host:port/db` (also `postgresql://`).
+    /// `postgres://user@host:port/db` (also `postgresql://`). A URL that
+    /// does not parse is [`StoreError::InvalidUrl`] (checked before any
+    /// connection, as [`DatabaseUrl::parse`] does); a database that cannot
+    /// be reached is the driver's error for the first connection (e.g.
+    /// "Connection refused"), not a pool timeout. No error shows the URL's
+    /// password.
     pub async fn connect(url: &str) -> Result<Store, StoreError> {
-        let backend = if url.starts_with("sqlite:") {
-            let mut opts = SqliteConnectOptions::from_str(url)?
-                .journal_mode(SqliteJournalMode::Wal)
-                .synchronous(SqliteSynchronous::Normal)
-                .busy_timeout(Duration::from_secs(60))
-                .foreign_keys(true);
-            // An in-memory database exists once per connection: keep one.
-            let in_memory = url.contains(":memory:") || url.contains("mode=memory");
-            if in_memory {
-                opts = opts.journal_mode(SqliteJournalMode::Memory);
+        Store::connect_url(&DatabaseUrl::parse(url)?).await
+    }
+
+    /// [`Store::connect`] with an already checked URL.
+    pub async fn connect_url(url: &DatabaseUrl) -> Result<Store, StoreError> {
+        let backend = match url.scheme() {
+            Scheme::Sqlite => {
+                let url = url.expose();
+                let mut opts = SqliteConnectOptions::from_str(url)?
+                    .journal_mode(SqliteJournalMode::Wal)
+                    .synchronous(SqliteSynchronous::Normal)
+                    .busy_timeout(Duration::from_secs(60))
+                    .foreign_keys(true);
+                // An in-memory database exists once per connection: keep one.
+                let in_memory = url.contains(":memory:") || url.contains("mode=memory");
+                if in_memory {
+                    opts = opts.journal_mode(SqliteJournalMode::Memory);
+                }
+                let pool = SqlitePoolOptions::new()
+                    .max_connections(if in_memory { 1 } else { 4 })
+                    .connect_with(opts)
+                    .await?;
+                Backend::Sqlite(pool)
             }
-            let pool = SqlitePoolOptions::new()
-                .max_connections(if in_memory { 1 } else { 4 })
-                .connect_with(opts)
-                .await?;
-            Backend::Sqlite(pool)
-        } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-            let opts = PgConnectOptions::from_str(url)?;
-            let pool = PgPoolOptions::new()
-                .max_connections(8)
-                .connect_with(opts)
-                .await?;
-            Backend::Postgres(pool)
-        } else {
-            return Err(StoreError::UnsupportedUrl(redact_url(url)));
+            Scheme::Postgres => {
+                let opts = PgConnectOptions::from_str(url.expose())?;
+                // One connection first: the pool retries a refused
+                // connection until its acquire timeout and then reports
+                // only "pool timed out"; this reports the cause at once.
+                opts.connect().await?.close().await?;
+                let pool = PgPoolOptions::new()
+                    .max_connections(8)
+                    .connect_with(opts)
+                    .await?;
+                Backend::Postgres(pool)
+            }
         };
         let store = Store { backend };
         store.migrate().await?;
@@ -563,31 +582,3 @@ fn from_i64(what: &str, value: i64) -> Result<u64, StoreError> {
 }
 
 use ct_core::civil::unix_now_s;
-
-/// The URL without its password, for error messages.
-fn redact_url(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(scheme_end), Some(at)) if at > scheme_end => {
-            let userinfo = &url[scheme_end + 3..at];
-            match userinfo.split_once(':') {
-                Some((user, _)) => format!("{}{user}:***{}", &url[..scheme_end + 3], &url[at..]),
-                None => url.to_owned(),
-            }
-        }
-        _ => url.to_owned(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn redacts_password() {
-        assert_eq!(
-            redact_url("mysql://u:secret@h/db"),
-            "mysql://u:***@h/db".to_owned()
-        );
-        assert_eq!(redact_url("foo:bar"), "foo:bar".to_owned());
-    }
-}

@@ -4,6 +4,9 @@
 #
 #   bash ct-store/tests/pg.sh start [DIR]   # prints the database URL on stdout
 #   bash ct-store/tests/pg.sh stop  [DIR]   # stops the cluster and deletes DIR
+#   bash ct-store/tests/pg.sh pause   DIR   # stops the server like a crash, keeps DIR
+#   bash ct-store/tests/pg.sh resume  DIR   # starts it again (same port and data)
+#   bash ct-store/tests/pg.sh restart DIR [DOWN_SECONDS]   # pause, wait, resume
 #
 # DIR defaults to ${TMPDIR:-/tmp}/ct-store-pg; clusters running at the same
 # time need different DIRs. `start` wipes any previous cluster in DIR, runs
@@ -26,6 +29,13 @@
 #   cargo test --workspace        # tests/store.rs runs on SQLite and PostgreSQL
 #
 # Without TEST_DATABASE_URL the store tests run on SQLite only.
+#
+# `pause` stops the server of a cluster started by `start` the way a crash
+# would (`pg_ctl stop -m immediate`: connections are cut, no shutdown
+# checkpoint) and keeps its data; `resume` starts it again with the same
+# data, port and settings, so its URL stays valid. `restart` is both, with
+# DOWN_SECONDS (default 0, may be fractional) in between. The fault tests of
+# ct-ingest use them on a cluster of their own.
 #
 # Extra server settings can be passed in PGTEST_SERVER_OPTS, e.g.
 # PGTEST_SERVER_OPTS="-c fsync=on -c synchronous_commit=on" for a throughput
@@ -73,10 +83,30 @@ free_port() {
   die "no free port found"
 }
 
+start_server() {
+  as_owner "$bindir/pg_ctl" -D "$dir/data" -l "$dir/server.log" -o "$1" -w -t 60 start >&2
+}
+
 stop_cluster() {
   if [[ -f "$dir/data/postmaster.pid" ]]; then
     as_owner "$bindir/pg_ctl" -D "$dir/data" -m immediate -w stop >&2 || true
   fi
+}
+
+require_started() {
+  [[ -f "$dir/opts" && -f "$dir/url" ]] || die "no cluster started by this script in $dir"
+}
+
+pause_server() {
+  require_started
+  stop_cluster
+  log "server stopped"
+}
+
+resume_server() {
+  require_started
+  start_server "$(cat "$dir/opts")" || { cat "$dir/server.log" >&2; die "pg_ctl start failed"; }
+  log "server running: $(cat "$dir/url")"
 }
 
 case "$cmd" in
@@ -98,7 +128,8 @@ case "$cmd" in
       opts="-c listen_addresses=127.0.0.1 -p $port -k $dir -c fsync=off"
       opts+=" -c synchronous_commit=off -c full_page_writes=off"
       opts+=" -c max_connections=200 ${PGTEST_SERVER_OPTS:-}"
-      if as_owner "$bindir/pg_ctl" -D "$dir/data" -l "$dir/server.log" -o "$opts" -w -t 60 start >&2; then
+      if start_server "$opts"; then
+        echo "$opts" >"$dir/opts"
         break
       fi
       cat "$dir/server.log" >&2 || true
@@ -116,7 +147,19 @@ case "$cmd" in
     stop_cluster
     rm -rf "$dir"
     ;;
+  pause)
+    pause_server
+    ;;
+  resume)
+    resume_server
+    ;;
+  restart)
+    pause_server
+    log "down for ${3:-0}s"
+    sleep "${3:-0}"
+    resume_server
+    ;;
   *)
-    die "usage: $0 start|stop [DIR]"
+    die "usage: $0 start|stop [DIR] | pause|resume DIR | restart DIR [DOWN_SECONDS]"
     ;;
 esac

@@ -1030,3 +1030,50 @@ fn with_database_replaces_the_path() {
     );
     assert_eq!(with_database("postgres://h", "x"), "postgres://h/x");
 }
+
+/// Connection failures: reported at once with the driver's cause (not a
+/// pool timeout after 30 s), and never with the password.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connect_errors_are_prompt_clear_and_redacted() -> TestResult {
+    let password = "Sekr1t-pw";
+    // A port nobody listens on (bound, then released).
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port();
+    let url = format!("postgres://ct:{password}@127.0.0.1:{port}/ct");
+    let started = Instant::now();
+    let e = Store::connect(&url).await.expect_err("nothing listens");
+    assert!(
+        started.elapsed().as_secs() < 10,
+        "took {:?}",
+        started.elapsed()
+    );
+    let msg = e.to_string();
+    assert!(matches!(e, StoreError::Database(_)), "{e:?}");
+    assert!(msg.to_lowercase().contains("refused"), "{msg}");
+    assert!(!msg.contains(password), "{msg}");
+    assert!(!format!("{e:?}").contains(password));
+
+    // Malformed URLs are refused before any connection, redacted.
+    for bad in [
+        format!("postgres//ct:{password}@127.0.0.1:{port}/ct"),
+        format!("postgres://ct:{password}@127.0.0.1:port/ct"),
+        format!("mysql://ct:{password}@127.0.0.1/ct"),
+    ] {
+        let e = Store::connect(&bad).await.expect_err("malformed");
+        let msg = e.to_string();
+        assert!(matches!(e, StoreError::InvalidUrl { .. }), "{bad}: {e:?}");
+        assert!(msg.contains("ct:***@127.0.0.1"), "{msg}");
+        assert!(!msg.contains(password), "{msg}");
+    }
+
+    // An SQLite file that cannot be created: the driver's message.
+    let e = Store::connect("sqlite:///nonexistent-dir/ct.db?mode=rwc")
+        .await
+        .expect_err("no such directory");
+    assert!(
+        e.to_string().contains("unable to open database file"),
+        "{e}"
+    );
+    Ok(())
+}

@@ -9,12 +9,14 @@
 //! local test log, `ct-testlog`).
 //! See docs/ingest.md for the configuration file and what each run verifies.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
 use ct_ingest::config::{Config, Schedule};
+use ct_ingest::error::chain;
 use ct_ingest::ingest::{run_once, IngestOptions, RunSummary};
 
 #[derive(Parser)]
@@ -69,8 +71,18 @@ enum Cmd {
     },
 }
 
-fn print_summary(summary: &RunSummary) -> bool {
-    let mut ok = true;
+/// How the logs of a finished run fared.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Logs {
+    /// Every selected log was ingested.
+    AllIngested,
+    /// At least one was refused; `transient`: one of them for a reason that
+    /// may go away by itself (database or log unreachable).
+    Refused { transient: bool },
+}
+
+fn print_summary(summary: &RunSummary) -> Logs {
+    let mut outcome = Logs::AllIngested;
     for (log, res) in &summary.logs {
         match res {
             Ok(r) => tracing::info!(
@@ -81,13 +93,15 @@ fn print_summary(summary: &RunSummary) -> bool {
                 "log ingested"
             ),
             Err(e) => {
-                ok = false;
-                tracing::error!(log = %log.info.description, error = %e, "log refused");
+                let transient =
+                    e.is_transient() || matches!(outcome, Logs::Refused { transient: true });
+                outcome = Logs::Refused { transient };
+                tracing::error!(log = %log.info.description, error = %chain(e), "log refused");
             }
         }
     }
     tracing::info!(pruned = summary.pruned, "expired entries pruned");
-    ok
+    outcome
 }
 
 /// Per-log progress bars on a terminal; nothing otherwise (tracing logs
@@ -121,27 +135,46 @@ fn progress() -> ct_ingest::ingest::Progress {
     })
 }
 
-async fn once(config: &Config, metrics_file: Option<&PathBuf>) -> Result<bool> {
+/// One run: ingest, record the metrics (failed or not) and write them to
+/// `metrics_file`. A run that could not finish is an `Err` carrying its
+/// full cause (the caller logs it, once).
+async fn once(config: &Config, metrics_file: Option<&Path>) -> Result<Logs> {
     let opts = IngestOptions {
         progress: progress(),
         ..IngestOptions::default()
     };
-    let summary = run_once(config, &opts).await.context("ingest run failed")?;
-    ct_ingest::metrics::record_run(&summary, unix_now() as u64 * 1000);
-    if let Some(path) = metrics_file {
-        // write-then-rename so a scraper never reads a half-written file
-        let tmp = path.with_extension("tmp");
-        std::fs::write(&tmp, ct_ingest::metrics::render_prometheus())
-            .and_then(|()| std::fs::rename(&tmp, path))
-            .with_context(|| format!("writing {}", path.display()))?;
+    let result = run_once(config, &opts).await;
+    let now_ms = unix_now() as u64 * 1000;
+    match &result {
+        Ok(summary) => ct_ingest::metrics::record_run(summary, now_ms),
+        Err(_) => ct_ingest::metrics::record_failed_run(now_ms),
     }
-    Ok(print_summary(&summary))
+    if let Some(path) = metrics_file {
+        if let Err(e) = write_metrics(path) {
+            // Not fatal: the ingest itself is unaffected.
+            tracing::error!(error = %chain(e.as_ref()), "cannot write the metrics file");
+        }
+    }
+    Ok(print_summary(&result?))
+}
+
+/// Writes the metrics to `path`, through a temporary file and a rename so
+/// that a scraper never reads a half-written file.
+fn write_metrics(path: &Path) -> Result<()> {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, ct_ingest::metrics::render_prometheus())
+        .and_then(|()| std::fs::rename(&tmp, path))
+        .with_context(|| format!("writing {}", path.display()))
+}
+
+fn load_config(path: &Path) -> Result<Config> {
+    Config::load(path).with_context(|| format!("loading {}", path.display()))
 }
 
 use ct_core::civil::unix_now_s as unix_now;
 
 #[tokio::main]
-async fn main() -> Result<()> {
+async fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
@@ -150,15 +183,31 @@ async fn main() -> Result<()> {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
-    match Cli::parse().cmd {
+    match run_command(Cli::parse().cmd).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            // The whole cause chain on one line, each cause once.
+            eprintln!("Error: {}", chain(e.as_ref()));
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run_command(cmd: Cmd) -> Result<()> {
+    match cmd {
         Cmd::Once {
             config,
             metrics_file,
         } => {
-            let config =
-                Config::load(&config).with_context(|| format!("loading {}", config.display()))?;
-            if !once(&config, metrics_file.as_ref()).await? {
-                bail!("at least one log was refused (see the log lines above)");
+            let config = load_config(&config)?;
+            match once(&config, metrics_file.as_deref())
+                .await
+                .context("ingest run failed")?
+            {
+                Logs::AllIngested => {}
+                Logs::Refused { .. } => {
+                    bail!("at least one log was refused (see the log lines above)")
+                }
             }
         }
         Cmd::Run {
@@ -167,42 +216,13 @@ async fn main() -> Result<()> {
             interval,
             metrics_file,
         } => {
-            let mut config =
-                Config::load(&config).with_context(|| format!("loading {}", config.display()))?;
+            let mut config = load_config(&config)?;
             if daily.is_some() || interval.is_some() {
                 config.schedule.daily = daily;
                 config.schedule.interval_seconds = interval;
             }
             let schedule = config.schedule()?.unwrap_or(Schedule::Interval(3600));
-            // One stop signal (Ctrl-C or SIGTERM) for the whole loop: during
-            // a pass it abandons the pass (nothing is lost: the next run
-            // resumes from the last verified commit), between passes it ends
-            // the wait.
-            let stop = ct_ingest::signal::stop_requested();
-            tokio::pin!(stop);
-            loop {
-                let start = unix_now();
-                tokio::select! {
-                    r = once(&config, metrics_file.as_ref()) => {
-                        if let Err(e) = r {
-                            tracing::error!(error = %e, "run failed; retrying at the next scheduled time");
-                        }
-                    }
-                    _ = &mut stop => {
-                        tracing::info!("stop requested during a pass; it resumes from the last verified commit next time");
-                        break;
-                    }
-                }
-                let wait = schedule.seconds_until_next(unix_now(), Some(start));
-                tracing::info!(seconds = wait, "next run scheduled");
-                tokio::select! {
-                    _ = tokio::time::sleep(Duration::from_secs(wait)) => {}
-                    _ = &mut stop => {
-                        tracing::info!("stop requested; exiting");
-                        break;
-                    }
-                }
-            }
+            run_loop(&config, schedule, metrics_file.as_deref()).await;
         }
         #[cfg(feature = "bench")]
         Cmd::Bench {
@@ -217,6 +237,9 @@ async fn main() -> Result<()> {
                 "static" => LogKind::Static,
                 other => bail!("unknown --api {other}: use rfc6962 or static"),
             };
+            if let Some(url) = &database_url {
+                ct_store::DatabaseUrl::parse(url).context("--database-url")?;
+            }
             let report = run(&BenchOptions {
                 entries,
                 api,
@@ -228,4 +251,59 @@ async fn main() -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// `ct-ingest run`: a run now, then one per `schedule`, until a stop
+/// signal. A run that fails, or in which a log is refused for a transient
+/// reason (database or log unreachable), is retried sooner, after
+/// `[schedule] retry_seconds` doubling per consecutive failure up to
+/// `retry_max_seconds` (never later than the next scheduled run).
+async fn run_loop(config: &Config, schedule: Schedule, metrics_file: Option<&Path>) {
+    // One stop signal (Ctrl-C or SIGTERM) for the whole loop: during a run
+    // it abandons the run (nothing is lost: the next one resumes from the
+    // last verified commit), between runs it ends the wait.
+    let stop = ct_ingest::signal::stop_requested();
+    tokio::pin!(stop);
+    let mut failures = 0u32;
+    loop {
+        let start = unix_now();
+        let outcome = tokio::select! {
+            r = once(config, metrics_file) => r,
+            _ = &mut stop => {
+                tracing::info!("stop requested during a run; it resumes from the last verified commit next time");
+                break;
+            }
+        };
+        let next = schedule.seconds_until_next(unix_now(), Some(start));
+        let wait = match outcome {
+            Ok(Logs::AllIngested | Logs::Refused { transient: false }) => {
+                failures = 0;
+                tracing::info!(seconds = next, "next run scheduled");
+                next
+            }
+            Ok(Logs::Refused { transient: true }) => {
+                failures = failures.saturating_add(1);
+                let wait = config.schedule.retry_delay(failures).min(next);
+                tracing::warn!(
+                    seconds = wait,
+                    failures,
+                    "a log was refused for a transient reason; retrying"
+                );
+                wait
+            }
+            Err(e) => {
+                failures = failures.saturating_add(1);
+                let wait = config.schedule.retry_delay(failures).min(next);
+                tracing::error!(seconds = wait, failures, error = %chain(e.as_ref()), "run failed; retrying");
+                wait
+            }
+        };
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_secs(wait)) => {}
+            _ = &mut stop => {
+                tracing::info!("stop requested; exiting");
+                break;
+            }
+        }
+    }
 }
