@@ -91,6 +91,7 @@ fn epoch() -> (Manifest, Server) {
         filter,
         pir,
         layout: &layout,
+        shards: None,
     })
     .unwrap();
     let db = BitDatabase::from_bitmap_owned(bits, vec![0xff; (bits / 8) as usize]).unwrap();

@@ -29,6 +29,14 @@
 //! max_connections = 512    # at the cap, stop accepting until one closes
 //! header_timeout_ms = 10000  # a request head, from its first byte
 //! idle_timeout_ms = 30000  # keep-alive wait for the next request
+//!
+//! [shard]                  # see crate::shard and docs/operator.md
+//! index = 0                # this server is shard `index` of `count`
+//! count = 1                # database d belongs to shard d mod count
+//! # urls = ["http://auditor-0:8080", …] or url_template = "http://auditor-{i}:8080"
+//! # databases = [0, 3, 7]  # explicit list instead of the rule
+//! # lists = [[0, 3, 7], [1, 2], …]  # every shard's list (epoch plan)
+//! # epoch_spec = "specs/next.json"  # seeds shared by the shards (epoch plan)
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -67,6 +75,9 @@ pub struct Config {
     /// Request limits and batching.
     #[serde(default)]
     pub limits: LimitsConfig,
+    /// Which databases of each epoch this server holds.
+    #[serde(default)]
+    pub shard: crate::shard::ShardConfig,
 }
 
 /// `[epoch]`.
@@ -233,6 +244,7 @@ impl std::fmt::Debug for Config {
             .field("epoch", &self.epoch)
             .field("schedule", &self.schedule)
             .field("limits", &self.limits)
+            .field("shard", &self.shard)
             .finish()
     }
 }
@@ -308,6 +320,7 @@ impl Default for Config {
             epoch: EpochConfig::default(),
             schedule: ScheduleConfig::default(),
             limits: LimitsConfig::default(),
+            shard: crate::shard::ShardConfig::default(),
         }
     }
 }
@@ -418,6 +431,7 @@ impl Config {
         if let Some(v) = get("AUDITOR_IDLE_TIMEOUT_MS") {
             self.limits.idle_timeout_ms = num("AUDITOR_IDLE_TIMEOUT_MS", &v)?;
         }
+        self.shard.apply_env(&get)?;
         Ok(())
     }
 
@@ -458,6 +472,7 @@ impl Config {
         if l.max_connections == 0 || l.max_connections > MAX_CONNECTIONS {
             return bad("[limits] max_connections must be in 1..=1000000");
         }
+        self.shard.validate(self.schedule()?.is_some())?;
         Ok(())
     }
 

@@ -299,6 +299,7 @@ pub fn build_epoch(snap: &Snapshot, epoch: u64, bp: &BuildParams, out: &Path) ->
         filter,
         pir,
         layout: &layout,
+        shards: None,
     })?;
     manifest.check()?;
     let manifest_json = manifest.to_json();

@@ -13,6 +13,8 @@
 //!   `/healthz`, `/metrics`), JSON errors, request limits.
 //! * [`conn`]: the accept loop, header and idle timeouts, the connection
 //!   cap.
+//! * [`shard`]: which databases of an epoch this server holds ("shard i
+//!   of n").
 //! * [`service`]: start-up, scheduled builds, reloads, graceful shutdown.
 //! * [`bench`](mod@bench): the load and build benchmarks.
 //!
@@ -29,6 +31,7 @@ pub mod error;
 pub mod metrics;
 pub mod routes;
 pub mod service;
+pub mod shard;
 pub mod state;
 
 pub use config::Config;

@@ -239,7 +239,7 @@ mod tests {
     fn names_cover_every_registered_metric() {
         let m = Metrics::new();
         let names = m.names();
-        assert_eq!(names.len(), 14, "{names:?}");
+        assert_eq!(names.len(), 15, "{names:?}");
         for n in [
             "auditor_queries_total",
             "auditor_answer_seconds",

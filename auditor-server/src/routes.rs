@@ -134,6 +134,7 @@ impl IntoResponse for ApiError {
             error: self.code.as_str().to_owned(),
             message: self.message,
             current_epoch: self.current_epoch,
+            shard_url: None,
         };
         let mut resp = (status, Json(body)).into_response();
         if let Some(s) = self.retry_after {

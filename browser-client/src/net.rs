@@ -435,6 +435,7 @@ mod retry_tests {
             error: code.into(),
             message: "scripted".into(),
             current_epoch: None,
+            shard_url: None,
         })
         .unwrap()
     }
@@ -466,6 +467,7 @@ mod retry_tests {
             filter,
             pir,
             layout: &layout,
+            shards: None,
         })
         .unwrap()
     }
