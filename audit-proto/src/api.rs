@@ -189,9 +189,10 @@ mod tests {
         assert_eq!(ErrorCode::Internal.http_status(), 500);
         assert_eq!(ErrorCode::QueryTooLarge.http_status(), 413);
         assert_eq!(ErrorCode::WrongShard.http_status(), 421);
-        let body: ErrorBody =
-            serde_json::from_str(r#"{"error":"wrong_shard","message":"m","shard_url":"http://s1"}"#)
-                .unwrap();
+        let body: ErrorBody = serde_json::from_str(
+            r#"{"error":"wrong_shard","message":"m","shard_url":"http://s1"}"#,
+        )
+        .unwrap();
         assert_eq!(body.shard_url.as_deref(), Some("http://s1"));
     }
 }

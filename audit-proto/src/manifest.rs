@@ -592,20 +592,13 @@ pub(crate) mod tests {
             ("\"version\":2", "\"version\":3"),
             ("\"rule\":\"mod\"", "\"rule\":\"list\""),
             ("http://shard-0:8080", "ftp://shard-0"),
-            (
-                "\"rule\":\"mod\"",
-                "\"rule\":\"list\",\"dbs\":[[0],[0]]",
-            ),
+            ("\"rule\":\"mod\"", "\"rule\":\"list\",\"dbs\":[[0],[0]]"),
         ] {
             let bad = text.replacen(from, to, 1);
             assert_ne!(bad, text, "{from}");
             assert!(Manifest::from_json(bad.as_bytes()).is_err(), "{to}");
         }
-        let ok = text.replacen(
-            "\"rule\":\"mod\"",
-            "\"rule\":\"list\",\"dbs\":[[1],[0]]",
-            1,
-        );
+        let ok = text.replacen("\"rule\":\"mod\"", "\"rule\":\"list\",\"dbs\":[[1],[0]]", 1);
         let listed = Manifest::from_json(ok.as_bytes()).unwrap();
         assert_eq!(listed.shard_url(1), Some("http://shard-0:8080"));
         let mut v2_without = sample();

@@ -196,10 +196,7 @@ impl ShardMap {
     pub fn shard_of(&self, db: u32) -> Option<u32> {
         match &self.rule {
             ShardRule::Mod => Some(mod_shard(db, self.count())),
-            ShardRule::List(lists) => lists
-                .iter()
-                .position(|l| l.contains(&db))
-                .map(|i| i as u32),
+            ShardRule::List(lists) => lists.iter().position(|l| l.contains(&db)).map(|i| i as u32),
         }
     }
 

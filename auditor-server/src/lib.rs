@@ -13,6 +13,8 @@
 //!   `/healthz`, `/metrics`), JSON errors, request limits.
 //! * [`conn`]: the accept loop, header and idle timeouts, the connection
 //!   cap.
+//! * [`plan`]: epoch specs, the seeds and snapshot the shards of an
+//!   epoch share (`auditor-server epoch plan`).
 //! * [`shard`]: which databases of an epoch this server holds ("shard i
 //!   of n").
 //! * [`service`]: start-up, scheduled builds, reloads, graceful shutdown.
@@ -29,6 +31,7 @@ pub mod conn;
 pub mod epoch;
 pub mod error;
 pub mod metrics;
+pub mod plan;
 pub mod routes;
 pub mod service;
 pub mod shard;

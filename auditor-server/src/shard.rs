@@ -240,10 +240,11 @@ impl ShardConfig {
                 }
             }
         }
-        if n > 1 && scheduled && self.epoch_spec.is_none() {
+        if scheduled && (n > 1 || self.epoch_spec.is_some()) {
             return Err(config(
-                "[schedule] builds of a sharded server (count > 1) need [shard] epoch_spec: \
-                 the shards of an epoch must share its seeds (auditor-server epoch plan)",
+                "[schedule] does not apply to a sharded server or one with [shard] epoch_spec: \
+                 the shards of an epoch must share its seeds, so they build what the epoch spec \
+                 plans (run `auditor-server epoch plan` on the schedule instead)",
             ));
         }
         Ok(())
@@ -331,18 +332,33 @@ mod tests {
     fn bad_values_get_clear_errors() {
         for (text, says) in [
             ("count = 0", "count = 0"),
-            ("index = 3\ncount = 3\nurl_template = \"http://s{i}\"", "index = 3 must be below count = 3"),
+            (
+                "index = 3\ncount = 3\nurl_template = \"http://s{i}\"",
+                "index = 3 must be below count = 3",
+            ),
             ("count = 2", "needs urls"),
             ("count = 2\nurls = [\"http://a\"]", "1 URLs for count = 2"),
             ("count = 2\nurls = [\"http://a\", \"ftp://b\"]", "not http"),
             ("count = 2\nurl_template = \"http://s\"", "no {i}"),
-            ("count = 2\nurl_template = \"http://s{i}\"\nurls = [\"http://a\", \"http://b\"]", "not both"),
+            (
+                "count = 2\nurl_template = \"http://s{i}\"\nurls = [\"http://a\", \"http://b\"]",
+                "not both",
+            ),
             ("databases = []", "databases is empty"),
             ("databases = [1, 1]", "twice"),
             ("databases = [5000]", "out of range"),
-            ("count = 2\nurl_template = \"http://s{i}\"\nlists = [[0]]", "1 lists for count = 2"),
-            ("count = 2\nurl_template = \"http://s{i}\"\nlists = [[0], [0]]", "twice"),
-            ("count = 2\nurl_template = \"http://s{i}\"\nlists = [[0], []]", "lists[1] is empty"),
+            (
+                "count = 2\nurl_template = \"http://s{i}\"\nlists = [[0]]",
+                "1 lists for count = 2",
+            ),
+            (
+                "count = 2\nurl_template = \"http://s{i}\"\nlists = [[0], [0]]",
+                "twice",
+            ),
+            (
+                "count = 2\nurl_template = \"http://s{i}\"\nlists = [[0], []]",
+                "lists[1] is empty",
+            ),
             (
                 "count = 2\nurl_template = \"http://s{i}\"\nlists = [[0], [1]]\ndatabases = [1]",
                 "differ from lists[0]",
@@ -353,7 +369,9 @@ mod tests {
         }
         let c = shard("count = 2\nurl_template = \"http://s{i}\"").unwrap();
         let e = c.validate(true).unwrap_err().to_string();
-        assert!(e.contains("epoch_spec"), "{e}");
+        assert!(e.contains("epoch plan"), "{e}");
+        let c = shard("epoch_spec = \"next.json\"").unwrap();
+        assert!(c.validate(true).is_err());
     }
 
     #[test]
@@ -368,15 +386,13 @@ mod tests {
             _ => None,
         };
         c.apply_env(&env).unwrap();
-        c.validate(true).unwrap();
+        c.validate(false).unwrap();
         assert_eq!((c.index, c.count), (1, 3));
         assert_eq!(c.databases, Some(vec![1, 4, 7]));
         assert_eq!(c.resolved_urls(), ["http://a", "http://b", "http://c"]);
         let mut c = ShardConfig::default();
-        c.apply_env(&|k: &str| {
-            (k == "AUDITOR_SHARD_LISTS").then(|| "0,2;1".to_owned())
-        })
-        .unwrap();
+        c.apply_env(&|k: &str| (k == "AUDITOR_SHARD_LISTS").then(|| "0,2;1".to_owned()))
+            .unwrap();
         assert_eq!(c.lists, Some(vec![vec![0, 2], vec![1]]));
         let mut c = ShardConfig::default();
         let e = c
