@@ -451,10 +451,11 @@ async fn build(n: u64) -> Result<BuildBench> {
     let snapshot_s = epoch_total_s - report.total_s - 0.0;
     drop(e);
     let t = Instant::now();
-    let reloaded =
-        tokio::task::spawn_blocking(move || epoch::load_epoch(&path, &Default::default()))
-            .await
-            .map_err(|e| Error::Internal(e.to_string()))??;
+    let reloaded = tokio::task::spawn_blocking(move || {
+        epoch::load_epoch(&path, &Default::default(), &Default::default())
+    })
+    .await
+    .map_err(|e| Error::Internal(e.to_string()))??;
     let reload_s = t.elapsed().as_secs_f64();
     drop(reloaded);
     Ok(BuildBench {

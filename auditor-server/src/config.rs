@@ -14,6 +14,7 @@
 //! param_set = "ypir-table1"
 //! keep = 3                 # epochs kept on disk
 //! grace_seconds = 900      # previous epoch stays answerable this long
+//! max_memory_bytes = 0     # memory budget of the epochs (0: what the system reports)
 //!
 //! [schedule]               # when `serve` builds epochs itself
 //! daily = "04:00"          # or interval_seconds = 86400; neither: never
@@ -99,6 +100,10 @@ pub struct EpochConfig {
     pub keep: usize,
     /// Seconds the previous epoch stays answerable after a swap.
     pub grace_seconds: u64,
+    /// Memory this server may use for its epochs' databases (bytes; 0: no
+    /// budget beyond what `/proc/meminfo` and the cgroup report). A build
+    /// or load that would not fit is refused (crate::memory).
+    pub max_memory_bytes: u64,
 }
 
 impl Default for EpochConfig {
@@ -111,6 +116,7 @@ impl Default for EpochConfig {
             allow_insecure_params: false,
             keep: 3,
             grace_seconds: 900,
+            max_memory_bytes: 0,
         }
     }
 }
@@ -389,6 +395,9 @@ impl Config {
         }
         if let Some(v) = get("AUDITOR_PARAM_SET") {
             self.epoch.param_set = v;
+        }
+        if let Some(v) = get("AUDITOR_MAX_MEMORY_BYTES") {
+            self.epoch.max_memory_bytes = num("AUDITOR_MAX_MEMORY_BYTES", &v)?;
         }
         if let Some(v) = get("AUDITOR_GRACE_SECONDS") {
             self.epoch.grace_seconds = num("AUDITOR_GRACE_SECONDS", &v)?;

@@ -121,6 +121,8 @@ pub struct BuildParams {
     /// The shard map a single server publishes (count 1 with a configured
     /// URL); sharded epochs take theirs from the epoch spec.
     pub shards: Option<audit_proto::ShardMap>,
+    /// The memory a build may use ([`crate::memory::check`]).
+    pub budget: crate::memory::Budget,
 }
 
 impl BuildParams {
@@ -136,6 +138,10 @@ impl BuildParams {
                 None
             } else {
                 c.shard.map()
+            },
+            budget: crate::memory::Budget {
+                max_bytes: (c.epoch.max_memory_bytes > 0).then_some(c.epoch.max_memory_bytes),
+                held: 0,
             },
         })
     }
@@ -360,6 +366,7 @@ pub fn build_epoch(snap: &Snapshot, epoch: u64, bp: &BuildParams, out: &Path) ->
         bp,
     )?;
     let all: Vec<u32> = (0..manifest.dbs.len() as u32).collect();
+    crate::memory::check(&manifest, &all, (0, 1), true, &bp.budget)?;
     build_planned(manifest, &snap.hashes, &all, bp, out, t_all)
 }
 
@@ -470,6 +477,10 @@ pub fn build_planned(
         })?;
         f.sync_all().map_err(io(&hint_path))?;
         report.persist_s += t.elapsed().as_secs_f64();
+        // Epochs are rebuilt, never updated: serve what a restart from the
+        // hint file would (crate::memory).
+        let mut server = server;
+        server.release_update_state();
         servers[id] = Some(server);
     }
     pb.finish_and_clear();
@@ -495,7 +506,11 @@ pub fn build_planned(
 /// with, or a bitmap is damaged or of an older format, or the epoch was
 /// planned for another shard layout than `shard`. Loads only the databases
 /// `shard` holds.
-pub fn load_epoch(dir: &Path, shard: &ShardConfig) -> Result<Epoch> {
+pub fn load_epoch(
+    dir: &Path,
+    shard: &ShardConfig,
+    budget: &crate::memory::Budget,
+) -> Result<Epoch> {
     let t = Instant::now();
     let mpath = dir.join(MANIFEST_FILE);
     let json = match read_capped(&mpath, MAX_MANIFEST_FILE) {
@@ -513,6 +528,7 @@ pub fn load_epoch(dir: &Path, shard: &ShardConfig) -> Result<Epoch> {
     let params = pir_core::params::by_id(manifest.pir.param_set)?;
     let ctx = Arc::new(Context::new(params));
     let own = shard.own_databases(&manifest)?;
+    crate::memory::check(&manifest, &own, (shard.index, shard.count), false, budget)?;
     let mut servers: Vec<Option<Server>> = (0..manifest.dbs.len()).map(|_| None).collect();
     for spec in own.iter().filter_map(|&d| manifest.dbs.get(d as usize)) {
         let id = spec.id as usize;

@@ -60,6 +60,10 @@ pub enum Error {
         /// Digest found (hex).
         got: String,
     },
+    /// An epoch's databases would not fit in the memory available
+    /// ([`crate::memory::check`]); the message says what would fit.
+    #[error("not enough memory: {0}")]
+    Memory(String),
     /// No epoch exists yet where one is needed.
     #[error("no epoch in {0}")]
     NoEpoch(String),

@@ -197,6 +197,7 @@ pub async fn build_from_spec(
         )));
     }
     let own = shard.own_databases(m)?;
+    crate::memory::check(m, &own, (shard.index, shard.count), true, &bp.budget)?;
     if dir.list()?.contains(&id) {
         return Err(Error::Config(format!(
             "epoch {id} is already in {}",

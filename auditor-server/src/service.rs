@@ -18,6 +18,7 @@ use crate::config::{redact_secrets, redact_url, Config};
 use crate::conn::{self, ConnLimits};
 use crate::epoch::{self, BuildParams, Epoch, EpochDir};
 use crate::error::{error_chain, Error, Result};
+use crate::memory::{self, Budget};
 use crate::metrics::Metrics;
 use crate::plan::{self, EpochSpec};
 use crate::routes::{self, AppState, Limits};
@@ -141,9 +142,11 @@ impl Service {
             }
             let path = self.dir.path(id);
             let shard = self.config.shard.clone();
-            let loaded = tokio::task::spawn_blocking(move || epoch::load_epoch(&path, &shard))
-                .await
-                .map_err(|e| Error::Internal(e.to_string()))?;
+            let budget = self.budget();
+            let loaded =
+                tokio::task::spawn_blocking(move || epoch::load_epoch(&path, &shard, &budget))
+                    .await
+                    .map_err(|e| Error::Internal(e.to_string()))?;
             match loaded.and_then(|epoch| self.publish(epoch)) {
                 Ok(_) => break,
                 Err(e) => {
@@ -205,7 +208,8 @@ impl Service {
                     .into(),
             ));
         }
-        let bp = BuildParams::from_config(&self.config)?;
+        let mut bp = BuildParams::from_config(&self.config)?;
+        bp.budget = self.budget();
         let store = ct_store::Store::connect(self.config.database_url()).await?;
         let now = now_s.unwrap_or_else(epoch::unix_now_s);
         let built = epoch::build_next(&store, &self.dir, bp, self.config.epoch.keep, now).await;
@@ -216,8 +220,32 @@ impl Service {
         Ok(id)
     }
 
+    /// The memory budget of a new epoch: the configured one, less what
+    /// the epochs already held use (the system's figures already count
+    /// them).
+    fn budget(&self) -> Budget {
+        let held = self
+            .state
+            .registry
+            .held()
+            .iter()
+            .map(|ep| {
+                let own: Vec<u32> = (0..ep.dbs.len() as u32)
+                    .filter(|&d| ep.dbs[d as usize].is_some())
+                    .collect();
+                memory::need(&ep.manifest, &own, false).map_or(0, |n| n.serving())
+            })
+            .sum();
+        Budget {
+            max_bytes: (self.config.epoch.max_memory_bytes > 0)
+                .then_some(self.config.epoch.max_memory_bytes),
+            held,
+        }
+    }
+
     async fn build_spec_locked(&self, spec: &EpochSpec) -> Result<u64> {
-        let bp = BuildParams::from_config(&self.config)?;
+        let mut bp = BuildParams::from_config(&self.config)?;
+        bp.budget = self.budget();
         let store = ct_store::Store::connect(self.config.database_url()).await?;
         let built = plan::build_from_spec(
             &store,

@@ -160,6 +160,17 @@ impl Registry {
         true
     }
 
+    /// Every epoch held: the current one and the previous one (until it
+    /// is swept).
+    pub fn held(&self) -> Vec<Arc<ServedEpoch>> {
+        let Some(s) = self.get() else {
+            return Vec::new();
+        };
+        let mut v = vec![s.current.clone()];
+        v.extend(s.previous.as_ref().map(|(p, _)| p.clone()));
+        v
+    }
+
     /// Finds a served epoch.
     pub fn lookup(&self, epoch: u64) -> Lookup {
         let Some(s) = self.get() else {

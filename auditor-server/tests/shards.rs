@@ -435,3 +435,51 @@ async fn epochs_that_do_not_fit_a_shard_are_refused() -> TestResult {
     db.close().await;
     Ok(())
 }
+
+/// A build that would not fit in the memory budget is refused before
+/// anything is allocated, names the shard count and the db_bits_target
+/// that would fit, and leaves nothing behind; the same epoch split over
+/// three shards fits the same budget.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn builds_that_would_not_fit_in_memory_are_refused() -> TestResult {
+    use auditor_server::memory;
+    let store = Store::new(24).await?;
+    let mut config = store.config("single", 24);
+    // Room for the snapshot and two of the six databases, not three.
+    let spec = store.plan(&config, 1).await?;
+    let m = &spec.manifest;
+    let two = memory::need(m, &[0, 1], true)?.peak();
+    let three = memory::need(m, &[0, 1, 2], true)?.peak();
+    assert!(two < three);
+    config.epoch.max_memory_bytes = (two + three) / 2;
+
+    let svc = Service::new(config.clone())?;
+    let e = svc.build_and_publish(None).await.unwrap_err();
+    let msg = e.to_string();
+    assert!(matches!(e, auditor_server::Error::Memory(_)), "{msg}");
+    assert!(
+        msg.contains("shard 0 of 1") && msg.contains("6 of 6 databases"),
+        "{msg}"
+    );
+    assert!(msg.contains("max_memory_bytes"), "{msg}");
+    assert!(msg.contains("[shard] count = 3"), "{msg}");
+    assert!(msg.contains("db_bits_target = "), "{msg}");
+    assert_eq!(svc.epoch_dir().list()?, Vec::<u64>::new());
+    let left: Vec<_> = std::fs::read_dir(svc.epoch_dir().root())?.collect();
+    assert!(left.is_empty(), "{left:?}");
+
+    // A third of the epoch per shard fits.
+    let mut shard = config.clone();
+    shard.epoch_dir = store.dir.path().join("shard-2");
+    shard.shard.index = 2;
+    shard.shard.count = SHARDS;
+    shard.shard.urls = (0..SHARDS).map(|i| format!("http://s{i}")).collect();
+    let spec = store.plan(&shard, 1).await?;
+    let path = write_spec(store.dir.path(), "spec.json", &spec)?;
+    shard.shard.epoch_spec = Some(path);
+    let svc = Service::new(shard)?;
+    assert_eq!(svc.build_and_publish(None).await?, 1);
+    let served = svc.state().registry.current().ok_or("not published")?;
+    assert_eq!(served.own_count(), 2);
+    Ok(())
+}

@@ -17,7 +17,7 @@ use anyhow::Context as _;
 use auditor_server::config::{redact_secrets, redact_url};
 use auditor_server::error::error_chain;
 use auditor_server::plan::{self, EpochSpec};
-use auditor_server::{bench, epoch, service::Service, Config};
+use auditor_server::{bench, epoch, memory, service::Service, Config};
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
@@ -277,13 +277,16 @@ async fn run(cli: &Cli, urls: &mut Vec<String>) -> anyhow::Result<()> {
                         Some(map) => map.databases_of(i, m.dbs.len() as u32),
                         None => (0..m.dbs.len() as u32).collect(),
                     };
-                    serde_json::json!({
+                    let need = memory::need(m, &own, true)?;
+                    Ok(serde_json::json!({
                         "shard": i,
                         "url": m.shards.as_ref().and_then(|s| s.urls.get(i as usize)),
                         "databases": own.len(),
-                    })
+                        "memory_serving_bytes": need.serving(),
+                        "memory_build_peak_bytes": need.peak(),
+                    }))
                 })
-                .collect();
+                .collect::<anyhow::Result<_>>()?;
             let summary = serde_json::json!({
                 "epoch": m.epoch,
                 "snapshot_at": m.snapshot_at,
