@@ -158,9 +158,13 @@ fn cgroup_available() -> Option<u64> {
     Some(max.saturating_sub(current))
 }
 
-/// Bytes in GB with one decimal.
+/// Bytes in GB with one decimal (MB below 1 GB).
 fn gb(b: u64) -> String {
-    format!("{:.1} GB", b as f64 / 1e9)
+    if b < 1_000_000_000 {
+        format!("{:.0} MB", b as f64 / 1e6)
+    } else {
+        format!("{:.1} GB", b as f64 / 1e9)
+    }
 }
 
 /// Refuses (with [`Error::Memory`]) a build or load of the databases
@@ -173,13 +177,24 @@ pub fn check(
     building: bool,
     budget: &Budget,
 ) -> Result<Need> {
-    let n = need(m, own, building)?;
     let Some(avail) = budget.available() else {
         tracing::warn!(
             "no memory limit known (no /proc/meminfo, no max_memory_bytes): not checked"
         );
-        return Ok(n);
+        return need(m, own, building);
     };
+    check_against(m, own, (index, count), building, &avail)
+}
+
+/// [`check`] against a given amount of available memory.
+pub fn check_against(
+    m: &Manifest,
+    own: &[u32],
+    (index, count): (u32, u32),
+    building: bool,
+    avail: &Available,
+) -> Result<Need> {
+    let n = need(m, own, building)?;
     if n.peak() <= avail.bytes {
         return Ok(n);
     }
@@ -335,29 +350,49 @@ mod tests {
         assert_eq!(n.dbs, 768);
         // ≈ 106 MB per database of 2^23 bits (1 MB of records): ≈ 81 GB
         assert!((78e9..84e9).contains(&(n.serving() as f64)), "{n:?}");
-        let budget = Budget {
-            max_bytes: Some(24_000_000_000),
-            held: 0,
+        let gb24 = Available {
+            bytes: 24_000_000_000,
+            source: "max_memory_bytes",
         };
-        let e = check(&m, &all, (0, 1), true, &budget)
+        let e = check_against(&m, &all, (0, 1), true, &gb24)
             .unwrap_err()
             .to_string();
-        assert!(e.contains("768 of 768 databases"), "{e}");
-        assert!(e.contains("[shard] count = 4"), "{e}");
-        assert!(e.contains("db_bits_target = "), "{e}");
-        // What fits passes; a held epoch counts against the budget.
-        let roomy = Budget {
-            max_bytes: Some(n.peak()),
-            held: 0,
+        assert_eq!(
+            e,
+            "not enough memory: epoch 9: shard 0 of 1 needs ≈ 81.3 GB to build its 768 of \
+             768 databases (805 MB of records, 80.4 GB of YPIR state — at least 101 MB per \
+             database, the packing precomputation, plus 34 MB of leaf hashes), but 24.0 GB is \
+             available (max_memory_bytes); refused rather than running out of memory. It \
+             would fit on 4 shards ([shard] count = 4), or with [epoch] db_bits_target = \
+             33554432 (4 filters per database, 192 databases)."
+        );
+        // What fits passes.
+        let exact = Available {
+            bytes: n.peak(),
+            source: "max_memory_bytes",
         };
-        if roomy.available().is_some_and(|a| a.bytes >= n.peak()) {
-            assert!(check(&m, &all, (0, 1), true, &roomy).is_ok());
-        }
-        let full = Budget {
-            max_bytes: Some(n.peak()),
-            held: 1,
+        assert_eq!(check_against(&m, &all, (0, 1), true, &exact).unwrap(), n);
+        let short = Available {
+            bytes: n.peak() - 1,
+            ..exact.clone()
         };
-        assert!(check(&m, &all, (0, 1), true, &full).is_err());
+        assert!(check_against(&m, &all, (0, 1), true, &short).is_err());
+        // Nothing fits in 50 MB.
+        let tiny = Available {
+            bytes: 50_000_000,
+            ..exact
+        };
+        let e = check_against(&m, &all, (0, 1), true, &tiny)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("Not even one database fits"), "{e}");
+        // The configured budget counts what is held and is capped by the
+        // system's figures.
+        let budget = Budget {
+            max_bytes: Some(1 << 40),
+            held: (1 << 40) - 1000,
+        };
+        assert!(budget.available().is_some_and(|a| a.bytes <= 1000));
         // A quarter of the databases on shard 1 of 4 fits in 24 GB.
         let own: Vec<u32> = (0..768).filter(|d| d % 4 == 1).collect();
         let quarter = need(&m, &own, true).unwrap();
