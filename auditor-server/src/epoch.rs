@@ -22,6 +22,14 @@
 //!    gets its public seed and its YPIR DBSetup (pir-core); bitmap and NTT
 //!    hint are written next to the manifest.
 //!
+//! Steps 2–4 are [`plan_manifest`] (everything but the bits) and
+//! [`build_planned`] (the bits of a chosen set of databases): a single
+//! server runs both ([`build_epoch`]); the shards of a sharded epoch share
+//! one planned manifest and each builds its own databases
+//! ([`crate::plan`]). Before building or loading, the memory the databases
+//! need is checked against what is available ([`crate::memory`]); a build
+//! that fails leaves no `.building-<id>` behind ([`build_into`]).
+//!
 //! Persistence: an epoch is built in `.building-<id>` and published by
 //! renaming it to `epoch-<id>` after every file is fsynced, so a reader sees
 //! either nothing or a complete epoch. Each artifact carries a SHA-256
@@ -175,9 +183,9 @@ pub struct BuildReport {
     pub filters: u32,
     /// Bits per filter.
     pub filter_bits: u64,
-    /// Number of PIR databases.
+    /// Number of PIR databases built (a shard's own; all on one server).
     pub dbs: usize,
-    /// Total database bytes.
+    /// Total bytes of the databases built.
     pub db_bytes: u64,
     /// Seconds hashing entries into filters (SHA-256, all cores).
     pub filters_s: f64,
@@ -187,7 +195,7 @@ pub struct BuildReport {
     pub persist_s: f64,
     /// Whole build after the snapshot.
     pub total_s: f64,
-    /// Fraction of filter bits set (expected ≈ 1 − e^{−|S|/(kN)}).
+    /// Fraction of the built filters' bits set (expected ≈ 1 − e^{−|S|/(kN)}).
     pub fill_ratio: f64,
 }
 
