@@ -24,6 +24,9 @@ pub enum ErrorCode {
     UnknownEpoch,
     /// 404: no such database in that epoch.
     UnknownDb,
+    /// 421: the database is served by another shard ([`ErrorBody::shard_url`]
+    /// names it).
+    WrongShard,
     /// 404: no such endpoint.
     NotFound,
     /// 405: method not allowed on this endpoint.
@@ -61,10 +64,11 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, in the order of the protocol's error table.
-    pub const ALL: [ErrorCode; 19] = [
+    pub const ALL: [ErrorCode; 20] = [
         ErrorCode::BadEpoch,
         ErrorCode::UnknownEpoch,
         ErrorCode::UnknownDb,
+        ErrorCode::WrongShard,
         ErrorCode::NotFound,
         ErrorCode::MethodNotAllowed,
         ErrorCode::UnsupportedMediaType,
@@ -89,6 +93,7 @@ impl ErrorCode {
             ErrorCode::BadEpoch => "bad_epoch",
             ErrorCode::UnknownEpoch => "unknown_epoch",
             ErrorCode::UnknownDb => "unknown_db",
+            ErrorCode::WrongShard => "wrong_shard",
             ErrorCode::NotFound => "not_found",
             ErrorCode::MethodNotAllowed => "method_not_allowed",
             ErrorCode::UnsupportedMediaType => "unsupported_media_type",
@@ -121,6 +126,7 @@ impl ErrorCode {
             ErrorCode::UnknownEpoch | ErrorCode::UnknownDb | ErrorCode::NotFound => 404,
             ErrorCode::MethodNotAllowed => 405,
             ErrorCode::BodyTimeout => 408,
+            ErrorCode::WrongShard => 421,
             ErrorCode::QueryTooLarge => 413,
             ErrorCode::UnsupportedMediaType => 415,
             ErrorCode::Internal => 500,
@@ -154,6 +160,10 @@ pub struct ErrorBody {
     /// recover (refetch the manifest).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub current_epoch: Option<u64>,
+    /// With `wrong_shard`: the base URL of the shard that serves the
+    /// database (as in the manifest's shard map).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard_url: Option<String>,
 }
 
 #[cfg(test)]
@@ -178,5 +188,11 @@ mod tests {
         assert_eq!(ErrorCode::parse("no_such_code"), None);
         assert_eq!(ErrorCode::Internal.http_status(), 500);
         assert_eq!(ErrorCode::QueryTooLarge.http_status(), 413);
+        assert_eq!(ErrorCode::WrongShard.http_status(), 421);
+        let body: ErrorBody = serde_json::from_str(
+            r#"{"error":"wrong_shard","message":"m","shard_url":"http://s1"}"#,
+        )
+        .unwrap();
+        assert_eq!(body.shard_url.as_deref(), Some("http://s1"));
     }
 }

@@ -8,6 +8,7 @@
 //! * [`manifest`]: the epoch manifest served at `GET /v1/manifest`, parsed
 //!   into a checked form ("parse, don't validate"): salts and seeds are
 //!   decoded, the database layout is proven to cover every filter once.
+//! * [`shard`]: which base URL serves which database of a sharded epoch.
 //! * [`api`]: the JSON error body of every 4xx/5xx answer, header names and
 //!   size limits of the HTTP API (`docs/protocol.md`).
 //!
@@ -22,8 +23,10 @@ pub mod filter;
 pub mod hex;
 pub mod ids;
 pub mod manifest;
+pub mod shard;
 
 pub use error::{Error, Result};
 pub use filter::{bit_index, FilterSpec, Salt};
 pub use ids::{LeafHash, LogId};
 pub use manifest::{DbSpec, LogCoverage, Manifest, PirSpec, Probe};
+pub use shard::{ShardMap, ShardRule};

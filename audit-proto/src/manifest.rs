@@ -10,6 +10,12 @@
 //! seed, one public seed, and the databases as runs of identical shapes
 //! (`dbs: [{"count": 768, "filters": 1, …}]`). Database d's YPIR public
 //! seed is `SHA-256("ct-audit/db-seed/v1" ‖ pir.seed ‖ u32be(d))`.
+//!
+//! Version 1 is an epoch served by one server; version 2 adds `shards`,
+//! the map of which base URL serves which database ([`crate::shard`]).
+//! A server writes version 1 whenever it has no map, so clients that know
+//! only version 1 keep working with unsharded servers, and refuse (rather
+//! than misroute) a sharded epoch.
 
 use base64::Engine as _;
 use serde::{Deserialize, Serialize};
@@ -17,9 +23,12 @@ use serde::{Deserialize, Serialize};
 use crate::api::MAX_MANIFEST_BYTES;
 use crate::error::{Error, Result};
 use crate::filter::FilterSpec;
+use crate::shard::ShardMap;
 
-/// Manifest format version.
-pub const MANIFEST_VERSION: u32 = 1;
+/// Manifest format version of a sharded epoch (with `shards`).
+pub const MANIFEST_VERSION: u32 = 2;
+/// Manifest format version of an epoch served by one server (no `shards`).
+pub const MANIFEST_VERSION_UNSHARDED: u32 = 1;
 /// Largest number of PIR databases per epoch.
 pub const MAX_DBS: usize = 4096;
 /// Largest number of logs per epoch.
@@ -44,7 +53,8 @@ pub fn derive_db_seed(pir_seed: &[u8; 32], d: u32) -> [u8; 32] {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(try_from = "ManifestWire", into = "ManifestWire")]
 pub struct Manifest {
-    /// [`MANIFEST_VERSION`].
+    /// [`MANIFEST_VERSION`] with a shard map,
+    /// [`MANIFEST_VERSION_UNSHARDED`] without.
     pub version: u32,
     /// Epoch id: increases by one with every published epoch.
     pub epoch: u64,
@@ -62,6 +72,9 @@ pub struct Manifest {
     pub pir: PirSpec,
     /// The PIR databases, in filter order.
     pub dbs: Vec<DbSpec>,
+    /// Which base URL serves which database; `None`: all of them are
+    /// served where the manifest was fetched.
+    pub shards: Option<ShardMap>,
 }
 
 /// What an epoch covers of one log.
@@ -180,6 +193,8 @@ struct ManifestWire {
     filter: FilterSpec,
     pir: PirSpec,
     dbs: Vec<DbRun>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    shards: Option<ShardMap>,
 }
 
 impl TryFrom<ManifestWire> for Manifest {
@@ -223,6 +238,7 @@ impl TryFrom<ManifestWire> for Manifest {
             filter: w.filter,
             pir: w.pir,
             dbs,
+            shards: w.shards,
         };
         m.check()?;
         Ok(m)
@@ -262,6 +278,7 @@ impl From<Manifest> for ManifestWire {
             filter: m.filter,
             pir: m.pir,
             dbs: runs,
+            shards: m.shards,
         }
     }
 }
@@ -298,6 +315,8 @@ pub struct ManifestParts<'a> {
     pub pir: PirSpec,
     /// The databases, in order.
     pub layout: &'a [DbLayout],
+    /// Which base URL serves which database (`None`: one server).
+    pub shards: Option<ShardMap>,
 }
 
 /// One database of [`ManifestParts::layout`]: how many consecutive filters
@@ -349,6 +368,7 @@ impl Manifest {
             filter,
             pir,
             layout,
+            shards,
         } = parts;
         let mut first = 0u32;
         let mut dbs = Vec::with_capacity(layout.len());
@@ -368,7 +388,11 @@ impl Manifest {
             first = first.saturating_add(db.filters);
         }
         let m = Manifest {
-            version: MANIFEST_VERSION,
+            version: if shards.is_some() {
+                MANIFEST_VERSION
+            } else {
+                MANIFEST_VERSION_UNSHARDED
+            },
             epoch,
             created_at,
             snapshot_at,
@@ -377,6 +401,7 @@ impl Manifest {
             filter,
             pir,
             dbs,
+            shards,
         };
         m.check()?;
         Ok(m)
@@ -385,11 +410,17 @@ impl Manifest {
     /// Checks every invariant (what [`Manifest::from_json`] relies on).
     pub fn check(&self) -> Result<()> {
         let bad = |m: String| Err(Error::Invalid(m));
-        if self.version != MANIFEST_VERSION {
-            return bad(format!(
-                "version {} (expected {MANIFEST_VERSION})",
-                self.version
-            ));
+        match (self.version, &self.shards) {
+            (MANIFEST_VERSION_UNSHARDED, None) | (MANIFEST_VERSION, Some(_)) => {}
+            (MANIFEST_VERSION_UNSHARDED, Some(_)) => {
+                return bad("version 1 has no shard map (version 2 does)".into())
+            }
+            (MANIFEST_VERSION, None) => return bad("version 2 needs a shard map".into()),
+            (v, _) => {
+                return bad(format!(
+                    "version {v} (expected {MANIFEST_VERSION_UNSHARDED} or {MANIFEST_VERSION})"
+                ))
+            }
         }
         self.filter.check()?;
         if self.entries > self.filter.n {
@@ -434,7 +465,16 @@ impl Manifest {
                 self.filter.a
             ));
         }
+        if let Some(s) = &self.shards {
+            s.check(self.dbs.len())?;
+        }
         Ok(())
+    }
+
+    /// The base URL serving database `db`, if the epoch is sharded
+    /// (`None`: the server the manifest came from serves every database).
+    pub fn shard_url(&self, db: u32) -> Option<&str> {
+        self.shards.as_ref().and_then(|s| s.url_of(db))
     }
 
     /// The database and bit that filter `filter`'s bit for `leaf_hash`
@@ -515,8 +555,97 @@ pub(crate) mod tests {
                 seed: [5; 32],
             },
             layout: &[db(2, 8), db(1, 4)],
+            shards: None,
         })
         .unwrap()
+    }
+
+    /// [`sample`] split across two shards by the mod rule.
+    pub(crate) fn sharded() -> Manifest {
+        let mut m = sample();
+        m.version = MANIFEST_VERSION;
+        m.shards = Some(ShardMap::modulo(vec![
+            "http://shard-0:8080".into(),
+            "https://shard-1.example/auditor".into(),
+        ]));
+        m.check().unwrap();
+        m
+    }
+
+    #[test]
+    fn sharded_manifests_round_trip_and_route() {
+        let m = sharded();
+        let json = m.to_json();
+        let text = String::from_utf8(json.clone()).unwrap();
+        assert!(text.contains("\"version\":2"), "{text}");
+        assert!(text.contains("\"shards\":{\"rule\":\"mod\""), "{text}");
+        assert_eq!(Manifest::from_json(&json).unwrap(), m);
+        assert_eq!(m.shard_url(0), Some("http://shard-0:8080"));
+        assert_eq!(m.shard_url(1), Some("https://shard-1.example/auditor"));
+        assert_eq!(sample().shard_url(1), None);
+        // Unsharded manifests stay version 1, byte for byte as before.
+        let plain = String::from_utf8(sample().to_json()).unwrap();
+        assert!(plain.contains("\"version\":1") && !plain.contains("shards"));
+        // The version must match the presence of the map; the map is checked.
+        for (from, to) in [
+            ("\"version\":2", "\"version\":1"),
+            ("\"version\":2", "\"version\":3"),
+            ("\"rule\":\"mod\"", "\"rule\":\"list\""),
+            ("http://shard-0:8080", "ftp://shard-0"),
+            ("\"rule\":\"mod\"", "\"rule\":\"list\",\"dbs\":[[0],[0]]"),
+        ] {
+            let bad = text.replacen(from, to, 1);
+            assert_ne!(bad, text, "{from}");
+            assert!(Manifest::from_json(bad.as_bytes()).is_err(), "{to}");
+        }
+        let ok = text.replacen("\"rule\":\"mod\"", "\"rule\":\"list\",\"dbs\":[[1],[0]]", 1);
+        let listed = Manifest::from_json(ok.as_bytes()).unwrap();
+        assert_eq!(listed.shard_url(1), Some("http://shard-0:8080"));
+        let mut v2_without = sample();
+        v2_without.version = MANIFEST_VERSION;
+        assert!(v2_without.check().is_err());
+    }
+
+    /// 768 databases over 16 shards: the map keeps the manifest small.
+    #[test]
+    fn shard_map_stays_small_at_internet_scale() {
+        let layout = vec![
+            DbLayout {
+                filters: 1,
+                rows: 1 << 16,
+                cols: 1 << 16,
+                query_bytes: 1,
+                response_bytes: 1,
+            };
+            768
+        ];
+        let urls: Vec<String> = (0..16)
+            .map(|i| format!("http://auditor-{i}.auditor-shards.default.svc:8080"))
+            .collect();
+        let parts = |shards| ManifestParts {
+            epoch: 1,
+            created_at: 0,
+            snapshot_at: 0,
+            entries: 1 << 32,
+            logs: vec![],
+            filter: FilterSpec::new(768, 8, 1 << 32, [1; 32]).unwrap(),
+            pir: sample().pir,
+            layout: &layout,
+            shards,
+        };
+        let by_mod = Manifest::new(parts(Some(ShardMap::modulo(urls.clone())))).unwrap();
+        assert!(by_mod.to_json().len() < 2048, "{}", by_mod.to_json().len());
+        let lists: Vec<Vec<u32>> = (0..16u32)
+            .map(|s| (0..768).filter(|d| d % 16 == s).collect())
+            .collect();
+        let by_list = Manifest::new(parts(Some(ShardMap {
+            urls,
+            rule: crate::shard::ShardRule::List(lists),
+        })))
+        .unwrap();
+        let n = by_list.to_json().len();
+        assert!(n < 6 << 10, "{n}");
+        assert_eq!(Manifest::from_json(&by_list.to_json()).unwrap(), by_list);
     }
 
     #[test]

@@ -767,6 +767,7 @@ pub fn internet_scale_manifest_bytes() -> Result<u64> {
             seed: [0xa5; 32],
         },
         layout: &layout,
+        shards: None,
     })?;
     Ok(manifest.to_json().len() as u64)
 }

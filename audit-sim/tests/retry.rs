@@ -4,7 +4,9 @@
 //! The simulated clients must wait as told (recorded by an injected
 //! sleeper, not slept), retry, count it in the report, and give up with the
 //! auditor's error after the last retry. The same fake can also retire its
-//! epoch after every answer, as a busy auditor rotating epochs would.
+//! epoch after every answer, as a busy auditor rotating epochs would, or
+//! publish a sharded manifest naming another fake as the shard that
+//! answers.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -91,6 +93,7 @@ fn epoch() -> (Manifest, Server) {
         filter,
         pir,
         layout: &layout,
+        shards: None,
     })
     .unwrap();
     let db = BitDatabase::from_bitmap_owned(bits, vec![0xff; (bits / 8) as usize]).unwrap();
@@ -103,6 +106,7 @@ fn error(status: u16, code: &str, current_epoch: Option<u64>) -> Response {
         error: code.into(),
         message: "scripted".into(),
         current_epoch,
+        shard_url: None,
     })
     .unwrap();
     (
@@ -174,7 +178,22 @@ async fn start(refuse: Refuse) -> (String, Arc<Fake>) {
 }
 
 async fn start_rotating(refuse: Refuse, rotate_every: usize) -> (String, Arc<Fake>) {
-    let (manifest, server) = epoch();
+    start_with(refuse, rotate_every, Vec::new()).await
+}
+
+/// A fake whose manifest says the database is served by the shards at
+/// `shard_urls` (none: by the fake itself).
+async fn start_with(
+    refuse: Refuse,
+    rotate_every: usize,
+    shard_urls: Vec<String>,
+) -> (String, Arc<Fake>) {
+    let (mut manifest, server) = epoch();
+    if !shard_urls.is_empty() {
+        manifest.shards = Some(audit_proto::ShardMap::modulo(shard_urls));
+        manifest.version = audit_proto::manifest::MANIFEST_VERSION;
+        manifest.check().unwrap();
+    }
     let fake = Arc::new(Fake {
         manifest,
         server,
@@ -302,4 +321,19 @@ async fn fill_probes_follow_epochs_retired_under_them() {
     assert_eq!(fake.answered.load(Ordering::SeqCst), 6);
     assert_eq!(fake.query_requests.load(Ordering::SeqCst), 11);
     assert!(report.epochs.len() >= 6, "{:?}", report.epochs);
+}
+
+/// A sharded epoch: clients fetch the manifest from the front and send
+/// every query to the shard its map names, never to the front.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queries_follow_the_manifests_shard_map() {
+    let (shard_url, shard) = start(NONE).await;
+    let (front_url, front) = start_with(NONE, usize::MAX, vec![shard_url]).await;
+    let (cfg, _) = config(&front_url, 5, 0);
+    let report = simulate(cfg, Vec::new(), no_logs()).await.unwrap();
+    assert_eq!((report.fill_probes, report.fill_ratio), (5, 1.0));
+    assert_eq!(front.query_requests.load(Ordering::SeqCst), 0);
+    assert_eq!(shard.query_requests.load(Ordering::SeqCst), 5);
+    assert_eq!(shard.manifest_requests.load(Ordering::SeqCst), 0);
+    assert!(front.manifest_requests.load(Ordering::SeqCst) > 0);
 }

@@ -198,12 +198,14 @@ async fn load(
     }
     let spec = built.manifest.dbs[0].clone();
     let params = pir_core::params::by_id(built.manifest.pir.param_set)?;
-    let shape = built.servers[0].shape();
+    let server0 = built
+        .server(0)
+        .ok_or_else(|| Error::Internal("database 0 was not built".into()))?;
+    let shape = server0.shape();
     // Precomputed queries with their expected bits (from the clear DB).
     let client = Client::new(params, shape, PublicSeed(spec.seed))?;
     let mut queries = Vec::new();
     let n_queries = 32usize;
-    let server0 = &built.servers[0];
     for i in 0..n_queries {
         let bit = (i as u64 * 0x9E37_79B9_7F4A_7C15) % spec.bits;
         let (q, key, b) = client.query_bit(spec.bits, bit)?;
@@ -449,9 +451,11 @@ async fn build(n: u64) -> Result<BuildBench> {
     let snapshot_s = epoch_total_s - report.total_s - 0.0;
     drop(e);
     let t = Instant::now();
-    let reloaded = tokio::task::spawn_blocking(move || epoch::load_epoch(&path))
-        .await
-        .map_err(|e| Error::Internal(e.to_string()))??;
+    let reloaded = tokio::task::spawn_blocking(move || {
+        epoch::load_epoch(&path, &Default::default(), &Default::default())
+    })
+    .await
+    .map_err(|e| Error::Internal(e.to_string()))??;
     let reload_s = t.elapsed().as_secs_f64();
     drop(reloaded);
     Ok(BuildBench {

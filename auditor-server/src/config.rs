@@ -14,6 +14,7 @@
 //! param_set = "ypir-table1"
 //! keep = 3                 # epochs kept on disk
 //! grace_seconds = 900      # previous epoch stays answerable this long
+//! max_memory_bytes = 0     # memory budget of the epochs (0: what the system reports)
 //!
 //! [schedule]               # when `serve` builds epochs itself
 //! daily = "04:00"          # or interval_seconds = 86400; neither: never
@@ -29,6 +30,14 @@
 //! max_connections = 512    # at the cap, stop accepting until one closes
 //! header_timeout_ms = 10000  # a request head, from its first byte
 //! idle_timeout_ms = 30000  # keep-alive wait for the next request
+//!
+//! [shard]                  # see crate::shard and docs/operator.md
+//! index = 0                # this server is shard `index` of `count`
+//! count = 1                # database d belongs to shard d mod count
+//! # urls = ["http://auditor-0:8080", …] or url_template = "http://auditor-{i}:8080"
+//! # databases = [0, 3, 7]  # explicit list instead of the rule
+//! # lists = [[0, 3, 7], [1, 2], …]  # every shard's list (epoch plan)
+//! # epoch_spec = "specs/next.json"  # seeds shared by the shards (epoch plan)
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -67,6 +76,9 @@ pub struct Config {
     /// Request limits and batching.
     #[serde(default)]
     pub limits: LimitsConfig,
+    /// Which databases of each epoch this server holds.
+    #[serde(default)]
+    pub shard: crate::shard::ShardConfig,
 }
 
 /// `[epoch]`.
@@ -88,6 +100,10 @@ pub struct EpochConfig {
     pub keep: usize,
     /// Seconds the previous epoch stays answerable after a swap.
     pub grace_seconds: u64,
+    /// Memory this server may use for its epochs' databases (bytes; 0: no
+    /// budget beyond what `/proc/meminfo` and the cgroup report). A build
+    /// or load that would not fit is refused (crate::memory).
+    pub max_memory_bytes: u64,
 }
 
 impl Default for EpochConfig {
@@ -100,6 +116,7 @@ impl Default for EpochConfig {
             allow_insecure_params: false,
             keep: 3,
             grace_seconds: 900,
+            max_memory_bytes: 0,
         }
     }
 }
@@ -233,6 +250,7 @@ impl std::fmt::Debug for Config {
             .field("epoch", &self.epoch)
             .field("schedule", &self.schedule)
             .field("limits", &self.limits)
+            .field("shard", &self.shard)
             .finish()
     }
 }
@@ -308,6 +326,7 @@ impl Default for Config {
             epoch: EpochConfig::default(),
             schedule: ScheduleConfig::default(),
             limits: LimitsConfig::default(),
+            shard: crate::shard::ShardConfig::default(),
         }
     }
 }
@@ -377,6 +396,9 @@ impl Config {
         if let Some(v) = get("AUDITOR_PARAM_SET") {
             self.epoch.param_set = v;
         }
+        if let Some(v) = get("AUDITOR_MAX_MEMORY_BYTES") {
+            self.epoch.max_memory_bytes = num("AUDITOR_MAX_MEMORY_BYTES", &v)?;
+        }
         if let Some(v) = get("AUDITOR_GRACE_SECONDS") {
             self.epoch.grace_seconds = num("AUDITOR_GRACE_SECONDS", &v)?;
         }
@@ -418,6 +440,7 @@ impl Config {
         if let Some(v) = get("AUDITOR_IDLE_TIMEOUT_MS") {
             self.limits.idle_timeout_ms = num("AUDITOR_IDLE_TIMEOUT_MS", &v)?;
         }
+        self.shard.apply_env(&get)?;
         Ok(())
     }
 
@@ -458,6 +481,7 @@ impl Config {
         if l.max_connections == 0 || l.max_connections > MAX_CONNECTIONS {
             return bad("[limits] max_connections must be in 1..=1000000");
         }
+        self.shard.validate(self.schedule()?.is_some())?;
         Ok(())
     }
 

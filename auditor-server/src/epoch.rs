@@ -22,6 +22,14 @@
 //!    gets its public seed and its YPIR DBSetup (pir-core); bitmap and NTT
 //!    hint are written next to the manifest.
 //!
+//! Steps 2–4 are [`plan_manifest`] (everything but the bits) and
+//! [`build_planned`] (the bits of a chosen set of databases): a single
+//! server runs both ([`build_epoch`]); the shards of a sharded epoch share
+//! one planned manifest and each builds its own databases
+//! ([`crate::plan`]). Before building or loading, the memory the databases
+//! need is checked against what is available ([`crate::memory`]); a build
+//! that fails leaves no `.building-<id>` behind ([`build_into`]).
+//!
 //! Persistence: an epoch is built in `.building-<id>` and published by
 //! renaming it to `epoch-<id>` after every file is fsynced, so a reader sees
 //! either nothing or a complete epoch. Each artifact carries a SHA-256
@@ -67,6 +75,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::error::{io, Error, Result};
+use crate::shard::ShardConfig;
 
 /// Magic of a bitmap artifact; the last byte is the on-disk format version.
 const BITS_MAGIC: &[u8; 8] = b"CTAUBIT2";
@@ -105,7 +114,7 @@ pub async fn snapshot(store: &ct_store::Store, now_s: i64) -> Result<Snapshot> {
 }
 
 /// How epochs are built.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct BuildParams {
     /// a.
     pub filters: u32,
@@ -117,6 +126,11 @@ pub struct BuildParams {
     pub params: Params,
     /// Show progress bars (on a terminal).
     pub progress: bool,
+    /// The shard map a single server publishes (count 1 with a configured
+    /// URL); sharded epochs take theirs from the epoch spec.
+    pub shards: Option<audit_proto::ShardMap>,
+    /// The memory a build may use ([`crate::memory::check`]).
+    pub budget: crate::memory::Budget,
 }
 
 impl BuildParams {
@@ -128,6 +142,15 @@ impl BuildParams {
             db_bits_target: c.epoch.db_bits_target,
             params: c.params()?,
             progress: false,
+            shards: if c.shard.is_sharded() {
+                None
+            } else {
+                c.shard.map()
+            },
+            budget: crate::memory::Budget {
+                max_bytes: (c.epoch.max_memory_bytes > 0).then_some(c.epoch.max_memory_bytes),
+                held: 0,
+            },
         })
     }
 }
@@ -160,9 +183,9 @@ pub struct BuildReport {
     pub filters: u32,
     /// Bits per filter.
     pub filter_bits: u64,
-    /// Number of PIR databases.
+    /// Number of PIR databases built (a shard's own; all on one server).
     pub dbs: usize,
-    /// Total database bytes.
+    /// Total bytes of the databases built.
     pub db_bytes: u64,
     /// Seconds hashing entries into filters (SHA-256, all cores).
     pub filters_s: f64,
@@ -172,16 +195,17 @@ pub struct BuildReport {
     pub persist_s: f64,
     /// Whole build after the snapshot.
     pub total_s: f64,
-    /// Fraction of filter bits set (expected ≈ 1 − e^{−|S|/(kN)}).
+    /// Fraction of the built filters' bits set (expected ≈ 1 − e^{−|S|/(kN)}).
     pub fill_ratio: f64,
 }
 
-/// An epoch in memory: its manifest and one YPIR server per database.
+/// An epoch in memory: its manifest and one YPIR server per database this
+/// shard holds.
 pub struct Epoch {
-    /// The manifest.
+    /// The manifest (the whole epoch, every shard's databases).
     pub manifest: Manifest,
-    /// `servers[i]` answers database `i`.
-    pub servers: Vec<Server>,
+    /// `servers[i]` answers database `i` (`None`: another shard's).
+    pub servers: Vec<Option<Server>>,
     /// Build report (`None` if the file was missing).
     pub report: Option<BuildReport>,
 }
@@ -191,7 +215,22 @@ impl std::fmt::Debug for Epoch {
         f.debug_struct("Epoch")
             .field("epoch", &self.manifest.epoch)
             .field("dbs", &self.servers.len())
+            .field("own", &self.own().len())
             .finish()
+    }
+}
+
+impl Epoch {
+    /// The YPIR server of database `db`, if this shard holds it.
+    pub fn server(&self, db: u32) -> Option<&Server> {
+        self.servers.get(db as usize).and_then(Option::as_ref)
+    }
+
+    /// The databases this shard holds, ascending.
+    pub fn own(&self) -> Vec<u32> {
+        (0..self.servers.len() as u32)
+            .filter(|&d| self.server(d).is_some())
+            .collect()
     }
 }
 
@@ -223,56 +262,66 @@ fn fill_filter(salt: &Salt, bits: u64, hashes: &[[u8; 32]], words: &mut [u8]) {
     }
 }
 
-/// Builds epoch `epoch` from `snap` into the directory `out` (created by
-/// the caller, e.g. [`EpochDir::begin`]): filters, DBSetup, artifacts and
-/// manifest. CPU-bound; call from a blocking thread.
-pub fn build_epoch(snap: &Snapshot, epoch: u64, bp: &BuildParams, out: &Path) -> Result<Epoch> {
-    let t_all = Instant::now();
+/// What fixes an epoch's manifest besides the snapshot's leaf hashes:
+/// its id, times, coverage, seeds and shard map.
+#[derive(Clone, Debug)]
+pub struct PlanInput {
+    /// Epoch id.
+    pub epoch: u64,
+    /// When the epoch was planned (Unix s).
+    pub created_at: i64,
+    /// The snapshot time.
+    pub snapshot_at: i64,
+    /// |S|.
+    pub entries: u64,
+    /// Per-log coverage, read before the leaf hashes.
+    pub coverage: Vec<ct_store::Coverage>,
+    /// Seed of the filter salts.
+    pub salt_seed: [u8; 32],
+    /// Public seed of the PIR databases.
+    pub pir_seed: [u8; 32],
+    /// Which base URL serves which database (`None`: one server).
+    pub shards: Option<audit_proto::ShardMap>,
+}
+
+/// Draws a fresh 32-byte seed from the OS CSPRNG.
+pub fn fresh_seed() -> Result<[u8; 32]> {
+    let mut seed = [0u8; 32];
+    os_random(&mut seed)?;
+    Ok(seed)
+}
+
+/// The manifest of an epoch: filters of k·N bits (N from |S|), grouped
+/// into databases by [`plan_dbs`], with the seeds and shard map of `input`.
+/// Everything a shard needs to build its own databases bit for bit like
+/// every other shard, given the same leaf hashes.
+pub fn plan_manifest(input: PlanInput, bp: &BuildParams) -> Result<Manifest> {
     let params = bp.params;
-    let entries = snap.hashes.len() as u64;
+    let entries = input.entries;
     let n = FilterSpec::capacity_for(entries);
     let filter_bits = n
         .checked_mul(u64::from(bp.k))
         .filter(|&b| b <= audit_proto::filter::MAX_FILTER_BITS)
         .ok_or_else(|| Error::Config(format!("k·N too large for |S| = {entries}")))?;
-    // Fresh salts (derived from a fresh seed), drawn now that S is fixed
-    // (Prop. 6.2), and a fresh public seed for the PIR databases.
-    let mut salt_seed = [0u8; 32];
-    os_random(&mut salt_seed)?;
-    let mut pir_seed = [0u8; 32];
-    os_random(&mut pir_seed)?;
-    let filter = FilterSpec::new(bp.filters, bp.k, n, salt_seed)?;
-    let ctx = Arc::new(Context::new(params));
+    let filter = FilterSpec::new(bp.filters, bp.k, n, input.salt_seed)?;
     let plan = plan_dbs(bp.filters, filter_bits, bp.db_bits_target);
-    let mut report = BuildReport {
-        epoch,
-        entries,
-        filters: bp.filters,
-        filter_bits,
-        dbs: plan.len(),
-        ..Default::default()
-    };
     // The layout follows from the plan alone, so the manifest is fixed
     // before any database is written and every bitmap file can carry its
     // digest.
-    let shapes: Vec<DbShape> = plan
-        .iter()
-        .map(|&(_, count)| {
-            DbShape::for_bits(u64::from(count) * filter_bits, BitDatabase::RECORD_BITS)
-        })
-        .collect();
     let layout: Vec<DbLayout> = plan
         .iter()
-        .zip(&shapes)
-        .map(|(&(_, count), &shape)| DbLayout {
-            filters: count,
-            rows: shape.ell1 as u64,
-            cols: shape.ell2 as u64,
-            query_bytes: pir_core::wire::query_len(&params, shape) as u64,
-            response_bytes: pir_core::wire::response_len(&params) as u64,
+        .map(|&(_, count)| {
+            let shape = DbShape::for_bits(u64::from(count) * filter_bits, BitDatabase::RECORD_BITS);
+            DbLayout {
+                filters: count,
+                rows: shape.ell1 as u64,
+                cols: shape.ell2 as u64,
+                query_bytes: pir_core::wire::query_len(&params, shape) as u64,
+                response_bytes: pir_core::wire::response_len(&params) as u64,
+            }
         })
         .collect();
-    let logs = snap
+    let logs = input
         .coverage
         .iter()
         .map(|c| LogCoverage {
@@ -288,27 +337,99 @@ pub fn build_epoch(snap: &Snapshot, epoch: u64, bp: &BuildParams, out: &Path) ->
         param_set: params.id,
         param_name: params.name.to_owned(),
         wire_version: pir_core::wire::VERSION,
-        seed: pir_seed,
+        seed: input.pir_seed,
     };
-    let manifest = Manifest::new(ManifestParts {
-        epoch,
-        created_at: unix_now_s(),
-        snapshot_at: snap.now_s,
+    Ok(Manifest::new(ManifestParts {
+        epoch: input.epoch,
+        created_at: input.created_at,
+        snapshot_at: input.snapshot_at,
         entries,
         logs,
         filter,
         pir,
         layout: &layout,
-    })?;
-    manifest.check()?;
+        shards: input.shards,
+    })?)
+}
+
+/// Builds epoch `epoch` from `snap` into the directory `out` (created by
+/// the caller, e.g. [`EpochDir::begin`]) on one server: fresh seeds,
+/// every database, the shard map of `bp` (if any). CPU-bound; call from a
+/// blocking thread.
+pub fn build_epoch(snap: &Snapshot, epoch: u64, bp: &BuildParams, out: &Path) -> Result<Epoch> {
+    let t_all = Instant::now();
+    // Fresh salts (derived from a fresh seed), drawn now that S is fixed
+    // (Prop. 6.2), and a fresh public seed for the PIR databases.
+    let manifest = plan_manifest(
+        PlanInput {
+            epoch,
+            created_at: unix_now_s(),
+            snapshot_at: snap.now_s,
+            entries: snap.hashes.len() as u64,
+            coverage: snap.coverage.clone(),
+            salt_seed: fresh_seed()?,
+            pir_seed: fresh_seed()?,
+            shards: bp.shards.clone(),
+        },
+        bp,
+    )?;
+    let all: Vec<u32> = (0..manifest.dbs.len() as u32).collect();
+    crate::memory::check(&manifest, &all, (0, 1), true, &bp.budget)?;
+    build_planned(manifest, &snap.hashes, &all, bp, out, t_all)
+}
+
+/// Builds the databases `own` of the planned epoch `manifest` from the
+/// snapshot's leaf hashes `hashes` (sorted, deduplicated, exactly
+/// `manifest.entries` of them) into `out`: filters, DBSetup, artifacts and
+/// the manifest. The other databases are left to the other shards.
+/// CPU-bound; call from a blocking thread.
+pub fn build_planned(
+    manifest: Manifest,
+    hashes: &[[u8; 32]],
+    own: &[u32],
+    bp: &BuildParams,
+    out: &Path,
+    t_all: Instant,
+) -> Result<Epoch> {
+    if hashes.len() as u64 != manifest.entries {
+        return Err(Error::Internal(format!(
+            "{} leaf hashes for a manifest of |S| = {}",
+            hashes.len(),
+            manifest.entries
+        )));
+    }
+    let params = pir_core::params::by_id(manifest.pir.param_set)?;
+    let epoch = manifest.epoch;
+    let filter_bits = manifest.filter.bits;
+    let ctx = Arc::new(Context::new(params));
+    let own_filters: u64 = own
+        .iter()
+        .filter_map(|&d| manifest.dbs.get(d as usize))
+        .map(|d| u64::from(d.filters))
+        .sum();
+    let mut report = BuildReport {
+        epoch,
+        entries: manifest.entries,
+        filters: manifest.filter.a,
+        filter_bits,
+        dbs: own.len(),
+        ..Default::default()
+    };
     let manifest_json = manifest.to_json();
     let digest = manifest_digest(&manifest_json);
     let salts = &manifest.filter.salts;
-    let mut servers = Vec::with_capacity(plan.len());
-    let pb = bar(bp.progress, u64::from(bp.filters), "hashing into filters");
+    let mut servers: Vec<Option<Server>> = (0..manifest.dbs.len()).map(|_| None).collect();
+    let pb = bar(bp.progress, own_filters, "hashing into filters");
     let mut set_bits = 0u64;
-    for (id, &(first, count)) in plan.iter().enumerate() {
-        let bits = u64::from(count) * filter_bits;
+    for &d in own {
+        let id = d as usize;
+        let spec = manifest.dbs.get(id).ok_or_else(|| {
+            Error::Config(format!(
+                "database {d} out of range (epoch {epoch} has {})",
+                manifest.dbs.len()
+            ))
+        })?;
+        let (first, bits) = (spec.first_filter, spec.bits);
         let t = Instant::now();
         // zeroed and advised for huge pages before the filters write it, so
         // the database needs no page collapse later
@@ -318,7 +439,7 @@ pub fn build_epoch(snap: &Snapshot, epoch: u64, bp: &BuildParams, out: &Path) ->
             .par_chunks_mut(chunk)
             .enumerate()
             .for_each(|(j, words)| {
-                fill_filter(&salts[first as usize + j], filter_bits, &snap.hashes, words);
+                fill_filter(&salts[first as usize + j], filter_bits, hashes, words);
                 pb.inc(1);
             });
         set_bits += bitmap
@@ -330,7 +451,7 @@ pub fn build_epoch(snap: &Snapshot, epoch: u64, bp: &BuildParams, out: &Path) ->
         let t = Instant::now();
         let header = BitsHeader {
             epoch,
-            db: id as u32,
+            db: d,
             bits,
             manifest: digest,
         };
@@ -338,12 +459,16 @@ pub fn build_epoch(snap: &Snapshot, epoch: u64, bp: &BuildParams, out: &Path) ->
         report.persist_s += t.elapsed().as_secs_f64();
 
         let t = Instant::now();
-        let seed = PublicSeed(manifest.dbs[id].seed);
+        let seed = PublicSeed(spec.seed);
         let db = BitDatabase::from_bitmap_owned(bits, bitmap)?.into_database();
         report.db_bytes += db.as_bytes().len() as u64;
         let server = Server::setup_with_context(ctx.clone(), db, seed)?;
         report.setup_s += t.elapsed().as_secs_f64();
-        if server.shape() != shapes[id] {
+        let want = DbShape {
+            ell1: spec.rows as usize,
+            ell2: spec.cols as usize,
+        };
+        if server.shape() != want {
             return Err(Error::Internal(format!(
                 "database {id}: pir-core chose another shape than DbShape::for_bits"
             )));
@@ -360,11 +485,15 @@ pub fn build_epoch(snap: &Snapshot, epoch: u64, bp: &BuildParams, out: &Path) ->
         })?;
         f.sync_all().map_err(io(&hint_path))?;
         report.persist_s += t.elapsed().as_secs_f64();
-        servers.push(server);
+        // Epochs are rebuilt, never updated: serve what a restart from the
+        // hint file would (crate::memory).
+        let mut server = server;
+        server.release_update_state();
+        servers[id] = Some(server);
     }
     pb.finish_and_clear();
     log_prefetch_choice();
-    report.fill_ratio = set_bits as f64 / (filter_bits as f64 * f64::from(bp.filters));
+    report.fill_ratio = set_bits as f64 / (filter_bits as f64 * own_filters.max(1) as f64);
     report.total_s = t_all.elapsed().as_secs_f64();
     let t = Instant::now();
     write_synced(&out.join(MANIFEST_FILE), &manifest_json)?;
@@ -382,8 +511,14 @@ pub fn build_epoch(snap: &Snapshot, epoch: u64, bp: &BuildParams, out: &Path) ->
 /// bound to the manifest by its digest) and NTT hints (checksummed;
 /// recomputed with a warning if damaged). Refuses the epoch if the
 /// manifest is missing, or differs from the one its bitmaps were built
-/// with, or a bitmap is damaged or of an older format.
-pub fn load_epoch(dir: &Path) -> Result<Epoch> {
+/// with, or a bitmap is damaged or of an older format, or the epoch was
+/// planned for another shard layout than `shard`. Loads only the databases
+/// `shard` holds.
+pub fn load_epoch(
+    dir: &Path,
+    shard: &ShardConfig,
+    budget: &crate::memory::Budget,
+) -> Result<Epoch> {
     let t = Instant::now();
     let mpath = dir.join(MANIFEST_FILE);
     let json = match read_capped(&mpath, MAX_MANIFEST_FILE) {
@@ -400,8 +535,10 @@ pub fn load_epoch(dir: &Path) -> Result<Epoch> {
     let manifest = Manifest::from_json(&json).map_err(|e| corrupt(&mpath, e.to_string()))?;
     let params = pir_core::params::by_id(manifest.pir.param_set)?;
     let ctx = Arc::new(Context::new(params));
-    let mut servers = Vec::with_capacity(manifest.dbs.len());
-    for spec in &manifest.dbs {
+    let own = shard.own_databases(&manifest)?;
+    crate::memory::check(&manifest, &own, (shard.index, shard.count), false, budget)?;
+    let mut servers: Vec<Option<Server>> = (0..manifest.dbs.len()).map(|_| None).collect();
+    for spec in own.iter().filter_map(|&d| manifest.dbs.get(d as usize)) {
         let id = spec.id as usize;
         let bpath = dir.join(bits_name(id));
         let header = BitsHeader {
@@ -437,7 +574,7 @@ pub fn load_epoch(dir: &Path) -> Result<Epoch> {
                 Server::setup_with_context(ctx.clone(), db, seed)?
             }
         };
-        servers.push(server);
+        servers[id] = Some(server);
     }
     log_prefetch_choice();
     let report = read_capped(&dir.join("build.json"), 1 << 20)
@@ -445,7 +582,8 @@ pub fn load_epoch(dir: &Path) -> Result<Epoch> {
         .and_then(|b| serde_json::from_slice(&b).ok());
     tracing::info!(
         epoch = manifest.epoch,
-        dbs = servers.len(),
+        dbs = own.len(),
+        of = servers.len(),
         seconds = t.elapsed().as_secs_f64(),
         "epoch loaded"
     );
@@ -717,23 +855,49 @@ pub async fn build_next(
     let snap = snapshot(store, now_s).await?;
     let snap_s = t.elapsed().as_secs_f64();
     let id = dir.latest()?.map_or(1, |l| l + 1);
-    let tmp = dir.begin(id)?;
     tracing::info!(
         epoch = id,
         entries = snap.hashes.len(),
         snapshot_s = snap_s,
         "building epoch"
     );
+    build_into(dir, id, keep, move |out| build_epoch(&snap, id, &bp, out)).await
+}
+
+/// Runs `build` on a blocking thread into the private directory of epoch
+/// `id`, then publishes it and prunes old epochs. A failed build leaves no
+/// `.building-*` directory behind.
+pub async fn build_into<F>(
+    dir: &EpochDir,
+    id: u64,
+    keep: usize,
+    build: F,
+) -> Result<(PathBuf, Epoch)>
+where
+    F: FnOnce(&Path) -> Result<Epoch> + Send + 'static,
+{
+    let tmp = dir.begin(id)?;
     let tmp2 = tmp.clone();
-    let epoch = tokio::task::spawn_blocking(move || build_epoch(&snap, id, &bp, &tmp2))
+    let built = tokio::task::spawn_blocking(move || build(&tmp2))
         .await
-        .map_err(|e| Error::Internal(e.to_string()))??;
+        .map_err(|e| Error::Internal(e.to_string()))
+        .and_then(|r| r);
+    let epoch = match built {
+        Ok(e) => e,
+        Err(e) => {
+            if let Err(rm) = std::fs::remove_dir_all(&tmp) {
+                tracing::warn!(dir = %tmp.display(), error = %rm, "could not remove a failed build");
+            }
+            return Err(e);
+        }
+    };
     let path = dir.commit(id, &tmp)?;
     dir.prune(keep)?;
     if let Some(r) = &epoch.report {
         tracing::info!(
             epoch = id,
             dbs = r.dbs,
+            of = epoch.manifest.dbs.len(),
             db_bytes = r.db_bytes,
             total_s = r.total_s,
             fill = r.fill_ratio,

@@ -37,6 +37,33 @@ pub enum Error {
     /// The OS random number generator failed.
     #[error("OS randomness unavailable: {0}")]
     Random(String),
+    /// The store no longer holds the set an epoch spec was planned from
+    /// (entries were committed or pruned since), so this shard's databases
+    /// would not match the other shards'.
+    #[error(
+        "epoch {epoch}: the store's snapshot at {snapshot_at} is not the planned set \
+         ({want_entries} entries, SHA-256 {want}; the store now gives {got_entries} entries, \
+         SHA-256 {got}): the store changed since `epoch plan` (ingest committed or pruned \
+         entries); plan the epoch again with ingest paused until every shard has built it"
+    )]
+    SnapshotMismatch {
+        /// The epoch.
+        epoch: u64,
+        /// Its snapshot time.
+        snapshot_at: i64,
+        /// |S| planned.
+        want_entries: u64,
+        /// Digest planned (hex).
+        want: String,
+        /// |S| found.
+        got_entries: u64,
+        /// Digest found (hex).
+        got: String,
+    },
+    /// An epoch's databases would not fit in the memory available
+    /// ([`crate::memory::check`]); the message says what would fit.
+    #[error("not enough memory: {0}")]
+    Memory(String),
     /// No epoch exists yet where one is needed.
     #[error("no epoch in {0}")]
     NoEpoch(String),

@@ -13,6 +13,12 @@
 //!   `/healthz`, `/metrics`), JSON errors, request limits.
 //! * [`conn`]: the accept loop, header and idle timeouts, the connection
 //!   cap.
+//! * [`memory`]: what an epoch's databases need, checked against the
+//!   memory available before a build or load.
+//! * [`plan`]: epoch specs, the seeds and snapshot the shards of an
+//!   epoch share (`auditor-server epoch plan`).
+//! * [`shard`]: which databases of an epoch this server holds ("shard i
+//!   of n").
 //! * [`service`]: start-up, scheduled builds, reloads, graceful shutdown.
 //! * [`bench`](mod@bench): the load and build benchmarks.
 //!
@@ -27,9 +33,12 @@ pub mod config;
 pub mod conn;
 pub mod epoch;
 pub mod error;
+pub mod memory;
 pub mod metrics;
+pub mod plan;
 pub mod routes;
 pub mod service;
+pub mod shard;
 pub mod state;
 
 pub use config::Config;

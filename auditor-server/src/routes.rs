@@ -107,6 +107,8 @@ pub struct ApiError {
     retry_after: Option<u64>,
     /// Answer with `Connection: close` (the body was left unread).
     close: bool,
+    /// With `wrong_shard`: the shard that serves the database.
+    shard_url: Option<String>,
 }
 
 impl ApiError {
@@ -117,6 +119,7 @@ impl ApiError {
             current_epoch: None,
             retry_after: None,
             close: false,
+            shard_url: None,
         }
     }
 
@@ -134,6 +137,7 @@ impl IntoResponse for ApiError {
             error: self.code.as_str().to_owned(),
             message: self.message,
             current_epoch: self.current_epoch,
+            shard_url: self.shard_url,
         };
         let mut resp = (status, Json(body)).into_response();
         if let Some(s) = self.retry_after {
@@ -154,6 +158,7 @@ pub fn app(state: AppState) -> Router {
         .route("/v1/manifest", get(manifest))
         .route("/v1/epochs/{epoch}/dbs/{db}/query", post(query))
         .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
         .route("/metrics", get(metrics_text))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
@@ -206,6 +211,18 @@ async fn manifest(State(st): State<AppState>) -> Result<Response, ApiError> {
 async fn healthz(State(st): State<AppState>) -> Result<Response, ApiError> {
     let ep = st.registry.current().ok_or_else(no_epoch)?;
     Ok(Json(serde_json::json!({ "status": "ok", "epoch": ep.id() })).into_response())
+}
+
+/// Readiness: this server holds its databases of the current epoch.
+async fn readyz(State(st): State<AppState>) -> Result<Response, ApiError> {
+    let ep = st.registry.current().ok_or_else(no_epoch)?;
+    Ok(Json(serde_json::json!({
+        "status": "ready",
+        "epoch": ep.id(),
+        "databases": ep.own_count(),
+        "of": ep.dbs.len(),
+    }))
+    .into_response())
 }
 
 async fn metrics_text(State(st): State<AppState>) -> Response {
@@ -312,6 +329,9 @@ fn check_target(
                 ),
             )
         })?;
+    let Some(served) = &ep.dbs[idx] else {
+        return Err(wrong_shard(&ep, idx));
+    };
     // No Content-Type is taken as application/octet-stream; any other
     // type (parameters ignored) is refused.
     if let Some(ct) = headers.get(header::CONTENT_TYPE) {
@@ -328,7 +348,7 @@ fn check_target(
         }
     }
     // An impossible declared length is refused before anything is read.
-    let want = (ep.dbs[idx].spec.query_bytes as usize).min(max_query_body());
+    let want = (served.spec.query_bytes as usize).min(max_query_body());
     let declared = headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
@@ -369,7 +389,9 @@ async fn answer_query(
         close: e.close || has_body,
         ..e
     })?;
-    let served = &ep.dbs[db];
+    let Some(served) = &ep.dbs[db] else {
+        return Err(wrong_shard(&ep, db));
+    };
     let limit = st.limits.body_timeout;
     let body = tokio::time::timeout(limit, read_body(body, want, declared))
         .await
@@ -461,6 +483,20 @@ async fn answer_query(
         ans.bytes,
     )
         .into_response())
+}
+
+/// 421: database `db` of the epoch is another shard's.
+fn wrong_shard(ep: &ServedEpoch, db: usize) -> ApiError {
+    let url = ep.manifest.shard_url(db as u32).map(str::to_owned);
+    ApiError {
+        current_epoch: Some(ep.id()),
+        message: match &url {
+            Some(u) => format!("database {db} is served by the shard at {u}"),
+            None => format!("database {db} is not served here"),
+        },
+        shard_url: url,
+        ..ApiError::new(ErrorCode::WrongShard, "")
+    }
 }
 
 fn too_large(max: usize) -> ApiError {

@@ -10,6 +10,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use sha2::Digest as _;
 use tokio::net::TcpListener;
 
 use crate::batch::{AnswerPool, BatchConfig};
@@ -17,7 +18,9 @@ use crate::config::{redact_secrets, redact_url, Config};
 use crate::conn::{self, ConnLimits};
 use crate::epoch::{self, BuildParams, Epoch, EpochDir};
 use crate::error::{error_chain, Error, Result};
+use crate::memory::{self, Budget};
 use crate::metrics::Metrics;
+use crate::plan::{self, EpochSpec};
 use crate::routes::{self, AppState, Limits};
 use crate::state::{Registry, ServedEpoch};
 
@@ -32,6 +35,9 @@ pub struct Service {
     building: tokio::sync::Mutex<()>,
     /// Epochs refused at load, with the reason (not retried).
     refused: std::sync::Mutex<BTreeMap<u64, String>>,
+    /// SHA-256 of the epoch spec file whose build failed last (not retried
+    /// until the file changes).
+    spec_failed: std::sync::Mutex<Option<[u8; 32]>>,
 }
 
 /// Longest delay between retries of the start-up build.
@@ -77,6 +83,7 @@ impl Service {
             dir,
             building: tokio::sync::Mutex::new(()),
             refused: std::sync::Mutex::new(BTreeMap::new()),
+            spec_failed: std::sync::Mutex::new(None),
         })
     }
 
@@ -134,9 +141,12 @@ impl Service {
                 continue;
             }
             let path = self.dir.path(id);
-            let loaded = tokio::task::spawn_blocking(move || epoch::load_epoch(&path))
-                .await
-                .map_err(|e| Error::Internal(e.to_string()))?;
+            let shard = self.config.shard.clone();
+            let budget = self.budget();
+            let loaded =
+                tokio::task::spawn_blocking(move || epoch::load_epoch(&path, &shard, &budget))
+                    .await
+                    .map_err(|e| Error::Internal(e.to_string()))?;
             match loaded.and_then(|epoch| self.publish(epoch)) {
                 Ok(_) => break,
                 Err(e) => {
@@ -187,7 +197,19 @@ impl Service {
     }
 
     async fn build_locked(&self, now_s: Option<i64>) -> Result<u64> {
-        let bp = BuildParams::from_config(&self.config)?;
+        if let Some(path) = &self.config.shard.epoch_spec {
+            let (spec, _) = EpochSpec::read(path)?;
+            return self.build_spec_locked(&spec).await;
+        }
+        if self.config.shard.is_sharded() {
+            return Err(Error::Config(
+                "a sharded server (count > 1) builds epochs only from an epoch spec \
+                 ([shard] epoch_spec, written by auditor-server epoch plan)"
+                    .into(),
+            ));
+        }
+        let mut bp = BuildParams::from_config(&self.config)?;
+        bp.budget = self.budget();
         let store = ct_store::Store::connect(self.config.database_url()).await?;
         let now = now_s.unwrap_or_else(epoch::unix_now_s);
         let built = epoch::build_next(&store, &self.dir, bp, self.config.epoch.keep, now).await;
@@ -196,6 +218,103 @@ impl Service {
         let id = epoch.manifest.epoch;
         self.publish(epoch)?;
         Ok(id)
+    }
+
+    /// The memory budget of a new epoch: the configured one, less what
+    /// the epochs already held use (the system's figures already count
+    /// them).
+    fn budget(&self) -> Budget {
+        let held = self
+            .state
+            .registry
+            .held()
+            .iter()
+            .map(|ep| {
+                let own: Vec<u32> = (0..ep.dbs.len() as u32)
+                    .filter(|&d| ep.dbs[d as usize].is_some())
+                    .collect();
+                memory::need(&ep.manifest, &own, false).map_or(0, |n| n.serving())
+            })
+            .sum();
+        Budget {
+            max_bytes: (self.config.epoch.max_memory_bytes > 0)
+                .then_some(self.config.epoch.max_memory_bytes),
+            held,
+        }
+    }
+
+    async fn build_spec_locked(&self, spec: &EpochSpec) -> Result<u64> {
+        let mut bp = BuildParams::from_config(&self.config)?;
+        bp.budget = self.budget();
+        let store = ct_store::Store::connect(self.config.database_url()).await?;
+        let built = plan::build_from_spec(
+            &store,
+            &self.dir,
+            spec,
+            &self.config.shard,
+            &bp,
+            self.config.epoch.keep,
+        )
+        .await;
+        store.close().await;
+        let (_, epoch) = built?;
+        let id = epoch.manifest.epoch;
+        self.publish(epoch)?;
+        Ok(id)
+    }
+
+    /// With `[shard] epoch_spec`: builds this server's part of the epoch
+    /// the spec file plans, if it is newer than every epoch on disk, and
+    /// publishes it. A spec whose build failed is not retried until the
+    /// file changes (failures are counted and logged like other builds).
+    /// Returns the epoch built, if any.
+    pub async fn build_from_spec_if_new(&self) -> Result<Option<u64>> {
+        let Some(path) = self.config.shard.epoch_spec.clone() else {
+            return Ok(None);
+        };
+        let _guard = self.building.lock().await;
+        let bytes = match EpochSpec::read_bytes(&path) {
+            Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+                return Ok(None);
+            }
+            r => r.map_err(|e| self.spec_failure(&path, None, e))?,
+        };
+        let digest: [u8; 32] = sha2::Sha256::digest(&bytes).into();
+        if *self.spec_failed_lock() == Some(digest) {
+            return Ok(None);
+        }
+        let spec =
+            EpochSpec::from_json(&bytes).map_err(|e| self.spec_failure(&path, Some(digest), e))?;
+        let current = self.state.registry.current().map(|e| e.id());
+        let newest = self.dir.latest()?.max(current);
+        if newest.is_some_and(|n| spec.manifest.epoch <= n) {
+            return Ok(None);
+        }
+        let id = self
+            .build_spec_locked(&spec)
+            .await
+            .map_err(|e| self.spec_failure(&path, Some(digest), e))?;
+        Ok(Some(id))
+    }
+
+    fn spec_failed_lock(&self) -> std::sync::MutexGuard<'_, Option<[u8; 32]>> {
+        self.spec_failed.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Counts and logs a failed build from the spec file at `path` (whose
+    /// bytes hash to `digest`, then not retried until the file changes).
+    fn spec_failure(&self, path: &std::path::Path, digest: Option<[u8; 32]>, e: Error) -> Error {
+        if digest.is_some() {
+            *self.spec_failed_lock() = digest;
+        }
+        self.state.metrics.epoch_failures.inc();
+        let why = redact_secrets(&error_chain(&e), self.config.database_url());
+        tracing::error!(
+            error = %why,
+            spec = %path.display(),
+            "epoch build from the spec failed (retried when the spec file changes)"
+        );
+        e
     }
 
     /// Serves on `listener` until `shutdown` resolves: loads the newest
@@ -224,7 +343,23 @@ impl Service {
         if let Some(e) = served {
             tracing::info!(epoch = e, "serving persisted epoch");
         }
-        if (served.is_none() || newest_refused) && self.config.schedule.build_if_missing {
+        let spec = self.config.shard.epoch_spec.is_some();
+        if spec {
+            // Builds follow the epoch spec file: now, and whenever it
+            // names a newer epoch (polled with the reload).
+            let svc = self.clone();
+            tasks.push(tokio::spawn(async move {
+                // Failures are counted and logged by build_from_spec_if_new.
+                let _ = svc.build_from_spec_if_new().await;
+            }));
+        } else if self.config.shard.is_sharded() {
+            if served.is_none() {
+                tracing::warn!(
+                    "sharded server without [shard] epoch_spec: serving only epochs built into \
+                     the epoch directory by `auditor-server build-epoch --epoch-spec`; 503 until one is"
+                );
+            }
+        } else if (served.is_none() || newest_refused) && self.config.schedule.build_if_missing {
             // Build in the background: the server listens at once and
             // answers 503 `no_epoch` (health checks see it alive) until
             // the first epoch is published. Failed attempts are retried
@@ -274,6 +409,9 @@ impl Service {
                 loop {
                     tokio::time::sleep(every).await;
                     svc.state.registry.sweep();
+                    if spec {
+                        let _ = svc.build_from_spec_if_new().await;
+                    }
                     if reload {
                         if let Err(e) = svc.reload().await {
                             svc.state.metrics.epoch_failures.inc();

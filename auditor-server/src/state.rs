@@ -39,8 +39,8 @@ pub struct ServedEpoch {
     pub manifest_json: axum::body::Bytes,
     /// PIR parameters.
     pub params: Params,
-    /// Databases by id.
-    pub dbs: Vec<ServedDb>,
+    /// Databases by id (`None`: served by another shard).
+    pub dbs: Vec<Option<ServedDb>>,
     /// How it was built, if known.
     pub report: Option<BuildReport>,
 }
@@ -61,14 +61,14 @@ impl ServedEpoch {
             .iter()
             .zip(epoch.servers)
             .map(|(spec, server)| {
-                let server = Arc::new(server);
-                ServedDb {
+                let server = Arc::new(server?);
+                Some(ServedDb {
                     spec: spec.clone(),
                     seed_id: server.seed().id(),
                     shape: server.shape(),
                     batcher: Batcher::spawn(server.clone(), pool, cfg, metrics.clone()),
                     server,
-                }
+                })
             })
             .collect();
         Ok(Arc::new(ServedEpoch {
@@ -83,6 +83,11 @@ impl ServedEpoch {
     /// Epoch id.
     pub fn id(&self) -> u64 {
         self.manifest.epoch
+    }
+
+    /// Number of databases this server holds.
+    pub fn own_count(&self) -> usize {
+        self.dbs.iter().filter(|d| d.is_some()).count()
     }
 }
 
@@ -153,6 +158,17 @@ impl Registry {
             previous,
         }));
         true
+    }
+
+    /// Every epoch held: the current one and the previous one (until it
+    /// is swept).
+    pub fn held(&self) -> Vec<Arc<ServedEpoch>> {
+        let Some(s) = self.get() else {
+            return Vec::new();
+        };
+        let mut v = vec![s.current.clone()];
+        v.extend(s.previous.as_ref().map(|(p, _)| p.clone()));
+        v
     }
 
     /// Finds a served epoch.

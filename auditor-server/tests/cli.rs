@@ -1,7 +1,8 @@
 //! Tests of the real `auditor-server` binary: `build-epoch` on a SQLite store
 //! filled by ct-ingest from the local test log, `serve` on 127.0.0.1 port 0
 //! (address read from its log line), HTTP checks, graceful shutdown on
-//! SIGTERM, and a bad configuration refused with a clear message.
+//! SIGTERM, a bad configuration refused with a clear message, and a
+//! sharded epoch planned with `epoch plan` and built shard by shard.
 #![cfg(unix)]
 
 use std::error::Error as StdError;
@@ -358,5 +359,92 @@ fn logged_database_url_is_redacted() -> Result<(), BoxErr> {
     let log = served.log.join("\n");
     assert!(log.contains("postgres://ct:***@127.0.0.1:1/ct"), "{log}");
     assert!(!log.contains("hunter2"), "password leaked:\n{log}");
+    Ok(())
+}
+
+/// Sharded mode through the binary: `epoch plan` writes the spec and
+/// prints each shard's share and memory estimate; `build-epoch` builds one
+/// shard's databases of it (environment shard settings, flag overrides);
+/// a shard index outside the count and a sharded build without a spec are
+/// refused with clear messages.
+#[tokio::test]
+async fn epoch_plan_then_shard_builds() -> Result<(), BoxErr> {
+    let dir = tempfile::tempdir()?;
+    let db_url = filled_store(dir.path(), ENTRIES).await?;
+    let config = dir.path().join("auditor.toml");
+    std::fs::write(
+        &config,
+        "[epoch]\nparam_set = \"toy-insecure-d64\"\nallow_insecure_params = true\n\
+         filters = 8\ndb_bits_target = 640\n",
+    )?;
+    let spec = dir.path().join("spec.json");
+    let sharded = |cmd: &mut Command| {
+        cmd.arg("--config")
+            .arg(&config)
+            .args(["--database-url", &db_url])
+            .env("AUDITOR_SHARD_COUNT", "2")
+            .env("AUDITOR_SHARD_URL_TEMPLATE", "http://auditor-{i}.test:8080")
+            .stdin(Stdio::null());
+    };
+
+    let mut plan = auditor();
+    plan.args(["epoch", "plan", "--out"]).arg(&spec);
+    sharded(&mut plan);
+    let out = plan.output()?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "epoch plan failed: {stderr}");
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+    assert_eq!(summary["epoch"], 1, "{summary}");
+    assert_eq!(summary["databases"], 4, "{summary}");
+    assert_eq!(summary["shards"][1]["url"], "http://auditor-1.test:8080");
+    assert_eq!(summary["shards"][1]["databases"], 2, "{summary}");
+    assert!(summary["shards"][0]["memory_build_peak_bytes"].as_u64() > Some(0));
+    let text = std::fs::read_to_string(&spec)?;
+    assert!(text.contains("\"set_sha256\""), "{text}");
+
+    for shard in ["1", "0"] {
+        let epochs = dir.path().join(format!("shard-{shard}"));
+        let mut build = auditor();
+        build
+            .args(["build-epoch", "--shard-index", shard, "--epoch-spec"])
+            .arg(&spec)
+            .arg("--epoch-dir")
+            .arg(&epochs);
+        sharded(&mut build);
+        let out = build.output()?;
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "shard {shard}: {stderr}");
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+        assert_eq!(
+            (report["epoch"].as_u64(), report["dbs"].as_u64()),
+            (Some(1), Some(2))
+        );
+        let epoch = epochs.join("epoch-000000000001");
+        let own = if shard == "1" { [1, 3] } else { [0, 2] };
+        for d in 0..4 {
+            let held = epoch.join(format!("db-{d:04}.bits")).is_file();
+            assert_eq!(held, own.contains(&d), "shard {shard}, database {d}");
+        }
+        let served = Manifest::from_json(&std::fs::read(epoch.join("manifest.json"))?)?;
+        assert_eq!(served.shard_url(3), Some("http://auditor-1.test:8080"));
+    }
+
+    for (args, says) in [
+        (
+            vec!["--shard-index", "2"],
+            "index = 2 must be below count = 2",
+        ),
+        (vec!["--shard-index", "1"], "needs --epoch-spec"),
+    ] {
+        let mut build = auditor();
+        build.arg("build-epoch").args(&args);
+        build.arg("--epoch-dir").arg(dir.path().join("bad"));
+        sharded(&mut build);
+        let out = build.output()?;
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{stderr}");
+    }
     Ok(())
 }

@@ -713,7 +713,11 @@ async fn batched_answers_equal_unbatched_ones() -> TestResult {
         })
         .collect();
     let served = run.svc.state().registry.current().ok_or("no epoch")?;
-    let server = served.dbs[0].server.clone();
+    let server = served.dbs[0]
+        .as_ref()
+        .ok_or("database 0 not held")?
+        .server
+        .clone();
     let clear = clear_filter(&m, 2, &hashes(&p));
     let mut max_batch = 0;
     for (t, (q, client, key, b)) in tasks.into_iter().zip(&queries) {

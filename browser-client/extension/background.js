@@ -438,7 +438,8 @@ async function auditRound(auditor, counts, setEpoch) {
           const body = q.body();
           let resp;
           try {
-            resp = await fetchOk(auditor + q.path(), {
+            // The database's shard (manifest shard map), else the auditor.
+            resp = await fetchOk(q.url(auditor), {
               method: "POST",
               headers: { "content-type": "application/octet-stream" },
               body,

@@ -232,10 +232,12 @@ impl Auditor {
         Ok((Manifest::from_json(&body)?, n))
     }
 
-    /// Sends a prepared query and decodes the bit. The round trip is the
-    /// answered attempt's (waits before retries are in [`Auditor::retry_stats`]).
+    /// Sends a prepared query to the server holding its database (the
+    /// shard the manifest names, else this auditor) and decodes the bit.
+    /// The round trip is the answered attempt's (waits before retries are
+    /// in [`Auditor::retry_stats`]).
     pub async fn query(&self, q: &PreparedQuery) -> Result<(bool, QueryStats)> {
-        let url = format!("{}{}", self.base, q.path);
+        let url = q.url(&self.base);
         let (resp, t) = self
             .send(|| {
                 self.http
@@ -435,6 +437,7 @@ mod retry_tests {
             error: code.into(),
             message: "scripted".into(),
             current_epoch: None,
+            shard_url: None,
         })
         .unwrap()
     }
@@ -466,8 +469,88 @@ mod retry_tests {
             filter,
             pir,
             layout: &layout,
+            shards: None,
         })
         .unwrap()
+    }
+
+    /// A manifest of two 2^16-bit databases, served by the shards at
+    /// `urls` (mod rule) or, with `urls` empty, unsharded.
+    fn two_db_manifest(urls: Vec<String>) -> Manifest {
+        let filter = FilterSpec::new(2, 8, 8192, [7; 32]).unwrap();
+        let shape = DbShape::for_bits(filter.bits, BitDatabase::RECORD_BITS);
+        let db = DbLayout {
+            filters: 1,
+            rows: shape.ell1 as u64,
+            cols: shape.ell2 as u64,
+            query_bytes: pir_core::wire::query_len(&TABLE1, shape) as u64,
+            response_bytes: pir_core::wire::response_len(&TABLE1) as u64,
+        };
+        Manifest::new(ManifestParts {
+            filter,
+            layout: &[db, db],
+            shards: (!urls.is_empty()).then(|| audit_proto::ShardMap::modulo(urls)),
+            ..tiny_parts()
+        })
+        .unwrap()
+    }
+
+    fn tiny_parts() -> ManifestParts<'static> {
+        ManifestParts {
+            epoch: 3,
+            created_at: 1_700_000_000,
+            snapshot_at: 1_700_000_000,
+            entries: 10,
+            logs: vec![],
+            filter: FilterSpec::new(1, 8, 8192, [7; 32]).unwrap(),
+            pir: tiny_manifest().pir,
+            layout: &[],
+            shards: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn queries_go_to_the_shard_the_manifest_names() {
+        let (a, seen_a) = serve(vec![(400, None, error("bad_query"))]).await;
+        let (b, seen_b) = serve(vec![(421, None, error("wrong_shard"))]).await;
+        let (front, seen_front) = serve(vec![(400, None, error("bad_query"))]).await;
+        let prober = Prober::new(Arc::new(two_db_manifest(vec![a.clone(), b.clone()])));
+        let auditor = Auditor::new(&front).unwrap();
+        for (filter, want_db, shard) in [(0u32, 0u32, &a), (1, 1, &b)] {
+            let q = prober.prepare_bit(filter, 77).unwrap();
+            assert_eq!(q.db, want_db);
+            assert_eq!(q.shard_url.as_deref(), Some(shard.as_str()));
+            assert_eq!(
+                q.url(&front),
+                format!("{shard}/v1/epochs/3/dbs/{want_db}/query")
+            );
+            let _ = auditor.query(&q).await;
+        }
+        assert!(seen_front.seen.lock().unwrap().is_empty());
+        let paths = |s: &Script| -> Vec<String> {
+            s.seen.lock().unwrap().iter().map(|r| r.1.clone()).collect()
+        };
+        assert_eq!(paths(&seen_a), ["/v1/epochs/3/dbs/0/query"]);
+        assert_eq!(paths(&seen_b), ["/v1/epochs/3/dbs/1/query"]);
+        // 421 comes back as the server's error code.
+        let q = prober.prepare_bit(1, 5).unwrap();
+        match auditor.query(&q).await {
+            Err(Error::Server { status, code, .. }) => {
+                assert_eq!((status, code.as_str()), (421, "wrong_shard"))
+            }
+            other => panic!("{other:?}"),
+        }
+        // Unsharded: everything goes to the auditor the manifest came from.
+        let q = Prober::new(Arc::new(two_db_manifest(vec![])))
+            .prepare_bit(1, 5)
+            .unwrap();
+        assert_eq!(q.shard_url, None);
+        assert_eq!(
+            q.url(&format!("{front}/")),
+            format!("{front}/v1/epochs/3/dbs/1/query")
+        );
+        let _ = auditor.query(&q).await;
+        assert_eq!(paths(&seen_front), ["/v1/epochs/3/dbs/1/query"]);
     }
 
     /// A policy whose sleeper records the waits and returns at once.

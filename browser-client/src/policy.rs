@@ -427,6 +427,7 @@ mod tests {
                 query_bytes: 0,
                 response_bytes: 0,
             }],
+            shards: None,
         })
         .unwrap()
     }

@@ -45,6 +45,9 @@ pub struct PreparedQuery {
     pub db: u32,
     /// `POST` path: `/v1/epochs/{epoch}/dbs/{db}/query`.
     pub path: String,
+    /// Base URL of the shard serving the database, from the manifest's
+    /// shard map; `None`: the auditor the manifest came from serves it.
+    pub shard_url: Option<String>,
     /// Request body (`application/octet-stream`).
     pub body: Vec<u8>,
     /// Exact length of a valid response.
@@ -64,6 +67,14 @@ impl std::fmt::Debug for PreparedQuery {
 }
 
 impl PreparedQuery {
+    /// The URL to `POST` the query to: the path on the database's shard,
+    /// or on `auditor` (the base URL the manifest was fetched from) when
+    /// the epoch is not sharded.
+    pub fn url(&self, auditor: &str) -> String {
+        let base = self.shard_url.as_deref().unwrap_or(auditor);
+        format!("{}{}", base.trim_end_matches('/'), self.path)
+    }
+
     /// Reads the probed bit from the response body (exact length, wire
     /// checks, seed id of this database).
     pub fn decode(&self, response: &[u8]) -> Result<bool> {
@@ -165,6 +176,7 @@ impl Prober {
             filter,
             db,
             path: format!("/v1/epochs/{}/dbs/{db}/query", m.epoch),
+            shard_url: m.shard_url(db).map(str::to_owned),
             body: q.to_bytes(),
             response_bytes: spec.response_bytes as usize,
             client,

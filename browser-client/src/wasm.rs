@@ -10,7 +10,7 @@
 //! const prober = new Prober(manifestBytes);                                 // GET /v1/manifest
 //! for (const i of JSON.parse(queueReady(queue, manifestBytes, Date.now()))) {
 //!   const q = prober.prepare(JSON.parse(queue).items[i].leaf_hash);        // random filter, YPIR query
-//!   const resp = await fetch(server + q.path(), {method: "POST", body: q.body(),
+//!   const resp = await fetch(q.url(server), {method: "POST", body: q.body(),
 //!                            headers: {"content-type": "application/octet-stream"}});
 //!   const out = JSON.parse(queueRecord(queue, i, q.decode(new Uint8Array(await resp.arrayBuffer())),
 //!                                      q.epoch(), q.filter(), server, Date.now()));
@@ -215,6 +215,12 @@ impl Query {
     /// Path to POST to.
     pub fn path(&self) -> String {
         self.0.path.clone()
+    }
+    /// URL to POST to: the path on the shard the manifest names for this
+    /// database, or on `auditor` (the base URL the manifest was fetched
+    /// from) when the epoch is not sharded.
+    pub fn url(&self, auditor: &str) -> String {
+        self.0.url(auditor)
     }
     /// Body to POST.
     pub fn body(&self) -> Vec<u8> {

@@ -309,6 +309,38 @@ fn order_static_roots(
     }
 }
 
+/// Kinds of the tree's nodes, `kinds[level][r]` (level 0: the leaves).
+fn node_kinds(leaves: &[Leaf]) -> Vec<Vec<Kind>> {
+    let d2 = leaves.len();
+    let log_d2 = d2.trailing_zeros() as usize;
+    let mut kinds = vec![leaves
+        .iter()
+        .map(|l| match l {
+            Leaf::Zero => Kind::Zero,
+            Leaf::Hint(_) => Kind::Static,
+            Leaf::T(_) => Kind::Dynamic,
+        })
+        .collect::<Vec<_>>()];
+    for level in 1..=log_d2 {
+        let n_nodes = d2 >> level;
+        let prev = &kinds[level - 1];
+        let here = (0..n_nodes)
+            .map(|r| {
+                let (ke, ko) = (prev[r], prev[r + n_nodes]);
+                if ke == Kind::Dynamic || ko == Kind::Dynamic {
+                    Kind::Dynamic
+                } else if ke == Kind::Zero && ko == Kind::Zero {
+                    Kind::Zero
+                } else {
+                    Kind::Static
+                }
+            })
+            .collect();
+        kinds.push(here);
+    }
+    kinds
+}
+
 /// `counts[level][r]`: static non-leaf nodes in the subtree of (level, r),
 /// i.e. its share of the cached digits, in nodes.
 fn static_counts(kinds: &[Vec<Kind>], d2: usize) -> Vec<Vec<usize>> {
@@ -445,31 +477,7 @@ impl PackPrecomp {
         let node_len = t * 2 * d2;
         assert_eq!(leaves.len(), d2);
         // Node kinds first (they depend on the leaves only).
-        let mut kinds = vec![leaves
-            .iter()
-            .map(|l| match l {
-                Leaf::Zero => Kind::Zero,
-                Leaf::Hint(_) => Kind::Static,
-                Leaf::T(_) => Kind::Dynamic,
-            })
-            .collect::<Vec<_>>()];
-        for level in 1..=log_d2 {
-            let n_nodes = d2 >> level;
-            let prev = &kinds[level - 1];
-            let here = (0..n_nodes)
-                .map(|r| {
-                    let (ke, ko) = (prev[r], prev[r + n_nodes]);
-                    if ke == Kind::Dynamic || ko == Kind::Dynamic {
-                        Kind::Dynamic
-                    } else if ke == Kind::Zero && ko == Kind::Zero {
-                        Kind::Zero
-                    } else {
-                        Kind::Static
-                    }
-                })
-                .collect();
-            kinds.push(here);
-        }
+        let kinds = node_kinds(&leaves);
         // Cached digits are laid out in the order Answer visits the nodes
         // (depth first, even child first, node after its children), so the
         // online pass streams them sequentially; offsets are fixed up front
@@ -540,6 +548,21 @@ impl PackPrecomp {
             a_static: Vec::new(),
             static_roots: Vec::new(),
         }
+    }
+
+    /// What [`PackPrecomp::size_bytes`] will be for a tree over `leaves`
+    /// (d2 = `leaves.len()`, a power of two) with gadget length `t`,
+    /// without building it: the cached digits of every static node
+    /// (t·2·d2 words each) and the `a` outputs kept for Answer (2·d2
+    /// words per static subtree root). Depends only on the leaf layout,
+    /// i.e. on the parameter set, not on the database.
+    pub fn size_for(leaves: &[Leaf], t: usize) -> usize {
+        let d2 = leaves.len();
+        let log_d2 = d2.trailing_zeros() as usize;
+        let kinds = node_kinds(leaves);
+        let n_static = static_counts(&kinds, d2)[log_d2][0];
+        let roots = order_static_roots(&kinds, d2, log_d2, 0).len();
+        4 * (n_static * t * 2 * d2 + roots * 2 * d2)
     }
 
     /// Bytes of precomputed state.

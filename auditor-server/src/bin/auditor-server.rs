@@ -3,6 +3,8 @@
 //! ```sh
 //! auditor-server serve --config auditor.toml
 //! auditor-server build-epoch --database-url sqlite://ct-ingest.db --epoch-dir epochs
+//! auditor-server epoch plan --config auditor.toml --out specs/next.json   # sharded mode
+//! auditor-server build-epoch --config auditor.toml --shard-index 2 --epoch-spec specs/next.json
 //! auditor-server bench load --db-bits 30 --clients 1,4,16
 //! auditor-server bench build --entries 100000,1000000
 //! ```
@@ -14,7 +16,8 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use auditor_server::config::{redact_secrets, redact_url};
 use auditor_server::error::error_chain;
-use auditor_server::{bench, epoch, service::Service, Config};
+use auditor_server::plan::{self, EpochSpec};
+use auditor_server::{bench, epoch, memory, service::Service, Config};
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
@@ -36,26 +39,88 @@ struct Cli {
     cmd: Cmd,
 }
 
+/// Shard overrides of `serve` and `build-epoch` (`[shard]`).
+#[derive(clap::Args)]
+struct ShardArgs {
+    /// This server's shard number (overrides [shard] index).
+    #[arg(long)]
+    shard_index: Option<u32>,
+    /// Number of shards (overrides [shard] count).
+    #[arg(long)]
+    shard_count: Option<u32>,
+    /// Epoch spec file written by `epoch plan` (overrides [shard] epoch_spec).
+    #[arg(long)]
+    epoch_spec: Option<PathBuf>,
+}
+
 #[derive(Subcommand)]
 enum Cmd {
-    /// Serve the newest epoch; build epochs on the configured schedule.
+    /// Serve the newest epoch; build epochs on the configured schedule (or,
+    /// sharded, those the epoch spec plans).
     Serve {
         /// Listen address (overrides config).
         #[arg(long)]
         bind: Option<String>,
+        #[command(flatten)]
+        shard: ShardArgs,
     },
-    /// Build the next epoch from the store, persist it and exit (a running
-    /// server picks it up at its next reload).
+    /// Build the next epoch from the store (with an epoch spec: this
+    /// shard's databases of the planned epoch), persist it and exit (a
+    /// running server picks it up at its next reload).
     BuildEpoch {
-        /// Snapshot time (Unix seconds; default now).
+        /// Snapshot time (Unix seconds; default now; not with an epoch spec).
         #[arg(long)]
         now: Option<i64>,
+        #[command(flatten)]
+        shard: ShardArgs,
+    },
+    /// Epoch specs for sharded mode.
+    Epoch {
+        #[command(subcommand)]
+        which: EpochCmd,
     },
     /// Benchmarks (JSON on stdout).
     Bench {
         #[command(subcommand)]
         which: bench::BenchCmd,
     },
+}
+
+#[derive(Subcommand)]
+enum EpochCmd {
+    /// Snapshot the store, draw the epoch's salt and PIR seeds from the OS
+    /// CSPRNG and write the epoch spec every shard builds from (its
+    /// manifest with the shard map of [shard], and a digest of the set).
+    /// Prints each shard's databases and memory estimate.
+    Plan {
+        /// Where to write the spec (default: [shard] epoch_spec).
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Epoch id (default: one more than the spec already at --out, or
+        /// than the newest epoch in the epoch directory, or 1).
+        #[arg(long)]
+        epoch: Option<u64>,
+        /// Snapshot time (Unix seconds; default now).
+        #[arg(long)]
+        now: Option<i64>,
+        /// Shard count (overrides [shard] count).
+        #[arg(long)]
+        shard_count: Option<u32>,
+    },
+}
+
+impl ShardArgs {
+    fn apply(&self, c: &mut Config) {
+        if let Some(i) = self.shard_index {
+            c.shard.index = i;
+        }
+        if let Some(n) = self.shard_count {
+            c.shard.count = n;
+        }
+        if let Some(p) = &self.epoch_spec {
+            c.shard.epoch_spec = Some(p.clone());
+        }
+    }
 }
 
 fn load_config(cli: &Cli) -> anyhow::Result<Config> {
@@ -102,12 +167,13 @@ async fn main() -> ExitCode {
 /// The command; `urls` collects the configured database URL once known.
 async fn run(cli: &Cli, urls: &mut Vec<String>) -> anyhow::Result<()> {
     match &cli.cmd {
-        Cmd::Serve { bind } => {
+        Cmd::Serve { bind, shard } => {
             let mut config = load_config(cli)?;
             urls.push(config.database_url().to_owned());
             if let Some(b) = bind {
                 config.bind = b.clone();
             }
+            shard.apply(&mut config);
             config.validate()?;
             let listener = tokio::net::TcpListener::bind(&config.bind)
                 .await
@@ -116,9 +182,22 @@ async fn run(cli: &Cli, urls: &mut Vec<String>) -> anyhow::Result<()> {
             svc.run(listener, shutdown_signal()).await?;
             tracing::info!("shut down");
         }
-        Cmd::BuildEpoch { now } => {
-            let config = load_config(cli)?;
+        Cmd::BuildEpoch { now, shard } => {
+            let mut config = load_config(cli)?;
             urls.push(config.database_url().to_owned());
+            shard.apply(&mut config);
+            config.validate()?;
+            if config.shard.is_sharded() && config.shard.epoch_spec.is_none() {
+                anyhow::bail!(
+                    "shard {} of {}: a sharded build needs --epoch-spec (written by \
+                     `auditor-server epoch plan`), so that every shard uses the same seeds",
+                    config.shard.index,
+                    config.shard.count
+                );
+            }
+            if config.shard.epoch_spec.is_some() && now.is_some() {
+                anyhow::bail!("--now does not apply with an epoch spec: its snapshot time does");
+            }
             let store = ct_store::Store::connect(config.database_url())
                 .await
                 .with_context(|| {
@@ -130,12 +209,93 @@ async fn run(cli: &Cli, urls: &mut Vec<String>) -> anyhow::Result<()> {
             let dir = epoch::EpochDir::open(&config.epoch_dir)?;
             let mut bp = epoch::BuildParams::from_config(&config)?;
             bp.progress = std::io::IsTerminal::is_terminal(&std::io::stderr());
-            let now = now.unwrap_or_else(epoch::unix_now_s);
-            let (path, e) = epoch::build_next(&store, &dir, bp, config.epoch.keep, now).await?;
+            let built = match &config.shard.epoch_spec {
+                Some(p) => {
+                    let (spec, _) = EpochSpec::read(p)?;
+                    plan::build_from_spec(
+                        &store,
+                        &dir,
+                        &spec,
+                        &config.shard,
+                        &bp,
+                        config.epoch.keep,
+                    )
+                    .await
+                }
+                None => {
+                    let now = now.unwrap_or_else(epoch::unix_now_s);
+                    epoch::build_next(&store, &dir, bp, config.epoch.keep, now).await
+                }
+            };
             store.close().await;
+            let (path, e) = built?;
             let report = serde_json::to_string_pretty(&e.report)?;
             println!("{report}");
             eprintln!("published {}", path.display());
+        }
+        Cmd::Epoch {
+            which:
+                EpochCmd::Plan {
+                    out,
+                    epoch: id,
+                    now,
+                    shard_count,
+                },
+        } => {
+            let mut config = load_config(cli)?;
+            urls.push(config.database_url().to_owned());
+            if let Some(n) = shard_count {
+                config.shard.count = *n;
+            }
+            config.shard.index = 0;
+            config.validate()?;
+            let out = out
+                .clone()
+                .or_else(|| config.shard.epoch_spec.clone())
+                .context("no --out and no [shard] epoch_spec: where should the spec go?")?;
+            let id = match id {
+                Some(id) => *id,
+                None => next_epoch_id(&out, &config)?,
+            };
+            let store = ct_store::Store::connect(config.database_url())
+                .await
+                .with_context(|| {
+                    format!(
+                        "opening the entry store {}",
+                        redact_url(config.database_url())
+                    )
+                })?;
+            let now = now.unwrap_or_else(epoch::unix_now_s);
+            let spec = plan::plan_epoch(&store, &config, id, now).await;
+            store.close().await;
+            let spec = spec?;
+            spec.write(&out)?;
+            let m = &spec.manifest;
+            let shards: Vec<serde_json::Value> = (0..config.shard.count)
+                .map(|i| {
+                    let own = match &m.shards {
+                        Some(map) => map.databases_of(i, m.dbs.len() as u32),
+                        None => (0..m.dbs.len() as u32).collect(),
+                    };
+                    let need = memory::need(m, &own, true)?;
+                    Ok(serde_json::json!({
+                        "shard": i,
+                        "url": m.shards.as_ref().and_then(|s| s.urls.get(i as usize)),
+                        "databases": own.len(),
+                        "memory_serving_bytes": need.serving(),
+                        "memory_build_peak_bytes": need.peak(),
+                    }))
+                })
+                .collect::<anyhow::Result<_>>()?;
+            let summary = serde_json::json!({
+                "epoch": m.epoch,
+                "snapshot_at": m.snapshot_at,
+                "entries": m.entries,
+                "databases": m.dbs.len(),
+                "shards": shards,
+            });
+            println!("{}", serde_json::to_string_pretty(&summary)?);
+            eprintln!("wrote {}", out.display());
         }
         Cmd::Bench { which } => {
             let out = bench::run(which).await?;
@@ -143,6 +303,28 @@ async fn run(cli: &Cli, urls: &mut Vec<String>) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// The id `epoch plan` gives the next epoch: one more than the spec
+/// already at `out`, or than the newest epoch in the epoch directory, or 1.
+fn next_epoch_id(out: &std::path::Path, config: &Config) -> anyhow::Result<u64> {
+    let previous = match EpochSpec::read(out) {
+        Ok((spec, _)) => Some(spec.manifest.epoch),
+        Err(auditor_server::Error::Io { source, .. })
+            if source.kind() == std::io::ErrorKind::NotFound =>
+        {
+            None
+        }
+        Err(e) => {
+            return Err(e).with_context(|| format!("reading the previous spec {}", out.display()))
+        }
+    };
+    let on_disk = if config.epoch_dir.is_dir() {
+        epoch::EpochDir::open(&config.epoch_dir)?.latest()?
+    } else {
+        None
+    };
+    Ok(previous.max(on_disk).map_or(1, |n| n + 1))
 }
 
 /// Resolves on the first Ctrl-C or (on Unix) SIGTERM, what `docker stop`

@@ -1,0 +1,248 @@
+//! Epoch specs: what the shards of one epoch share
+//! (`auditor-server epoch plan`, `docs/operator.md` §Sharded mode).
+//!
+//! Every bit of an epoch follows from the snapshot S, the salt seed, the
+//! PIR seed and the layout. A single server draws the seeds itself right
+//! after its snapshot; the shards of a sharded epoch must agree on them,
+//! so one `epoch plan` run snapshots the store, draws both seeds from the
+//! OS CSPRNG (after S is fixed, as Prop. 6.2 requires) and writes the
+//! epoch spec: the complete manifest (seeds, coverage, layout, shard map)
+//! and a SHA-256 digest of S ([`set_digest`]). Each shard then reads the
+//! store again at the spec's snapshot time, checks that it gets exactly
+//! that set (else [`Error::SnapshotMismatch`]: the store changed since the
+//! plan), and builds only its own databases ([`build_from_spec`]). The
+//! manifest — and so the digest every bitmap file is bound to — is the
+//! same bytes on every shard.
+//!
+//! The shards must therefore read the same store (the same database, not
+//! replicas that may lag), and nothing may be committed to or pruned from
+//! it between the plan and the last shard's snapshot; the object-store
+//! build that follows replaces this with a checksummed snapshot file that
+//! the plan writes once and every shard reads.
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use audit_proto::Manifest;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::config::Config;
+use crate::epoch::{self, BuildParams, Epoch, EpochDir, PlanInput};
+use crate::error::{io, Error, Result};
+use crate::shard::ShardConfig;
+
+/// Version of the spec file format.
+pub const SPEC_VERSION: u32 = 1;
+/// Largest spec file read.
+pub const MAX_SPEC_BYTES: u64 = 8 << 20;
+/// Domain separator of [`set_digest`].
+pub const SET_DOMAIN: &[u8] = b"ct-audit/epoch-set/v1";
+
+/// SHA-256(`SET_DOMAIN` ‖ u64be(|S|) ‖ h_1 ‖ … ‖ h_|S|) over the sorted,
+/// deduplicated leaf hashes of S.
+pub fn set_digest(hashes: &[[u8; 32]]) -> [u8; 32] {
+    let mut h = Sha256::new();
+    h.update(SET_DOMAIN);
+    h.update((hashes.len() as u64).to_be_bytes());
+    for x in hashes {
+        h.update(x);
+    }
+    h.finalize().into()
+}
+
+/// The shared plan of one epoch.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EpochSpec {
+    /// [`SPEC_VERSION`].
+    pub spec_version: u32,
+    /// [`set_digest`] of S.
+    #[serde(with = "audit_proto::hex::array")]
+    pub set_sha256: [u8; 32],
+    /// The epoch's manifest, as every shard will serve it.
+    pub manifest: Manifest,
+}
+
+impl EpochSpec {
+    /// Parses and checks a spec (the manifest with every invariant of
+    /// [`Manifest::from_json`]).
+    pub fn from_json(bytes: &[u8]) -> Result<EpochSpec> {
+        let spec: EpochSpec =
+            serde_json::from_slice(bytes).map_err(|e| Error::Config(format!("epoch spec: {e}")))?;
+        if spec.spec_version != SPEC_VERSION {
+            return Err(Error::Config(format!(
+                "epoch spec version {} (this server reads {SPEC_VERSION})",
+                spec.spec_version
+            )));
+        }
+        spec.manifest.check()?;
+        Ok(spec)
+    }
+
+    /// The spec as written (pretty JSON).
+    pub fn to_json(&self) -> Vec<u8> {
+        // Plain structs of strings and integers: cannot fail.
+        let mut v = serde_json::to_vec_pretty(self).unwrap_or_default();
+        v.push(b'\n');
+        v
+    }
+
+    /// Reads a spec file; also returns the SHA-256 of its bytes (to tell
+    /// a changed file from one already tried).
+    pub fn read(path: &Path) -> Result<(EpochSpec, [u8; 32])> {
+        let bytes = EpochSpec::read_bytes(path)?;
+        let spec = EpochSpec::from_json(&bytes).map_err(|e| match e {
+            Error::Config(m) => Error::Config(format!("{}: {m}", path.display())),
+            e => e,
+        })?;
+        Ok((spec, Sha256::digest(&bytes).into()))
+    }
+
+    /// The bytes of a spec file (at most [`MAX_SPEC_BYTES`]).
+    pub fn read_bytes(path: &Path) -> Result<Vec<u8>> {
+        use std::io::Read as _;
+        let mut bytes = Vec::new();
+        std::fs::File::open(path)
+            .map_err(io(path))?
+            .take(MAX_SPEC_BYTES + 1)
+            .read_to_end(&mut bytes)
+            .map_err(io(path))?;
+        if bytes.len() as u64 > MAX_SPEC_BYTES {
+            return Err(Error::Config(format!(
+                "{}: epoch spec over {MAX_SPEC_BYTES} bytes",
+                path.display()
+            )));
+        }
+        Ok(bytes)
+    }
+
+    /// Writes the spec to `path` atomically (a temporary file next to it,
+    /// fsynced, then renamed over it).
+    pub fn write(&self, path: &Path) -> Result<()> {
+        let parent = match path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_owned(),
+            _ => PathBuf::from("."),
+        };
+        let mut tmp = tempfile::NamedTempFile::new_in(&parent).map_err(io(&parent))?;
+        tmp.write_all(&self.to_json()).map_err(io(path))?;
+        tmp.as_file().sync_all().map_err(io(path))?;
+        tmp.persist(path).map_err(|e| Error::Io {
+            path: path.display().to_string(),
+            source: e.error,
+        })?;
+        Ok(())
+    }
+}
+
+/// Plans epoch `epoch`: snapshots the store at `now_s`, draws the salt
+/// and PIR seeds from the OS CSPRNG, lays the databases out as
+/// `config` says and assigns them to its shards (`[shard]` count, URLs,
+/// rule or lists).
+pub async fn plan_epoch(
+    store: &ct_store::Store,
+    config: &Config,
+    epoch: u64,
+    now_s: i64,
+) -> Result<EpochSpec> {
+    let bp = BuildParams::from_config(config)?;
+    let snap = epoch::snapshot(store, now_s).await?;
+    let set_sha256 = set_digest(&snap.hashes);
+    let input = PlanInput {
+        epoch,
+        created_at: epoch::unix_now_s(),
+        snapshot_at: snap.now_s,
+        entries: snap.hashes.len() as u64,
+        coverage: snap.coverage,
+        // drawn now that S is fixed (Prop. 6.2)
+        salt_seed: epoch::fresh_seed()?,
+        pir_seed: epoch::fresh_seed()?,
+        shards: config.shard.map(),
+    };
+    let manifest = epoch::plan_manifest(input, &bp).map_err(|e| match e {
+        Error::Manifest(e) => Error::Config(format!(
+            "the [shard] configuration does not fit epoch {epoch}: {e}"
+        )),
+        e => e,
+    })?;
+    Ok(EpochSpec {
+        spec_version: SPEC_VERSION,
+        set_sha256,
+        manifest,
+    })
+}
+
+/// Builds this shard's databases of the planned epoch `spec` into `dir`
+/// and publishes them there: checks the shard layout
+/// ([`ShardConfig::own_databases`]), snapshots the store at the spec's
+/// snapshot time and refuses unless it gets the planned set
+/// ([`Error::SnapshotMismatch`]). `bp.params` must be the spec's parameter
+/// set (the configuration's insecure-set permission applies).
+pub async fn build_from_spec(
+    store: &ct_store::Store,
+    dir: &EpochDir,
+    spec: &EpochSpec,
+    shard: &ShardConfig,
+    bp: &BuildParams,
+    keep: usize,
+) -> Result<(PathBuf, Epoch)> {
+    let t = Instant::now();
+    let m = &spec.manifest;
+    let id = m.epoch;
+    if m.pir.param_set != bp.params.id {
+        return Err(Error::Config(format!(
+            "epoch {id} is planned with parameter set {}, this server is configured for {}",
+            m.pir.param_name, bp.params.name
+        )));
+    }
+    let own = shard.own_databases(m)?;
+    crate::memory::check(m, &own, (shard.index, shard.count), true, &bp.budget)?;
+    if dir.list()?.contains(&id) {
+        return Err(Error::Config(format!(
+            "epoch {id} is already in {}",
+            dir.root().display()
+        )));
+    }
+    let snap = epoch::snapshot(store, m.snapshot_at).await?;
+    let got = set_digest(&snap.hashes);
+    if got != spec.set_sha256 || snap.hashes.len() as u64 != m.entries {
+        return Err(Error::SnapshotMismatch {
+            epoch: id,
+            snapshot_at: m.snapshot_at,
+            want_entries: m.entries,
+            want: audit_proto::hex::encode(&spec.set_sha256),
+            got_entries: snap.hashes.len() as u64,
+            got: audit_proto::hex::encode(&got),
+        });
+    }
+    tracing::info!(
+        epoch = id,
+        shard = shard.index,
+        of = shard.count,
+        dbs = own.len(),
+        entries = snap.hashes.len(),
+        snapshot_s = t.elapsed().as_secs_f64(),
+        "building this shard's databases of a planned epoch"
+    );
+    let (manifest, bp) = (m.clone(), bp.clone());
+    epoch::build_into(dir, id, keep, move |out| {
+        epoch::build_planned(manifest, &snap.hashes, &own, &bp, out, t)
+    })
+    .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn set_digest_binds_order_and_count() {
+        let a = [[1u8; 32], [2u8; 32]];
+        let b = [[2u8; 32], [1u8; 32]];
+        assert_ne!(set_digest(&a), set_digest(&b));
+        assert_ne!(set_digest(&a), set_digest(&a[..1]));
+        assert_eq!(set_digest(&a), set_digest(&a.clone()));
+        assert_ne!(set_digest(&[]), [0; 32]);
+    }
+}
