@@ -15,7 +15,7 @@
 //!
 //! | module | what | specifications |
 //! |---|---|---|
-//! | [`error`] | the crate's [`Error`] and [`Result`] (`ct_core::Error` in [`Error::Ct`], plus network, configuration and store failures) | |
+//! | [`error`] | the crate's [`Error`] and [`Result`] (`ct_core::Error` in [`Error::Ct`], plus network, configuration and store failures); [`error::chain`] for logging an error with its causes | |
 //! | [`config`] | TOML configuration, environment overrides, log selection from the log list | |
 //! | [`http`] | HTTP client: per-log rate and concurrency limits, timeouts, capped bodies, retries with backoff | RFC 9110 §10.2.3 (`Retry-After`) |
 //! | [`rfc6962`] | `get-sth`, `get-sth-consistency`, `get-entries` client | RFC 6962 §4 |

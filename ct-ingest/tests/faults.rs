@@ -480,6 +480,12 @@ impl OwnCluster {
     }
 
     fn start(dir: PathBuf) -> Result<OwnCluster, BoxErr> {
+        // As root, pg.sh runs the server as `postgres`, which must be able
+        // to reach DIR (a umask of 077 would make the parent unreadable).
+        if let Some(parent) = dir.parent() {
+            use std::os::unix::fs::PermissionsExt as _;
+            std::fs::set_permissions(parent, std::fs::Permissions::from_mode(0o755))?;
+        }
         let url = Self::pg_sh(&["start", &dir.to_string_lossy()])?;
         Ok(OwnCluster { dir, url })
     }

@@ -24,6 +24,11 @@
 //! verified position, so a crash never leaves entries without the position
 //! or the position without the entries. See `docs/storage.md`.
 //!
+//! Database URLs are checked without connecting by [`DatabaseUrl::parse`]
+//! and shown without their password by [`redact_url`] (and
+//! `DatabaseUrl`'s `Display`); no [`StoreError`] message contains a
+//! password.
+//!
 //! # Feature `fault-injection`
 //!
 //! Off by default; crash tests turn it on (as a dev-dependency feature).
