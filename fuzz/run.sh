@@ -46,5 +46,5 @@ for t in "${targets[@]}"; do
   fi
   rm -f "$log"
 done
-echo "fuzz: $((${#targets[@]} - ${#failed[@]})) passed, ${#failed[@]} failed"
+echo "fuzz: $((${#targets[@]} - ${#failed[@]})) of ${#targets[@]} targets ran clean"
 [ "${#failed[@]}" -eq 0 ]

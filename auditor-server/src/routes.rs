@@ -25,6 +25,8 @@ use audit_proto::api::{
     ErrorBody, ErrorCode, BATCH_SIZE_HEADER, OCTET_STREAM, SERVER_TIMING_HEADER,
 };
 use axum::body::{Body, Bytes};
+use axum::extract::path::ErrorKind;
+use axum::extract::rejection::PathRejection;
 use axum::extract::{DefaultBodyLimit, Path, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -240,12 +242,15 @@ async fn metrics_text(State(st): State<AppState>) -> Response {
 
 async fn query(
     State(st): State<AppState>,
-    Path((epoch, db)): Path<(String, String)>,
+    path: Result<Path<(String, String)>, PathRejection>,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
     let t0 = Instant::now();
-    let result = answer_query(&st, &epoch, &db, &headers, body).await;
+    let result = match path {
+        Ok(Path((epoch, db))) => answer_query(&st, &epoch, &db, &headers, body).await,
+        Err(rejection) => Err(path_error(&rejection)),
+    };
     let outcome = match &result {
         Ok(_) => "ok",
         Err(e) => e.code.as_str(),
@@ -257,6 +262,22 @@ async fn query(
             .observe(t0.elapsed().as_secs_f64());
     }
     result
+}
+
+/// The JSON error for path segments axum cannot decode (percent-encoded
+/// bytes that are not UTF-8): like any other epoch that is not a number,
+/// or database that does not exist, instead of axum's plain-text 400.
+fn path_error(rejection: &PathRejection) -> ApiError {
+    let in_db = matches!(
+        rejection,
+        PathRejection::FailedToDeserializePathParams(e)
+            if matches!(e.kind(), ErrorKind::InvalidUtf8InPathParam { key } if key == "db")
+    );
+    if in_db {
+        ApiError::new(ErrorCode::UnknownDb, rejection.body_text())
+    } else {
+        ApiError::new(ErrorCode::BadEpoch, rejection.body_text())
+    }
 }
 
 /// Reads a body of at most `max` bytes (`declared`: its `Content-Length`,
@@ -504,4 +525,42 @@ fn too_large(max: usize) -> ApiError {
         ErrorCode::QueryTooLarge,
         format!("query bodies for this database are at most {max} bytes"),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tower::ServiceExt as _;
+
+    /// Undecodable path segments get the protocol's JSON error body, not
+    /// axum's plain-text rejection (found by the fuzz target
+    /// `auditor_http`).
+    #[tokio::test]
+    async fn undecodable_path_segments_are_json_errors() {
+        let state = AppState::new(
+            Arc::new(Registry::new(Duration::from_secs(1))),
+            Metrics::new(),
+            Limits {
+                max_concurrent: 1,
+                timeout: Duration::from_secs(1),
+                body_timeout: Duration::from_secs(1),
+            },
+        );
+        for (path, code) in [
+            ("/v1/epochs/%FF/dbs/0/query", ErrorCode::BadEpoch),
+            ("/v1/epochs/1/dbs/%82%30/query", ErrorCode::UnknownDb),
+        ] {
+            let req = axum::http::Request::post(path)
+                .header(header::CONTENT_TYPE, OCTET_STREAM)
+                .body(Body::empty())
+                .unwrap();
+            let resp = app(state.clone()).oneshot(req).await.unwrap();
+            assert_eq!(resp.status().as_u16(), code.http_status(), "{path}");
+            let bytes = axum::body::to_bytes(resp.into_body(), 1 << 16)
+                .await
+                .unwrap();
+            let body: ErrorBody = serde_json::from_slice(&bytes).unwrap();
+            assert_eq!(body.error, code.as_str(), "{path}");
+        }
+    }
 }
