@@ -332,6 +332,11 @@ pub mod tiny_epoch {
             db_bits_target: 2 * filter_bits,
             params: pir_core::params::TOY,
             progress: false,
+            shards: None,
+            budget: auditor_server::memory::Budget {
+                max_bytes: None,
+                held: 0,
+            },
         };
         let dir =
             std::env::temp_dir().join(format!("ct-auditor-fuzz-epoch-{}", std::process::id()));
