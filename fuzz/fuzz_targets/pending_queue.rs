@@ -50,6 +50,7 @@ fn manifest() -> &'static Manifest {
                 query_bytes: 0,
                 response_bytes: 0,
             }],
+            shards: None,
         })
         .expect("manifest")
     })

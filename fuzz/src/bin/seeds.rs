@@ -137,6 +137,7 @@ fn main() {
         filter,
         pir: pir_spec,
         layout: &layout,
+        shards: None,
     })
     .expect("manifest");
     add(&mut s, "manifest", "table1-768", big.to_json());
@@ -147,6 +148,7 @@ fn main() {
             error: c.as_str().into(),
             message: format!("{c} happened"),
             current_epoch: (i % 2 == 0).then_some(7),
+            shard_url: None,
         };
         add(
             &mut s,
