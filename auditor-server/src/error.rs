@@ -67,6 +67,10 @@ pub enum Error {
     /// No epoch exists yet where one is needed.
     #[error("no epoch in {0}")]
     NoEpoch(String),
+    /// The object store of prepared epochs failed (unreachable, denied,
+    /// ...).
+    #[error("object store: {0}")]
+    ObjectStore(String),
     /// A worker thread or task died.
     #[error("internal: {0}")]
     Internal(String),

@@ -17,6 +17,8 @@
 //!   memory available before a build or load.
 //! * [`plan`]: epoch specs, the seeds and snapshot the shards of an
 //!   epoch share (`auditor-server epoch plan`).
+//! * [`objstore`]: epochs across machines: the prepared snapshot and spec
+//!   in object storage, shards' ready reports, publication.
 //! * [`shard`]: which databases of an epoch this server holds ("shard i
 //!   of n").
 //! * [`service`]: start-up, scheduled builds, reloads, graceful shutdown.
@@ -35,6 +37,7 @@ pub mod epoch;
 pub mod error;
 pub mod memory;
 pub mod metrics;
+pub mod objstore;
 pub mod plan;
 pub mod routes;
 pub mod service;

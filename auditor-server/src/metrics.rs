@@ -41,6 +41,19 @@ pub struct Metrics {
     pub ingest_lag_seconds: GaugeVec,
     /// Open HTTP connections.
     pub open_connections: IntGauge,
+    /// Object-store mode: the newest epoch prepared in the object store.
+    pub epoch_prepared: IntGauge,
+    /// Object-store mode: shards that reported ready for it.
+    pub epoch_ready_shards: IntGauge,
+    /// Object-store mode: shards it is planned for.
+    pub epoch_planned_shards: IntGauge,
+    /// Object-store mode: the epoch this shard has built and reported
+    /// ready, waiting to be published (0: none).
+    pub epoch_staged: IntGauge,
+    /// Object-store mode: prepared epochs `epoch publish` gave up on.
+    pub epoch_publish_timeouts: IntCounter,
+    /// Object-store mode: failed object store operations.
+    pub object_store_errors: IntCounter,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -153,6 +166,36 @@ impl Metrics {
                 "Open HTTP connections (at most [limits] max_connections)",
             )
             .unwrap_or_else(|e| unreachable!("{e}")),
+            epoch_prepared: IntGauge::new(
+                "auditor_epoch_prepared",
+                "Newest epoch prepared in the object store (0: none seen)",
+            )
+            .unwrap_or_else(|e| unreachable!("{e}")),
+            epoch_ready_shards: IntGauge::new(
+                "auditor_epoch_ready_shards",
+                "Shards that reported ready for the newest prepared epoch",
+            )
+            .unwrap_or_else(|e| unreachable!("{e}")),
+            epoch_planned_shards: IntGauge::new(
+                "auditor_epoch_planned_shards",
+                "Shards the newest prepared epoch is planned for",
+            )
+            .unwrap_or_else(|e| unreachable!("{e}")),
+            epoch_staged: IntGauge::new(
+                "auditor_epoch_staged",
+                "Epoch this shard has built and reported ready, not yet published (0: none)",
+            )
+            .unwrap_or_else(|e| unreachable!("{e}")),
+            epoch_publish_timeouts: IntCounter::new(
+                "auditor_epoch_publish_timeouts_total",
+                "Prepared epochs the coordinator gave up publishing (not every shard ready)",
+            )
+            .unwrap_or_else(|e| unreachable!("{e}")),
+            object_store_errors: IntCounter::new(
+                "auditor_object_store_errors_total",
+                "Failed object store operations",
+            )
+            .unwrap_or_else(|e| unreachable!("{e}")),
             registry,
             names: Vec::new(),
         };
@@ -172,6 +215,12 @@ impl Metrics {
             Box::new(m.epoch_failures.clone()),
             Box::new(m.ingest_lag_seconds.clone()),
             Box::new(m.open_connections.clone()),
+            Box::new(m.epoch_prepared.clone()),
+            Box::new(m.epoch_ready_shards.clone()),
+            Box::new(m.epoch_planned_shards.clone()),
+            Box::new(m.epoch_staged.clone()),
+            Box::new(m.epoch_publish_timeouts.clone()),
+            Box::new(m.object_store_errors.clone()),
         ];
         for c in collectors {
             m.names.extend(c.desc().iter().map(|d| d.fq_name.clone()));
@@ -239,7 +288,7 @@ mod tests {
     fn names_cover_every_registered_metric() {
         let m = Metrics::new();
         let names = m.names();
-        assert_eq!(names.len(), 15, "{names:?}");
+        assert_eq!(names.len(), 21, "{names:?}");
         for n in [
             "auditor_queries_total",
             "auditor_answer_seconds",

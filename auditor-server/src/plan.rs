@@ -16,15 +16,16 @@
 //!
 //! The shards must therefore read the same store (the same database, not
 //! replicas that may lag), and nothing may be committed to or pruned from
-//! it between the plan and the last shard's snapshot; the object-store
-//! build that follows replaces this with a checksummed snapshot file that
-//! the plan writes once and every shard reads.
+//! it between the plan and the last shard's snapshot. The object-store
+//! mode ([`crate::objstore`]: `epoch prepare` / `epoch publish`) has no
+//! such requirement: the coordinator writes the snapshot once, sorted and
+//! checksummed, next to the spec, and every shard reads that.
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use audit_proto::Manifest;
+use audit_proto::{Manifest, ShardMap};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
@@ -146,15 +147,22 @@ pub async fn plan_epoch(
     epoch: u64,
     now_s: i64,
 ) -> Result<EpochSpec> {
-    let bp = BuildParams::from_config(config)?;
     let snap = epoch::snapshot(store, now_s).await?;
+    plan_snapshot(&snap, config, epoch)
+}
+
+/// Plans epoch `epoch` of the snapshot `snap` (taken just before): draws
+/// the salt and PIR seeds from the OS CSPRNG now that S is fixed (Prop.
+/// 6.2) and lays the databases out as `config` says.
+pub fn plan_snapshot(snap: &epoch::Snapshot, config: &Config, epoch: u64) -> Result<EpochSpec> {
+    let bp = BuildParams::from_config(config)?;
     let set_sha256 = set_digest(&snap.hashes);
     let input = PlanInput {
         epoch,
         created_at: epoch::unix_now_s(),
         snapshot_at: snap.now_s,
         entries: snap.hashes.len() as u64,
-        coverage: snap.coverage,
+        coverage: snap.coverage.clone(),
         // drawn now that S is fixed (Prop. 6.2)
         salt_seed: epoch::fresh_seed()?,
         pir_seed: epoch::fresh_seed()?,
@@ -173,12 +181,29 @@ pub async fn plan_epoch(
     })
 }
 
+/// Checks that this shard can build its part of the planned epoch `spec`:
+/// the spec's parameter set is `bp`'s, the shard layout matches
+/// ([`ShardConfig::own_databases`]) and the databases fit the memory
+/// budget. Returns this shard's databases.
+pub fn check_spec(spec: &EpochSpec, shard: &ShardConfig, bp: &BuildParams) -> Result<Vec<u32>> {
+    let m = &spec.manifest;
+    if m.pir.param_set != bp.params.id {
+        return Err(Error::Config(format!(
+            "epoch {} is planned with parameter set {}, this server is configured for {}",
+            m.epoch, m.pir.param_name, bp.params.name
+        )));
+    }
+    let own = shard.own_databases(m)?;
+    crate::memory::check(m, &own, (shard.index, shard.count), true, &bp.budget)?;
+    Ok(own)
+}
+
 /// Builds this shard's databases of the planned epoch `spec` into `dir`
-/// and publishes them there: checks the shard layout
-/// ([`ShardConfig::own_databases`]), snapshots the store at the spec's
-/// snapshot time and refuses unless it gets the planned set
-/// ([`Error::SnapshotMismatch`]). `bp.params` must be the spec's parameter
-/// set (the configuration's insecure-set permission applies).
+/// and publishes them there: checks the spec ([`check_spec`]), snapshots
+/// the store at the spec's snapshot time and refuses unless it gets the
+/// planned set ([`Error::SnapshotMismatch`]). `bp.params` must be the
+/// spec's parameter set (the configuration's insecure-set permission
+/// applies).
 pub async fn build_from_spec(
     store: &ct_store::Store,
     dir: &EpochDir,
@@ -190,14 +215,7 @@ pub async fn build_from_spec(
     let t = Instant::now();
     let m = &spec.manifest;
     let id = m.epoch;
-    if m.pir.param_set != bp.params.id {
-        return Err(Error::Config(format!(
-            "epoch {id} is planned with parameter set {}, this server is configured for {}",
-            m.pir.param_name, bp.params.name
-        )));
-    }
-    let own = shard.own_databases(m)?;
-    crate::memory::check(m, &own, (shard.index, shard.count), true, &bp.budget)?;
+    let own = check_spec(spec, shard, bp)?;
     if dir.list()?.contains(&id) {
         return Err(Error::Config(format!(
             "epoch {id} is already in {}",
@@ -230,6 +248,35 @@ pub async fn build_from_spec(
         epoch::build_planned(manifest, &snap.hashes, &own, &bp, out, t)
     })
     .await
+}
+
+/// Each shard's databases and memory estimate of the planned epoch `m`,
+/// as `epoch plan` and `epoch prepare` print them.
+pub fn shard_summary(m: &Manifest) -> Result<serde_json::Value> {
+    let count = m.shards.as_ref().map_or(1, ShardMap::count);
+    let shards: Vec<serde_json::Value> = (0..count)
+        .map(|i| {
+            let own = match &m.shards {
+                Some(map) => map.databases_of(i, m.dbs.len() as u32),
+                None => (0..m.dbs.len() as u32).collect(),
+            };
+            let need = crate::memory::need(m, &own, true)?;
+            Ok(serde_json::json!({
+                "shard": i,
+                "url": m.shards.as_ref().and_then(|s| s.urls.get(i as usize)),
+                "databases": own.len(),
+                "memory_serving_bytes": need.serving(),
+                "memory_build_peak_bytes": need.peak(),
+            }))
+        })
+        .collect::<Result<_>>()?;
+    Ok(serde_json::json!({
+        "epoch": m.epoch,
+        "snapshot_at": m.snapshot_at,
+        "entries": m.entries,
+        "databases": m.dbs.len(),
+        "shards": shards,
+    }))
 }
 
 #[cfg(test)]

@@ -20,6 +20,7 @@ use crate::epoch::{self, BuildParams, Epoch, EpochDir};
 use crate::error::{error_chain, Error, Result};
 use crate::memory::{self, Budget};
 use crate::metrics::Metrics;
+use crate::objstore::{self, Objects, ReadyMarker};
 use crate::plan::{self, EpochSpec};
 use crate::routes::{self, AppState, Limits};
 use crate::state::{Registry, ServedEpoch};
@@ -38,6 +39,17 @@ pub struct Service {
     /// SHA-256 of the epoch spec file whose build failed last (not retried
     /// until the file changes).
     spec_failed: std::sync::Mutex<Option<[u8; 32]>>,
+    /// Object-store mode ([`crate::objstore`]).
+    objects: Option<Objects>,
+    /// Object-store mode: this shard's part of a prepared epoch, built and
+    /// reported ready, until the epoch is published.
+    staged: std::sync::Mutex<Option<Epoch>>,
+    /// Object-store mode: the last epoch whose build failed, the number
+    /// of attempts and when to try again.
+    obj_failed: std::sync::Mutex<Option<(u64, u32, std::time::Instant)>>,
+    /// Object-store mode: the newest epoch counted in
+    /// `auditor_epoch_publish_timeouts_total`.
+    timeout_seen: std::sync::atomic::AtomicU64,
 }
 
 /// Longest delay between retries of the start-up build.
@@ -61,6 +73,10 @@ impl Service {
         };
         let pool = AnswerPool::new(threads).map_err(|e| Error::Internal(e.to_string()))?;
         let dir = EpochDir::open(&config.epoch_dir)?;
+        let objects = match &config.shard.object_store {
+            Some(url) => Some(Objects::open(url)?),
+            None => None,
+        };
         let state = AppState::new(
             Arc::new(Registry::new(Duration::from_secs(
                 config.epoch.grace_seconds,
@@ -84,6 +100,10 @@ impl Service {
             building: tokio::sync::Mutex::new(()),
             refused: std::sync::Mutex::new(BTreeMap::new()),
             spec_failed: std::sync::Mutex::new(None),
+            objects,
+            staged: std::sync::Mutex::new(None),
+            obj_failed: std::sync::Mutex::new(None),
+            timeout_seen: std::sync::atomic::AtomicU64::new(0),
         })
     }
 
@@ -344,7 +364,14 @@ impl Service {
             tracing::info!(epoch = e, "serving persisted epoch");
         }
         let spec = self.config.shard.epoch_spec.is_some();
-        if spec {
+        let objects = self.objects.is_some();
+        if objects {
+            // Builds follow the object store: now, and with every poll.
+            let svc = self.clone();
+            tasks.push(tokio::spawn(async move {
+                let _ = svc.sync_objects().await;
+            }));
+        } else if spec {
             // Builds follow the epoch spec file: now, and whenever it
             // names a newer epoch (polled with the reload).
             let svc = self.clone();
@@ -412,7 +439,10 @@ impl Service {
                     if spec {
                         let _ = svc.build_from_spec_if_new().await;
                     }
-                    if reload {
+                    if objects {
+                        // Failures are counted and logged by sync_objects.
+                        let _ = svc.sync_objects().await;
+                    } else if reload {
                         if let Err(e) = svc.reload().await {
                             svc.state.metrics.epoch_failures.inc();
                             tracing::error!(error = %error_chain(&e), "epoch reload failed");
@@ -443,5 +473,294 @@ impl Service {
             t.abort();
         }
         Ok(())
+    }
+}
+
+/// Object-store mode (`[shard] object_store`, [`crate::objstore`]): build
+/// this shard's databases of the newest prepared epoch, report ready,
+/// serve the newest published epoch.
+impl Service {
+    /// The object store, in object-store mode.
+    pub fn objects(&self) -> Option<&Objects> {
+        self.objects.as_ref()
+    }
+
+    /// The epoch built and reported ready but not yet published, if any.
+    pub fn staged_epoch(&self) -> Option<u64> {
+        self.staged_lock().as_ref().map(|e| e.manifest.epoch)
+    }
+
+    fn staged_lock(&self) -> std::sync::MutexGuard<'_, Option<Epoch>> {
+        self.staged.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn staged_dir(&self, id: u64) -> std::path::PathBuf {
+        self.dir.root().join(format!(".staged-{id:012}"))
+    }
+
+    /// One pass over the object store: serves the newest published epoch
+    /// (from what this shard staged or persisted, else building it), then
+    /// builds this shard's part of the newest prepared epoch, persists it
+    /// (`.staged-<id>` in the epoch directory) and reports ready
+    /// (`epochs/<id>/ready/<shard>`). Updates the object-store metrics.
+    /// Failures are counted (`auditor_object_store_errors_total` for the
+    /// store, `auditor_epoch_failures_total` for builds) and logged; a
+    /// failed build is retried with a growing delay. Does nothing without
+    /// an object store.
+    pub async fn sync_objects(&self) -> Result<()> {
+        let Some(objects) = &self.objects else {
+            return Ok(());
+        };
+        let _guard = self.building.lock().await;
+        let result = self.sync_locked(objects).await;
+        if let Err(e) = &result {
+            let why = error_chain(e);
+            if matches!(e, Error::ObjectStore(_)) {
+                self.state.metrics.object_store_errors.inc();
+                tracing::warn!(store = %objects, error = %why, "object store unavailable; retrying");
+            } else {
+                self.state.metrics.epoch_failures.inc();
+                tracing::error!(store = %objects, error = %why, "epoch from the object store failed");
+            }
+        }
+        result
+    }
+
+    fn current_id(&self) -> Option<u64> {
+        self.state.registry.current().map(|e| e.id())
+    }
+
+    async fn sync_locked(&self, objects: &Objects) -> Result<()> {
+        let m = &self.state.metrics;
+        if let Some(p) = objects.newest_published().await? {
+            if self.current_id().is_none_or(|c| p > c) {
+                self.switch_to(objects, p).await?;
+            }
+        }
+        let Some(id) = objects.newest_prepared().await? else {
+            return Ok(());
+        };
+        m.epoch_prepared.set(id as i64);
+        let Some(spec) = objects.spec(id).await? else {
+            return Ok(()); // pruned meanwhile
+        };
+        let (ready, _) = objects.ready_shards(&spec).await?;
+        m.epoch_ready_shards.set(ready.len() as i64);
+        m.epoch_planned_shards
+            .set(i64::from(objstore::shard_count(&spec.manifest)));
+        if objects.timed_out(id).await?
+            && self
+                .timeout_seen
+                .fetch_max(id, std::sync::atomic::Ordering::Relaxed)
+                < id
+        {
+            m.epoch_publish_timeouts.inc();
+            tracing::warn!(
+                epoch = id,
+                ready = ?ready,
+                "epoch publish timed out: not every shard reported ready; the previous epoch stays served"
+            );
+        }
+        if self.current_id().is_some_and(|c| id <= c) || self.dir.list()?.contains(&id) {
+            m.epoch_staged.set(0);
+            return Ok(());
+        }
+        self.stage(objects, &spec).await?;
+        m.epoch_staged.set(id as i64);
+        if !ready.contains(&self.config.shard.index) {
+            self.report_ready(objects, &spec).await?;
+        }
+        if objects.is_published(id).await? {
+            self.switch_to(objects, id).await?;
+        }
+        Ok(())
+    }
+
+    /// Makes this shard's part of `spec`'s epoch the staged one: already
+    /// staged in memory, or persisted in `.staged-<id>` by an earlier run
+    /// (loaded and checked), or built from the object store's snapshot.
+    async fn stage(&self, objects: &Objects, spec: &crate::plan::EpochSpec) -> Result<()> {
+        let id = spec.manifest.epoch;
+        if self.staged_epoch() == Some(id) {
+            return Ok(());
+        }
+        if let Some((failed, _, next)) = *self.obj_failed_lock() {
+            if failed == id && std::time::Instant::now() < next {
+                return Ok(());
+            }
+        }
+        // A newer prepared epoch replaces an older staged one.
+        *self.staged_lock() = None;
+        self.remove_staged_dirs(|s| s != id)?;
+        let path = self.staged_dir(id);
+        let epoch = if path.is_dir() {
+            let (shard, budget) = (self.config.shard.clone(), self.budget());
+            let p = path.clone();
+            let loaded =
+                tokio::task::spawn_blocking(move || epoch::load_epoch(&p, &shard, &budget))
+                    .await
+                    .map_err(|e| Error::Internal(e.to_string()))?;
+            match loaded {
+                Ok(e) if e.manifest == spec.manifest => Ok(e),
+                Ok(_) | Err(_) => {
+                    tracing::warn!(dir = %path.display(), "staged epoch unusable; building it again");
+                    std::fs::remove_dir_all(&path).map_err(crate::error::io(&path))?;
+                    self.build_staged(objects, spec).await
+                }
+            }
+        } else {
+            self.build_staged(objects, spec).await
+        };
+        match epoch {
+            Ok(e) => {
+                *self.obj_failed_lock() = None;
+                *self.staged_lock() = Some(e);
+                Ok(())
+            }
+            Err(e) => {
+                let mut f = self.obj_failed_lock();
+                let attempts = match *f {
+                    Some((failed, n, _)) if failed == id => n + 1,
+                    _ => 1,
+                };
+                let wait = Duration::from_secs(1 << attempts.min(9)).min(MAX_BUILD_RETRY);
+                *f = Some((id, attempts, std::time::Instant::now() + wait));
+                Err(e)
+            }
+        }
+    }
+
+    fn obj_failed_lock(&self) -> std::sync::MutexGuard<'_, Option<(u64, u32, std::time::Instant)>> {
+        self.obj_failed.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Deletes the `.staged-<id>` directories whose id `drop` selects.
+    fn remove_staged_dirs(&self, drop: impl Fn(u64) -> bool) -> Result<()> {
+        let root = self.dir.root();
+        for e in std::fs::read_dir(root).map_err(crate::error::io(root))? {
+            let e = e.map_err(crate::error::io(root))?;
+            let id = e
+                .file_name()
+                .to_str()
+                .and_then(|n| n.strip_prefix(".staged-"))
+                .and_then(|n| n.parse::<u64>().ok());
+            if id.is_some_and(&drop) {
+                let p = e.path();
+                std::fs::remove_dir_all(&p).map_err(crate::error::io(&p))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Streams and verifies `spec`'s snapshot, builds this shard's
+    /// databases into `.building-<id>`, then renames it `.staged-<id>`.
+    async fn build_staged(
+        &self,
+        objects: &Objects,
+        spec: &crate::plan::EpochSpec,
+    ) -> Result<Epoch> {
+        let t = std::time::Instant::now();
+        let mut bp = BuildParams::from_config(&self.config)?;
+        bp.budget = self.budget();
+        let own = plan::check_spec(spec, &self.config.shard, &bp)?;
+        let id = spec.manifest.epoch;
+        let hashes = objects.read_snapshot(spec).await?;
+        tracing::info!(
+            epoch = id,
+            shard = self.config.shard.index,
+            of = self.config.shard.count,
+            dbs = own.len(),
+            entries = hashes.len(),
+            snapshot_s = t.elapsed().as_secs_f64(),
+            "snapshot verified; building this shard's databases"
+        );
+        let tmp = self.dir.begin(id)?;
+        let (manifest, out) = (spec.manifest.clone(), tmp.clone());
+        let built = tokio::task::spawn_blocking(move || {
+            let e = epoch::build_planned(manifest, &hashes, &own, &bp, &out, t);
+            fault_pause_build();
+            e
+        })
+        .await
+        .map_err(|e| Error::Internal(e.to_string()))
+        .and_then(|r| r);
+        let epoch = match built {
+            Ok(e) => e,
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(&tmp);
+                return Err(e);
+            }
+        };
+        let staged = self.staged_dir(id);
+        std::fs::rename(&tmp, &staged).map_err(crate::error::io(&staged))?;
+        std::fs::File::open(self.dir.root())
+            .and_then(|d| d.sync_all())
+            .map_err(crate::error::io(self.dir.root()))?;
+        tracing::info!(
+            epoch = id,
+            seconds = t.elapsed().as_secs_f64(),
+            "this shard's databases are built and persisted"
+        );
+        Ok(epoch)
+    }
+
+    async fn report_ready(&self, objects: &Objects, spec: &crate::plan::EpochSpec) -> Result<()> {
+        let m = &spec.manifest;
+        let marker = ReadyMarker {
+            epoch: m.epoch,
+            shard: self.config.shard.index,
+            count: self.config.shard.count,
+            databases: self.config.shard.own_databases(m)?,
+            manifest_sha256: epoch::manifest_digest(&m.to_json()),
+            at: epoch::unix_now_s(),
+        };
+        objects.write_ready(&marker).await?;
+        tracing::info!(epoch = m.epoch, shard = marker.shard, "reported ready");
+        Ok(())
+    }
+
+    /// Serves the published epoch `id`: the staged one (its directory
+    /// becomes `epoch-<id>`), or the one persisted on disk, or else this
+    /// shard's part built now from the object store.
+    async fn switch_to(&self, objects: &Objects, id: u64) -> Result<()> {
+        if self.dir.list()?.contains(&id) {
+            self.reload().await?;
+            return Ok(());
+        }
+        if self.staged_epoch() != Some(id) {
+            let Some(spec) = objects.spec(id).await? else {
+                return Err(Error::Corrupt {
+                    path: format!("{objects}: epochs/{id:012}"),
+                    why: "published without a spec".into(),
+                });
+            };
+            self.stage(objects, &spec).await?;
+            if self.staged_epoch() != Some(id) {
+                return Ok(()); // waiting for a retry
+            }
+        }
+        let Some(epoch) = self.staged_lock().take() else {
+            return Ok(());
+        };
+        self.dir.commit(id, &self.staged_dir(id))?;
+        self.dir.prune(self.config.epoch.keep)?;
+        self.state.metrics.epoch_staged.set(0);
+        self.publish(epoch)?;
+        Ok(())
+    }
+}
+
+/// Fault injection for the cluster tests, debug builds only: with
+/// `AUDITOR_FAULT_PAUSE_BUILD_MS` set, a shard's object-store build
+/// sleeps that long after writing its databases into `.building-<id>` and
+/// before staging them, so that a test can kill the shard mid-build.
+fn fault_pause_build() {
+    #[cfg(debug_assertions)]
+    if let Some(ms) = std::env::var("AUDITOR_FAULT_PAUSE_BUILD_MS")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+    {
+        tracing::warn!(ms, "AUDITOR_FAULT_PAUSE_BUILD_MS: pausing the build");
+        std::thread::sleep(Duration::from_millis(ms));
     }
 }

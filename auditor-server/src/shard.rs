@@ -44,6 +44,12 @@ pub struct ShardConfig {
     /// The epoch spec file (`auditor-server epoch plan`) that sharded
     /// builds take their snapshot time and seeds from.
     pub epoch_spec: Option<PathBuf>,
+    /// The object store the coordinator prepares epochs in
+    /// (`auditor-server epoch prepare`; [`crate::objstore`]): `file:///dir`
+    /// or `s3://bucket/prefix`. A server with one builds its databases of
+    /// the newest prepared epoch, reports ready, and serves the newest
+    /// published one.
+    pub object_store: Option<String>,
 }
 
 impl Default for ShardConfig {
@@ -56,6 +62,7 @@ impl Default for ShardConfig {
             urls: Vec::new(),
             url_template: None,
             epoch_spec: None,
+            object_store: None,
         }
     }
 }
@@ -77,7 +84,8 @@ fn parse_ids(key: &str, v: &str) -> Result<Vec<u32>> {
 }
 
 impl ShardConfig {
-    /// Applies `AUDITOR_SHARD_*` and `AUDITOR_EPOCH_SPEC` (`get` returns
+    /// Applies `AUDITOR_SHARD_*`, `AUDITOR_EPOCH_SPEC` and
+    /// `AUDITOR_OBJECT_STORE` (`get` returns
     /// trimmed, non-empty values).
     pub fn apply_env(&mut self, get: &dyn Fn(&str) -> Option<String>) -> Result<()> {
         let num = |k: &str, v: &str| {
@@ -114,6 +122,9 @@ impl ShardConfig {
         }
         if let Some(v) = get("AUDITOR_EPOCH_SPEC") {
             self.epoch_spec = Some(PathBuf::from(v));
+        }
+        if let Some(v) = get("AUDITOR_OBJECT_STORE") {
+            self.object_store = Some(v);
         }
         Ok(())
     }
@@ -239,6 +250,21 @@ impl ShardConfig {
                     )));
                 }
             }
+        }
+        if self.epoch_spec.is_some() && self.object_store.is_some() {
+            return Err(config(
+                "[shard]: set epoch_spec or object_store, not both (the object store \
+                 holds the epoch specs the coordinator prepares)",
+            ));
+        }
+        if let Some(u) = &self.object_store {
+            crate::objstore::check_url(u)?;
+        }
+        if scheduled && self.object_store.is_some() {
+            return Err(config(
+                "[schedule] does not apply to a server with [shard] object_store: it builds \
+                 the epochs `auditor-server epoch prepare` writes there",
+            ));
         }
         if scheduled && (n > 1 || self.epoch_spec.is_some()) {
             return Err(config(

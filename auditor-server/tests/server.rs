@@ -3,8 +3,9 @@
 //! queries built from the served manifest, decoded and compared with the
 //! filters built in the clear.
 
+mod common;
+
 use std::collections::HashSet;
-use std::error::Error as StdError;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,61 +14,14 @@ use audit_proto::api::{ErrorBody, BATCH_SIZE_HEADER, OCTET_STREAM};
 use audit_proto::Manifest;
 use auditor_server::service::Service;
 use auditor_server::Config;
-use ct_ingest::ingest::{run_once, IngestOptions};
-use ct_testlog::{IssuedEntry, TestLog, TestLogConfig};
 use pir_core::client::{Client, QueryKey};
 use pir_core::params::DbShape;
 use pir_core::sampler::PublicSeed;
 use pir_core::wire::Response;
 
-type BoxErr = Box<dyn StdError + Send + Sync>;
-type TestResult = Result<(), BoxErr>;
-
-/// A local log with `n` entries ingested into a fresh SQLite store.
-struct Pipeline {
-    dir: tempfile::TempDir,
-    log: TestLog,
-    issued: Vec<IssuedEntry>,
-    db_url: String,
-}
+use common::{BoxErr, Pipeline, TestResult};
 
 impl Pipeline {
-    async fn new(n: usize) -> Result<Pipeline, BoxErr> {
-        let dir = tempfile::tempdir()?;
-        let log = TestLog::start(TestLogConfig {
-            mmd_seconds: 3600,
-            ..TestLogConfig::default()
-        })
-        .await?;
-        let issued = log.add_entries(n, 0.5).await?;
-        let db_url = format!("sqlite://{}?mode=rwc", dir.path().join("ct.db").display());
-        let p = Pipeline {
-            dir,
-            log,
-            issued,
-            db_url,
-        };
-        p.ingest().await?;
-        Ok(p)
-    }
-
-    /// Runs ct-ingest once against the log.
-    async fn ingest(&self) -> TestResult {
-        let list = self.dir.path().join("log_list.json");
-        std::fs::write(&list, self.log.log_list_json())?;
-        let toml = format!(
-            "log_list = {:?}\ndatabase_url = {:?}\n",
-            list.display().to_string(),
-            self.db_url
-        );
-        let config = ct_ingest::config::Config::from_toml(&toml)?;
-        let summary = run_once(&config, &IngestOptions::default()).await?;
-        for (_, r) in &summary.logs {
-            r.as_ref().map_err(|e| e.to_string())?;
-        }
-        Ok(())
-    }
-
     fn config(&self) -> Config {
         let mut c = Config {
             database_url: Some(self.db_url.clone()),

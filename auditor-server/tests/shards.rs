@@ -8,7 +8,8 @@
 //! do not fit a shard are refused with clear errors. Tiny parameters: the
 //! insecure toy parameter set, 12 filters in 6 databases.
 
-use std::error::Error as StdError;
+mod common;
+
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -21,59 +22,12 @@ use auditor_server::service::Service;
 use auditor_server::Config;
 use browser_client::net::Auditor;
 use browser_client::probe::Prober;
-use ct_ingest::ingest::{run_once, IngestOptions};
-use ct_testlog::{IssuedEntry, TestLog, TestLogConfig};
-
-type BoxErr = Box<dyn StdError + Send + Sync>;
-type TestResult = Result<(), BoxErr>;
+use common::{BoxErr, Pipeline as Store, TestResult};
 
 const SHARDS: u32 = 3;
 const FILTERS: u32 = 12;
 
-/// A local log ingested into a fresh SQLite store.
-struct Store {
-    dir: tempfile::TempDir,
-    log: TestLog,
-    issued: Vec<IssuedEntry>,
-    db_url: String,
-}
-
 impl Store {
-    async fn new(n: usize) -> Result<Store, BoxErr> {
-        let dir = tempfile::tempdir()?;
-        let log = TestLog::start(TestLogConfig {
-            mmd_seconds: 3600,
-            ..TestLogConfig::default()
-        })
-        .await?;
-        let issued = log.add_entries(n, 0.5).await?;
-        let db_url = format!("sqlite://{}?mode=rwc", dir.path().join("ct.db").display());
-        let s = Store {
-            dir,
-            log,
-            issued,
-            db_url,
-        };
-        s.ingest().await?;
-        Ok(s)
-    }
-
-    async fn ingest(&self) -> TestResult {
-        let list = self.dir.path().join("log_list.json");
-        std::fs::write(&list, self.log.log_list_json())?;
-        let toml = format!(
-            "log_list = {:?}\ndatabase_url = {:?}\n",
-            list.display().to_string(),
-            self.db_url
-        );
-        let config = ct_ingest::config::Config::from_toml(&toml)?;
-        let summary = run_once(&config, &IngestOptions::default()).await?;
-        for (_, r) in &summary.logs {
-            r.as_ref().map_err(|e| e.to_string())?;
-        }
-        Ok(())
-    }
-
     /// A server configuration on this store with tiny parameters: 12
     /// filters of 8·N bits, two per database (6 databases).
     fn config(&self, name: &str, entries: u64) -> Config {
@@ -162,38 +116,13 @@ async fn manifest_bytes(http: &reqwest::Client, base: &str) -> Result<Vec<u8>, B
     Ok(r.bytes().await?.to_vec())
 }
 
-/// For every filter: the bits of some issued entries (ones) and some
-/// other positions, read through `a` and through `b`; they must agree
-/// with each other and with the filter built in the clear.
 async fn same_bits(
     store: &Store,
     filters: impl Iterator<Item = u32>,
-    (pa, a): (&Prober, &Auditor),
-    (pb, b): (&Prober, &Auditor),
+    a: (&Prober, &Auditor),
+    b: (&Prober, &Auditor),
 ) -> Result<usize, BoxErr> {
-    let m = pa.manifest();
-    let hashes: Vec<[u8; 32]> = store.issued.iter().map(|e| e.leaf_hash).collect();
-    let mut read = 0;
-    for f in filters {
-        let mut clear = vec![false; m.filter.bits as usize];
-        for h in &hashes {
-            clear[m.filter.bit(f, h)? as usize] = true;
-        }
-        let mut bits: Vec<u64> = hashes
-            .iter()
-            .take(8)
-            .map(|h| m.filter.bit(f, h))
-            .collect::<Result<_, _>>()?;
-        bits.extend((0..6).map(|i| (i * 53 + u64::from(f)) % m.filter.bits));
-        for bit in bits {
-            let (x, _) = a.query(&pa.prepare_bit(f, bit)?).await?;
-            let (y, _) = b.query(&pb.prepare_bit(f, bit)?).await?;
-            assert_eq!(x, y, "filter {f} bit {bit}: sharded {x}, single server {y}");
-            assert_eq!(x, clear[bit as usize], "filter {f} bit {bit}");
-            read += 1;
-        }
-    }
-    Ok(read)
+    common::same_bits(&store.hashes(), filters, a, Some(b)).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

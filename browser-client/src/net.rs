@@ -11,6 +11,12 @@
 //! [`RetryPolicy::max_retries`] times per request — before the error is
 //! returned; [`Auditor::retry_stats`] counts the retries and the waiting.
 //! [`Auditor::new`] does not retry.
+//!
+//! A query that reaches a shard not holding its database (the manifest
+//! was stale, or routing went through a front) is answered 421
+//! `wrong_shard` with the right shard's base URL in `shard_url`; the query
+//! is sent there once more (if that URL is a valid shard URL other than
+//! the one just tried), never more than once.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -238,14 +244,19 @@ impl Auditor {
     /// in [`Auditor::retry_stats`]).
     pub async fn query(&self, q: &PreparedQuery) -> Result<(bool, QueryStats)> {
         let url = q.url(&self.base);
-        let (resp, t) = self
-            .send(|| {
-                self.http
-                    .post(&url)
-                    .header("content-type", OCTET_STREAM)
-                    .body(q.body.clone())
-            })
-            .await?;
+        let (mut resp, mut t) = self.post_query(&url, q).await?;
+        if resp.status() == reqwest::StatusCode::MISDIRECTED_REQUEST {
+            // 421 wrong_shard: once more at the shard the answer names.
+            let tried = q.shard_url.as_deref().unwrap_or(&self.base);
+            let (named, err) = read_misdirected(resp).await?;
+            match named {
+                Some(shard) if shard != tried.trim_end_matches('/') => {
+                    let url = format!("{shard}{}", q.path);
+                    (resp, t) = self.post_query(&url, q).await?;
+                }
+                _ => return Err(err),
+            }
+        }
         let batch = header(&resp, BATCH_SIZE_HEADER)
             .and_then(|v| v.parse().ok())
             .unwrap_or(1);
@@ -267,6 +278,63 @@ impl Auditor {
         };
         Ok((bit, stats))
     }
+}
+
+impl Auditor {
+    async fn post_query(
+        &self,
+        url: &str,
+        q: &PreparedQuery,
+    ) -> Result<(reqwest::Response, Instant)> {
+        self.send(|| {
+            self.http
+                .post(url)
+                .header("content-type", OCTET_STREAM)
+                .body(q.body.clone())
+        })
+        .await
+    }
+}
+
+/// Reads a 421 answer: the valid shard URL its error body names (if
+/// any, without a trailing slash) and the error to return if it is not
+/// followed.
+async fn read_misdirected(resp: reqwest::Response) -> Result<(Option<String>, Error)> {
+    let status = resp.status().as_u16();
+    let mut resp = resp;
+    let mut body = Vec::new();
+    while let Some(chunk) = resp
+        .chunk()
+        .await
+        .map_err(|e| Error::Network(e.to_string()))?
+    {
+        if body.len() + chunk.len() > 64 << 10 {
+            return Err(Error::Invalid("auditor response over 65536 bytes".into()));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(match serde_json::from_slice::<ErrorBody>(&body) {
+        Ok(e) => {
+            let shard = e
+                .shard_url
+                .filter(|u| audit_proto::shard::check_url(u).is_ok())
+                .map(|u| u.trim_end_matches('/').to_owned());
+            let err = Error::Server {
+                status,
+                code: e.error,
+                message: e.message,
+            };
+            (shard, err)
+        }
+        Err(_) => (
+            None,
+            Error::Server {
+                status,
+                code: "http_error".to_owned(),
+                message: String::from_utf8_lossy(&body).into_owned(),
+            },
+        ),
+    })
 }
 
 fn header(resp: &reqwest::Response, name: &str) -> Option<String> {
@@ -551,6 +619,69 @@ mod retry_tests {
         );
         let _ = auditor.query(&q).await;
         assert_eq!(paths(&seen_front), ["/v1/epochs/3/dbs/1/query"]);
+    }
+
+    fn wrong_shard(shard_url: &str) -> Vec<u8> {
+        serde_json::to_vec(&ErrorBody {
+            error: "wrong_shard".into(),
+            message: "scripted".into(),
+            current_epoch: Some(3),
+            shard_url: Some(shard_url.to_owned()),
+        })
+        .unwrap()
+    }
+
+    /// A 421 naming another shard is followed once; one naming the shard
+    /// just tried, an invalid URL or a second 421 is returned as the error.
+    #[tokio::test]
+    async fn a_421_is_retried_once_at_the_shard_it_names() {
+        let (right, seen_right) = serve(vec![(400, None, error("bad_query"))]).await;
+        let (wrong, seen_wrong) = serve(vec![(421, None, wrong_shard(&right))]).await;
+        // Unsharded view of the epoch: the query goes to `wrong` first.
+        let q = Prober::new(Arc::new(two_db_manifest(vec![])))
+            .prepare_bit(1, 5)
+            .unwrap();
+        let auditor = Auditor::new(&wrong).unwrap();
+        match auditor.query(&q).await {
+            Err(Error::Server { status, code, .. }) => {
+                assert_eq!((status, code.as_str()), (400, "bad_query"))
+            }
+            other => panic!("{other:?}"),
+        }
+        let paths = |s: &Script| -> Vec<(String, usize)> {
+            s.seen
+                .lock()
+                .unwrap()
+                .iter()
+                .map(|r| (r.1.clone(), r.2))
+                .collect()
+        };
+        let sent = ("/v1/epochs/3/dbs/1/query".to_owned(), q.body.len());
+        assert_eq!(paths(&seen_wrong), [sent.clone()]);
+        assert_eq!(paths(&seen_right), [sent.clone()]);
+
+        // Two shards that each name the other: one retry, then the error.
+        let (b, seen_b) = serve(vec![(421, None, wrong_shard("http://127.0.0.1:9"))]).await;
+        let (a, seen_a) = serve(vec![(421, None, wrong_shard(&b))]).await;
+        match Auditor::new(&a).unwrap().query(&q).await {
+            Err(Error::Server { status, code, .. }) => {
+                assert_eq!((status, code.as_str()), (421, "wrong_shard"))
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!((paths(&seen_a).len(), paths(&seen_b).len()), (1, 1));
+
+        // No valid URL named: not retried.
+        for body in [
+            wrong_shard("ftp://x"),
+            wrong_shard(""),
+            error("wrong_shard"),
+        ] {
+            let (c, seen_c) = serve(vec![(421, None, body)]).await;
+            let e = Auditor::new(&c).unwrap().query(&q).await.unwrap_err();
+            assert!(matches!(e, Error::Server { status: 421, .. }), "{e:?}");
+            assert_eq!(paths(&seen_c).len(), 1);
+        }
     }
 
     /// A policy whose sleeper records the waits and returns at once.

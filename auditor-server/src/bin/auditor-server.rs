@@ -5,6 +5,9 @@
 //! auditor-server build-epoch --database-url sqlite://ct-ingest.db --epoch-dir epochs
 //! auditor-server epoch plan --config auditor.toml --out specs/next.json   # sharded mode
 //! auditor-server build-epoch --config auditor.toml --shard-index 2 --epoch-spec specs/next.json
+//! auditor-server epoch prepare --object-store s3://bucket/prefix        # coordinator
+//! auditor-server serve --shard-index 2 --object-store s3://bucket/prefix
+//! auditor-server epoch publish --object-store s3://bucket/prefix --timeout-seconds 14400
 //! auditor-server bench load --db-bits 30 --clients 1,4,16
 //! auditor-server bench build --entries 100000,1000000
 //! ```
@@ -17,7 +20,7 @@ use anyhow::Context as _;
 use auditor_server::config::{redact_secrets, redact_url};
 use auditor_server::error::error_chain;
 use auditor_server::plan::{self, EpochSpec};
-use auditor_server::{bench, epoch, memory, service::Service, Config};
+use auditor_server::{bench, epoch, service::Service, Config};
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
@@ -35,6 +38,10 @@ struct Cli {
     /// Epoch directory (overrides config and environment).
     #[arg(long, global = true)]
     epoch_dir: Option<PathBuf>,
+    /// Object store of prepared epochs, file:///dir or s3://bucket/prefix
+    /// (overrides [shard] object_store and AUDITOR_OBJECT_STORE).
+    #[arg(long, global = true)]
+    object_store: Option<String>,
     #[command(subcommand)]
     cmd: Cmd,
 }
@@ -74,7 +81,8 @@ enum Cmd {
         #[command(flatten)]
         shard: ShardArgs,
     },
-    /// Epoch specs for sharded mode.
+    /// Epochs of sharded mode: specs, and the coordinator's object-store
+    /// steps.
     Epoch {
         #[command(subcommand)]
         which: EpochCmd,
@@ -107,7 +115,56 @@ enum EpochCmd {
         #[arg(long)]
         shard_count: Option<u32>,
     },
+    /// Coordinator: snapshot the store once, draw the epoch's seeds and
+    /// write the sorted, checksummed snapshot and the epoch spec to the
+    /// object store. The shards build their databases from it. Prints
+    /// each shard's databases and memory estimate.
+    Prepare {
+        /// Epoch id (default: one more than the newest in the object store
+        /// or the epoch directory, or 1).
+        #[arg(long)]
+        epoch: Option<u64>,
+        /// Snapshot time (Unix seconds; default now).
+        #[arg(long)]
+        now: Option<i64>,
+        /// Shard count (overrides [shard] count).
+        #[arg(long)]
+        shard_count: Option<u32>,
+        /// Prepared epochs kept in the object store (older ones are
+        /// deleted, never the newest published one).
+        #[arg(long, default_value_t = 3)]
+        keep: usize,
+    },
+    /// Coordinator: mark the newest prepared epoch published once every
+    /// shard has reported ready, waiting up to --timeout-seconds. Exit
+    /// status 0: published (or already was); 2: not every shard ready in
+    /// time (the epoch stays unpublished, the shards keep serving the
+    /// previous one); 1: any other error.
+    Publish {
+        /// The epoch (default: the newest prepared; an older one is refused).
+        #[arg(long)]
+        epoch: Option<u64>,
+        /// How long to wait for the shards (0: check once).
+        #[arg(long, default_value_t = 0)]
+        timeout_seconds: u64,
+        /// How often to look.
+        #[arg(long, default_value_t = 10)]
+        poll_seconds: u64,
+    },
 }
+
+/// `epoch publish` gave up: not every shard reported ready in time (exit
+/// status 2).
+#[derive(Debug)]
+struct PublishTimedOut(String);
+
+impl std::fmt::Display for PublishTimedOut {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for PublishTimedOut {}
 
 impl ShardArgs {
     fn apply(&self, c: &mut Config) {
@@ -130,6 +187,9 @@ fn load_config(cli: &Cli) -> anyhow::Result<Config> {
     }
     if let Some(d) = &cli.epoch_dir {
         c.epoch_dir = d.clone();
+    }
+    if let Some(u) = &cli.object_store {
+        c.shard.object_store = Some(u.clone());
     }
     Ok(c)
 }
@@ -159,7 +219,11 @@ async fn main() -> ExitCode {
                 msg = redact_secrets(&msg, u);
             }
             eprintln!("Error: {msg}");
-            ExitCode::FAILURE
+            if e.downcast_ref::<PublishTimedOut>().is_some() {
+                ExitCode::from(2)
+            } else {
+                ExitCode::FAILURE
+            }
         }
     }
 }
@@ -270,32 +334,72 @@ async fn run(cli: &Cli, urls: &mut Vec<String>) -> anyhow::Result<()> {
             store.close().await;
             let spec = spec?;
             spec.write(&out)?;
-            let m = &spec.manifest;
-            let shards: Vec<serde_json::Value> = (0..config.shard.count)
-                .map(|i| {
-                    let own = match &m.shards {
-                        Some(map) => map.databases_of(i, m.dbs.len() as u32),
-                        None => (0..m.dbs.len() as u32).collect(),
-                    };
-                    let need = memory::need(m, &own, true)?;
-                    Ok(serde_json::json!({
-                        "shard": i,
-                        "url": m.shards.as_ref().and_then(|s| s.urls.get(i as usize)),
-                        "databases": own.len(),
-                        "memory_serving_bytes": need.serving(),
-                        "memory_build_peak_bytes": need.peak(),
-                    }))
-                })
-                .collect::<anyhow::Result<_>>()?;
-            let summary = serde_json::json!({
-                "epoch": m.epoch,
-                "snapshot_at": m.snapshot_at,
-                "entries": m.entries,
-                "databases": m.dbs.len(),
-                "shards": shards,
-            });
+            let summary = plan::shard_summary(&spec.manifest)?;
             println!("{}", serde_json::to_string_pretty(&summary)?);
             eprintln!("wrote {}", out.display());
+        }
+        Cmd::Epoch {
+            which:
+                EpochCmd::Prepare {
+                    epoch: id,
+                    now,
+                    shard_count,
+                    keep,
+                },
+        } => {
+            let mut config = load_config(cli)?;
+            urls.push(config.database_url().to_owned());
+            if let Some(n) = shard_count {
+                config.shard.count = *n;
+            }
+            config.shard.index = 0;
+            config.validate()?;
+            let objects = open_objects(&config)?;
+            let id = match id {
+                Some(id) => *id,
+                None => {
+                    let in_store = objects.epoch_ids().await?.last().copied();
+                    let on_disk = if config.epoch_dir.is_dir() {
+                        epoch::EpochDir::open(&config.epoch_dir)?.latest()?
+                    } else {
+                        None
+                    };
+                    in_store.max(on_disk).map_or(1, |n| n + 1)
+                }
+            };
+            let store = ct_store::Store::connect(config.database_url())
+                .await
+                .with_context(|| {
+                    format!(
+                        "opening the entry store {}",
+                        redact_url(config.database_url())
+                    )
+                })?;
+            let now = now.unwrap_or_else(epoch::unix_now_s);
+            let snap = epoch::snapshot(&store, now).await;
+            store.close().await;
+            let snap = snap?;
+            let spec = plan::plan_snapshot(&snap, &config, id)?;
+            let bytes = objects.prepare(&spec, &snap.hashes).await?;
+            let gone = objects.prune((*keep).max(2)).await?;
+            let mut summary = plan::shard_summary(&spec.manifest)?;
+            summary["snapshot_bytes"] = bytes.into();
+            summary["object_store"] = objects.to_string().into();
+            summary["pruned_epochs"] = gone.into();
+            println!("{}", serde_json::to_string_pretty(&summary)?);
+            eprintln!("prepared epoch {id} in {objects}");
+        }
+        Cmd::Epoch {
+            which:
+                EpochCmd::Publish {
+                    epoch: id,
+                    timeout_seconds,
+                    poll_seconds,
+                },
+        } => {
+            let config = load_config(cli)?;
+            let objects = open_objects(&config)?;
+            publish(&objects, *id, *timeout_seconds, *poll_seconds).await?;
         }
         Cmd::Bench { which } => {
             let out = bench::run(which).await?;
@@ -303,6 +407,89 @@ async fn run(cli: &Cli, urls: &mut Vec<String>) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+fn open_objects(config: &Config) -> anyhow::Result<auditor_server::objstore::Objects> {
+    let url = config.shard.object_store.as_deref().context(
+        "no object store: pass --object-store file:///dir or s3://bucket/prefix \
+         (or set AUDITOR_OBJECT_STORE, or [shard] object_store)",
+    )?;
+    Ok(auditor_server::objstore::Objects::open(url)?)
+}
+
+/// `epoch publish`: waits up to `timeout_s` for every shard's ready
+/// marker of epoch `id` (default: the newest prepared), then writes the
+/// published marker. Object store failures while waiting are retried
+/// until the deadline.
+async fn publish(
+    objects: &auditor_server::objstore::Objects,
+    id: Option<u64>,
+    timeout_s: u64,
+    poll_s: u64,
+) -> anyhow::Result<()> {
+    use auditor_server::objstore::{PublishedMarker, TimedOutMarker};
+    let newest = objects
+        .newest_prepared()
+        .await?
+        .with_context(|| format!("no prepared epoch in {objects}"))?;
+    let id = id.unwrap_or(newest);
+    if id < newest {
+        anyhow::bail!(
+            "epoch {id} is older than the newest prepared epoch {newest}: only the newest is published"
+        );
+    }
+    if objects.is_published(id).await? {
+        eprintln!("epoch {id} is already published");
+        return Ok(());
+    }
+    let spec = objects
+        .spec(id)
+        .await?
+        .with_context(|| format!("epoch {id} is not prepared in {objects}"))?;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(timeout_s);
+    let mut last = (Vec::new(), Vec::new());
+    loop {
+        match objects.ready_shards(&spec).await {
+            Ok((ready, missing)) if missing.is_empty() => {
+                objects
+                    .write_published(&PublishedMarker {
+                        epoch: id,
+                        shards: ready.len() as u32,
+                        at: epoch::unix_now_s(),
+                    })
+                    .await?;
+                println!(
+                    "{}",
+                    serde_json::json!({ "epoch": id, "published": true, "shards": ready.len() })
+                );
+                eprintln!("published epoch {id}: all {} shard(s) ready", ready.len());
+                return Ok(());
+            }
+            Ok(r) => last = r,
+            Err(e) => tracing::warn!(error = %error_chain(&e), "object store: retrying"),
+        }
+        if std::time::Instant::now() >= deadline {
+            break;
+        }
+        tracing::info!(epoch = id, ready = ?last.0, missing = ?last.1, "waiting for shards");
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        tokio::time::sleep(std::time::Duration::from_secs(poll_s.max(1)).min(left)).await;
+    }
+    let (ready, missing) = last;
+    let marker = TimedOutMarker {
+        epoch: id,
+        ready,
+        missing: missing.clone(),
+        at: epoch::unix_now_s(),
+    };
+    if let Err(e) = objects.write_timed_out(&marker).await {
+        tracing::warn!(error = %error_chain(&e), "could not record the timeout");
+    }
+    Err(PublishTimedOut(format!(
+        "epoch {id} not published: shard(s) {missing:?} not ready after {timeout_s} s \
+         (the shards keep serving the previous epoch)"
+    ))
+    .into())
 }
 
 /// The id `epoch plan` gives the next epoch: one more than the spec

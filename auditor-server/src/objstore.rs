@@ -1,0 +1,1003 @@
+//! Epochs across machines through object storage (`docs/operator.md`
+//! §Sharded mode): the coordinator's `auditor-server epoch prepare` takes
+//! the snapshot of S from the SQL store once and writes it, sorted and
+//! checksummed, next to the epoch spec ([`crate::plan::EpochSpec`]: the
+//! complete manifest with seeds, coverage, layout and shard map); every
+//! shard streams and verifies it, builds its own databases, persists them
+//! and reports ready; `auditor-server epoch publish` marks the epoch
+//! published once every shard has, and only then do the shards serve it.
+//!
+//! Objects, under the store's prefix (`epochs/<id>` with the id in 12
+//! digits, so names sort like ids):
+//!
+//! | object | written by | content |
+//! |---|---|---|
+//! | `epochs/<id>/snapshot.bin` | `epoch prepare`, first | the leaf hashes ([`SNAPSHOT_MAGIC`] format below) |
+//! | `epochs/<id>/spec.json` | `epoch prepare`, last: its presence makes the epoch *prepared* | the epoch spec |
+//! | `epochs/<id>/ready/<shard>` | each shard, after persisting its databases | [`ReadyMarker`] |
+//! | `epochs/<id>/published` | `epoch publish`, once every shard is ready | [`PublishedMarker`] |
+//! | `epochs/<id>/publish-timed-out` | `epoch publish`, when its deadline passes first | [`TimedOutMarker`] |
+//!
+//! Snapshot format, version 1 (all integers little-endian):
+//!
+//! ```text
+//! magic "CTAUSNAP" (8) ‖ version u32 = 1 ‖ epoch u64 ‖ count u64
+//! ‖ set digest (32: crate::plan::set_digest of the hashes)
+//! ‖ count × 32-byte leaf hashes, strictly ascending
+//! ‖ SHA-256 of every byte before it (32)
+//! ```
+//!
+//! The reader ([`SnapshotDecoder`]) is fed the object as it streams in; it
+//! checks the header against the spec (epoch, count — at most
+//! [`MAX_SNAPSHOT_ENTRIES`] — and set digest) before accepting any body,
+//! that every hash is greater than the one before (sorted, no
+//! duplicates), the set digest and the checksum, and that nothing follows
+//! the checksum. A shard builds nothing from a snapshot that fails any of
+//! these.
+//!
+//! Objects are replaced whole (a local directory writes a temporary file
+//! and renames it; S3 makes an object visible only once its upload
+//! completes), so a reader sees an old object, a new one or none.
+
+use std::sync::Arc;
+
+use audit_proto::{Manifest, ShardMap};
+use futures_util::StreamExt as _;
+use object_store::path::Path as ObjPath;
+use object_store::{ObjectStore, ObjectStoreExt as _, PutPayload};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::error::{Error, Result};
+use crate::plan::{EpochSpec, SET_DOMAIN};
+
+/// Magic of a snapshot object.
+pub const SNAPSHOT_MAGIC: &[u8; 8] = b"CTAUSNAP";
+/// Version of the snapshot format.
+pub const SNAPSHOT_VERSION: u32 = 1;
+/// Snapshot header: magic, version, epoch, count, set digest.
+pub const SNAPSHOT_HEADER: usize = 8 + 4 + 8 + 8 + 32;
+/// Most leaf hashes a snapshot may hold (2^36, ~14 times the 5·10^9
+/// entries of the internet-scale deployment).
+pub const MAX_SNAPSHOT_ENTRIES: u64 = 1 << 36;
+/// Largest marker or spec object read.
+const MAX_MARKER_BYTES: u64 = 64 << 10;
+/// Bytes per part of a snapshot upload.
+const UPLOAD_PART: usize = 16 << 20;
+/// Newest epoch directories looked at when searching for the newest
+/// prepared or published epoch.
+const SCAN_DEPTH: usize = 16;
+
+/// Name of the snapshot object in an epoch's directory.
+pub const SNAPSHOT_OBJECT: &str = "snapshot.bin";
+/// Name of the spec object.
+pub const SPEC_OBJECT: &str = "spec.json";
+/// Name of the published marker.
+pub const PUBLISHED_OBJECT: &str = "published";
+/// Name of the marker `epoch publish` leaves when its deadline passes.
+pub const TIMED_OUT_OBJECT: &str = "publish-timed-out";
+
+/// Checks an object store URL without opening it: `file:///absolute/dir`
+/// or `s3://bucket[/prefix]`.
+pub fn check_url(url: &str) -> Result<()> {
+    parse_url(url).map(drop)
+}
+
+enum Location {
+    Dir(std::path::PathBuf),
+    S3 { bucket: String, prefix: String },
+}
+
+fn parse_url(url: &str) -> Result<Location> {
+    let bad = |why: &str| {
+        Error::Config(format!(
+            "object store {url:?}: {why} (expected file:///absolute/dir or s3://bucket/prefix)"
+        ))
+    };
+    if let Some(path) = url.strip_prefix("file://") {
+        if !path.starts_with('/') {
+            return Err(bad("a file URL needs an absolute path"));
+        }
+        if path.contains(['?', '#', '%']) {
+            return Err(bad("no query, fragment or percent-escapes in a file URL"));
+        }
+        return Ok(Location::Dir(std::path::PathBuf::from(path)));
+    }
+    if let Some(rest) = url.strip_prefix("s3://") {
+        let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+        let valid_bucket = (3..=63).contains(&bucket.len())
+            && bucket
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.');
+        if !valid_bucket {
+            return Err(bad("not a valid S3 bucket name"));
+        }
+        let prefix = prefix.trim_matches('/');
+        let plain = prefix.is_empty()
+            || (!prefix.contains(['?', '#', '%', '\\'])
+                && prefix
+                    .split('/')
+                    .all(|p| !p.is_empty() && p != "." && p != ".."));
+        if !plain {
+            return Err(bad("the prefix must be plain path segments"));
+        }
+        return Ok(Location::S3 {
+            bucket: bucket.to_owned(),
+            prefix: prefix.to_owned(),
+        });
+    }
+    Err(bad("unsupported scheme"))
+}
+
+fn store_err(what: &str, e: object_store::Error) -> Error {
+    Error::ObjectStore(format!("{what}: {e}"))
+}
+
+/// What a shard writes to `epochs/<id>/ready/<shard>` once its databases
+/// of the epoch are persisted.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReadyMarker {
+    /// The epoch.
+    pub epoch: u64,
+    /// The shard's index.
+    pub shard: u32,
+    /// The shard count it was configured with.
+    pub count: u32,
+    /// Its databases.
+    pub databases: Vec<u32>,
+    /// SHA-256 of the manifest its bitmaps are bound to
+    /// ([`crate::epoch::manifest_digest`]): the same on every shard.
+    #[serde(with = "audit_proto::hex::array")]
+    pub manifest_sha256: [u8; 32],
+    /// When (Unix s).
+    pub at: i64,
+}
+
+/// What `epoch publish` writes to `epochs/<id>/published`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PublishedMarker {
+    /// The epoch.
+    pub epoch: u64,
+    /// Number of shards that reported ready.
+    pub shards: u32,
+    /// When (Unix s).
+    pub at: i64,
+}
+
+/// What `epoch publish` writes to `epochs/<id>/publish-timed-out` when
+/// not every shard reported ready in time.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TimedOutMarker {
+    /// The epoch.
+    pub epoch: u64,
+    /// The shards that were ready.
+    pub ready: Vec<u32>,
+    /// The shards that were not.
+    pub missing: Vec<u32>,
+    /// When (Unix s).
+    pub at: i64,
+}
+
+/// The shard count an epoch is planned for.
+pub fn shard_count(m: &Manifest) -> u32 {
+    m.shards.as_ref().map_or(1, ShardMap::count)
+}
+
+/// An object store holding prepared epochs.
+#[derive(Clone)]
+pub struct Objects {
+    store: Arc<dyn ObjectStore>,
+    prefix: String,
+    url: String,
+}
+
+impl std::fmt::Debug for Objects {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.url)
+    }
+}
+
+impl std::fmt::Display for Objects {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.url)
+    }
+}
+
+impl Objects {
+    /// Opens `url`: `file:///dir` (created if missing) or
+    /// `s3://bucket/prefix`, with the credentials, region and endpoint of
+    /// the `AWS_*` environment variables (`AWS_ACCESS_KEY_ID`,
+    /// `AWS_SECRET_ACCESS_KEY`, `AWS_REGION`, `AWS_ENDPOINT_URL` and
+    /// `AWS_ALLOW_HTTP=true` for an S3-compatible store over plain HTTP).
+    pub fn open(url: &str) -> Result<Objects> {
+        Objects::open_with(url, std::env::vars())
+    }
+
+    /// [`Objects::open`] with the `AWS_*` settings taken from `vars`
+    /// instead of the environment (other keys are ignored).
+    pub fn open_with(
+        url: &str,
+        vars: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<Objects> {
+        let (store, prefix): (Arc<dyn ObjectStore>, String) = match parse_url(url)? {
+            Location::Dir(dir) => {
+                std::fs::create_dir_all(&dir).map_err(crate::error::io(&dir))?;
+                let fs = object_store::local::LocalFileSystem::new_with_prefix(&dir)
+                    .map_err(|e| store_err(url, e))?;
+                (Arc::new(fs), String::new())
+            }
+            Location::S3 { bucket, prefix } => {
+                let mut b = object_store::aws::AmazonS3Builder::new();
+                for (k, v) in vars {
+                    if let Some(key) = k
+                        .strip_prefix("AWS_")
+                        .and_then(|_| k.to_ascii_lowercase().parse().ok())
+                    {
+                        b = b.with_config(key, v);
+                    }
+                }
+                let s3 = b
+                    .with_bucket_name(bucket)
+                    .build()
+                    .map_err(|e| store_err(url, e))?;
+                (Arc::new(s3), prefix)
+            }
+        };
+        Ok(Objects {
+            store,
+            prefix,
+            url: url.to_owned(),
+        })
+    }
+
+    /// Wraps any object store (e.g. `object_store::memory::InMemory` in
+    /// tests), objects under `prefix`.
+    pub fn from_store(store: Arc<dyn ObjectStore>, prefix: &str, name: &str) -> Objects {
+        Objects {
+            store,
+            prefix: prefix.trim_matches('/').to_owned(),
+            url: name.to_owned(),
+        }
+    }
+
+    fn key(&self, rel: &str) -> ObjPath {
+        if self.prefix.is_empty() {
+            ObjPath::from(rel)
+        } else {
+            ObjPath::from(format!("{}/{rel}", self.prefix))
+        }
+    }
+
+    fn epoch_key(&self, id: u64, name: &str) -> ObjPath {
+        self.key(&format!("epochs/{id:012}/{name}"))
+    }
+
+    /// Every epoch directory in the store (prepared or not), ascending.
+    pub async fn epoch_ids(&self) -> Result<Vec<u64>> {
+        let dir = self.key("epochs");
+        let list = self
+            .store
+            .list_with_delimiter(Some(&dir))
+            .await
+            .map_err(|e| store_err("listing epochs", e))?;
+        let mut ids: Vec<u64> = list
+            .common_prefixes
+            .iter()
+            .filter_map(|p| p.filename())
+            .filter(|n| n.len() == 12)
+            .filter_map(|n| n.parse().ok())
+            .collect();
+        ids.sort_unstable();
+        Ok(ids)
+    }
+
+    async fn exists(&self, key: &ObjPath) -> Result<bool> {
+        match self.store.head(key).await {
+            Ok(_) => Ok(true),
+            Err(object_store::Error::NotFound { .. }) => Ok(false),
+            Err(e) => Err(store_err(&format!("looking up {key}"), e)),
+        }
+    }
+
+    async fn read_small(&self, key: &ObjPath) -> Result<Option<Vec<u8>>> {
+        let got = match self.store.get(key).await {
+            Ok(g) => g,
+            Err(object_store::Error::NotFound { .. }) => return Ok(None),
+            Err(e) => return Err(store_err(&format!("reading {key}"), e)),
+        };
+        if got.meta.size > MAX_MARKER_BYTES {
+            return Err(Error::Corrupt {
+                path: key.to_string(),
+                why: format!("{} bytes, more than {MAX_MARKER_BYTES}", got.meta.size),
+            });
+        }
+        let mut stream = got.into_stream();
+        let mut out = Vec::new();
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(|e| store_err(&format!("reading {key}"), e))?;
+            if (out.len() + chunk.len()) as u64 > MAX_MARKER_BYTES {
+                return Err(Error::Corrupt {
+                    path: key.to_string(),
+                    why: format!("more than {MAX_MARKER_BYTES} bytes"),
+                });
+            }
+            out.extend_from_slice(&chunk);
+        }
+        Ok(Some(out))
+    }
+
+    async fn read_json<T: serde::de::DeserializeOwned>(&self, key: &ObjPath) -> Result<Option<T>> {
+        match self.read_small(key).await? {
+            None => Ok(None),
+            Some(b) => serde_json::from_slice(&b)
+                .map(Some)
+                .map_err(|e| Error::Corrupt {
+                    path: key.to_string(),
+                    why: e.to_string(),
+                }),
+        }
+    }
+
+    async fn put(&self, key: &ObjPath, bytes: Vec<u8>) -> Result<()> {
+        self.store
+            .put(key, PutPayload::from(bytes))
+            .await
+            .map(drop)
+            .map_err(|e| store_err(&format!("writing {key}"), e))
+    }
+
+    fn json<T: Serialize>(v: &T) -> Vec<u8> {
+        // Plain structs of integers and strings: cannot fail.
+        let mut b = serde_json::to_vec_pretty(v).unwrap_or_default();
+        b.push(b'\n');
+        b
+    }
+
+    /// The spec of epoch `id`, if it is prepared (checked like a spec
+    /// file, and that it names epoch `id`).
+    pub async fn spec(&self, id: u64) -> Result<Option<EpochSpec>> {
+        let key = self.epoch_key(id, SPEC_OBJECT);
+        let Some(bytes) = self.read_small(&key).await? else {
+            return Ok(None);
+        };
+        let spec = EpochSpec::from_json(&bytes).map_err(|e| Error::Corrupt {
+            path: key.to_string(),
+            why: crate::error::error_chain(&e),
+        })?;
+        if spec.manifest.epoch != id {
+            return Err(Error::Corrupt {
+                path: key.to_string(),
+                why: format!("names epoch {}", spec.manifest.epoch),
+            });
+        }
+        Ok(Some(spec))
+    }
+
+    /// The newest prepared epoch (one with a spec), among the newest
+    /// epoch directories.
+    pub async fn newest_prepared(&self) -> Result<Option<u64>> {
+        for id in self.epoch_ids().await?.into_iter().rev().take(SCAN_DEPTH) {
+            if self.exists(&self.epoch_key(id, SPEC_OBJECT)).await? {
+                return Ok(Some(id));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The newest published epoch, among the newest epoch directories.
+    pub async fn newest_published(&self) -> Result<Option<u64>> {
+        for id in self.epoch_ids().await?.into_iter().rev().take(SCAN_DEPTH) {
+            if self.is_published(id).await? {
+                return Ok(Some(id));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Writes epoch `spec`'s snapshot `hashes` (sorted, deduplicated: the
+    /// set the spec's digest names), then the spec: the epoch is prepared
+    /// once this returns. Returns the snapshot's size in bytes.
+    pub async fn prepare(&self, spec: &EpochSpec, hashes: &[[u8; 32]]) -> Result<u64> {
+        let m = &spec.manifest;
+        if hashes.len() as u64 != m.entries || crate::plan::set_digest(hashes) != spec.set_sha256 {
+            return Err(Error::Internal(
+                "the snapshot is not the set the spec was planned from".into(),
+            ));
+        }
+        if self.exists(&self.epoch_key(m.epoch, SPEC_OBJECT)).await? {
+            return Err(Error::Config(format!(
+                "epoch {} is already prepared in {self}",
+                m.epoch
+            )));
+        }
+        let key = self.epoch_key(m.epoch, SNAPSHOT_OBJECT);
+        let upload = self
+            .store
+            .put_multipart(&key)
+            .await
+            .map_err(|e| store_err(&format!("writing {key}"), e))?;
+        let mut w = object_store::WriteMultipart::new_with_chunk_size(upload, UPLOAD_PART);
+        let header = snapshot_header(m.epoch, hashes.len() as u64, &spec.set_sha256);
+        let mut sum = Sha256::new();
+        sum.update(header);
+        w.write(&header);
+        for chunk in hashes.chunks(UPLOAD_PART / 32) {
+            w.wait_for_capacity(4)
+                .await
+                .map_err(|e| store_err(&format!("writing {key}"), e))?;
+            let bytes = chunk.as_flattened();
+            sum.update(bytes);
+            w.write(bytes);
+        }
+        w.write(&sum.finalize());
+        w.finish()
+            .await
+            .map_err(|e| store_err(&format!("writing {key}"), e))?;
+        self.put(&self.epoch_key(m.epoch, SPEC_OBJECT), spec.to_json())
+            .await?;
+        Ok(snapshot_len(hashes.len() as u64))
+    }
+
+    /// Streams epoch `spec`'s snapshot and returns its leaf hashes once
+    /// every check of [`SnapshotDecoder`] has passed.
+    pub async fn read_snapshot(&self, spec: &EpochSpec) -> Result<Vec<[u8; 32]>> {
+        let m = &spec.manifest;
+        let key = self.epoch_key(m.epoch, SNAPSHOT_OBJECT);
+        let mut dec = SnapshotDecoder::new(
+            key.to_string(),
+            SnapshotExpect {
+                epoch: m.epoch,
+                count: m.entries,
+                set_sha256: spec.set_sha256,
+            },
+        )?;
+        let got = self
+            .store
+            .get(&key)
+            .await
+            .map_err(|e| store_err(&format!("reading {key}"), e))?;
+        if got.meta.size != dec.total_len() {
+            return Err(dec.corrupt(format!(
+                "{} bytes, expected {} for {} entries",
+                got.meta.size,
+                dec.total_len(),
+                m.entries
+            )));
+        }
+        let mut stream = got.into_stream();
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(|e| store_err(&format!("reading {key}"), e))?;
+            dec.feed(&chunk)?;
+        }
+        dec.finish()
+    }
+
+    /// Reports shard `marker.shard` ready for epoch `marker.epoch`.
+    pub async fn write_ready(&self, marker: &ReadyMarker) -> Result<()> {
+        let key = self.epoch_key(marker.epoch, &format!("ready/{:04}", marker.shard));
+        self.put(&key, Self::json(marker)).await
+    }
+
+    /// Shard `shard`'s ready marker of epoch `id`, if any.
+    pub async fn ready(&self, id: u64, shard: u32) -> Result<Option<ReadyMarker>> {
+        self.read_json(&self.epoch_key(id, &format!("ready/{shard:04}")))
+            .await
+    }
+
+    /// The shards whose ready marker for `spec`'s epoch is valid: it names
+    /// the epoch, the shard, the spec's shard count and databases, and the
+    /// manifest digest of the spec; and the shards that are not ready.
+    pub async fn ready_shards(&self, spec: &EpochSpec) -> Result<(Vec<u32>, Vec<u32>)> {
+        let m = &spec.manifest;
+        let digest = crate::epoch::manifest_digest(&m.to_json());
+        let count = shard_count(m);
+        let (mut ready, mut missing) = (Vec::new(), Vec::new());
+        for shard in 0..count {
+            let own = match &m.shards {
+                Some(map) => map.databases_of(shard, m.dbs.len() as u32),
+                None => (0..m.dbs.len() as u32).collect(),
+            };
+            let ok = match self.ready(m.epoch, shard).await {
+                Ok(Some(r)) => {
+                    r.epoch == m.epoch
+                        && r.shard == shard
+                        && r.count == count
+                        && r.databases == own
+                        && r.manifest_sha256 == digest
+                }
+                Ok(None) => false,
+                Err(Error::Corrupt { path, why }) => {
+                    tracing::warn!(%path, %why, "ready marker unreadable: shard counted as not ready");
+                    false
+                }
+                Err(e) => return Err(e),
+            };
+            if ok {
+                ready.push(shard);
+            } else {
+                missing.push(shard);
+            }
+        }
+        Ok((ready, missing))
+    }
+
+    /// Whether epoch `id` is published.
+    pub async fn is_published(&self, id: u64) -> Result<bool> {
+        self.exists(&self.epoch_key(id, PUBLISHED_OBJECT)).await
+    }
+
+    /// Marks epoch `id` published.
+    pub async fn write_published(&self, marker: &PublishedMarker) -> Result<()> {
+        self.put(
+            &self.epoch_key(marker.epoch, PUBLISHED_OBJECT),
+            Self::json(marker),
+        )
+        .await
+    }
+
+    /// Records that `epoch publish` gave up on epoch `marker.epoch`.
+    pub async fn write_timed_out(&self, marker: &TimedOutMarker) -> Result<()> {
+        self.put(
+            &self.epoch_key(marker.epoch, TIMED_OUT_OBJECT),
+            Self::json(marker),
+        )
+        .await
+    }
+
+    /// Whether `epoch publish` gave up on epoch `id`.
+    pub async fn timed_out(&self, id: u64) -> Result<bool> {
+        self.exists(&self.epoch_key(id, TIMED_OUT_OBJECT)).await
+    }
+
+    /// Deletes every epoch directory older than the newest `keep` ones,
+    /// except the newest published epoch and anything newer. Returns the
+    /// epochs deleted.
+    pub async fn prune(&self, keep: usize) -> Result<Vec<u64>> {
+        let ids = self.epoch_ids().await?;
+        let published = self.newest_published().await?;
+        let mut gone = Vec::new();
+        for &id in ids.iter().take(ids.len().saturating_sub(keep)) {
+            if published.is_some_and(|p| id >= p) {
+                continue;
+            }
+            let dir = self.key(&format!("epochs/{id:012}"));
+            let mut list = self.store.list(Some(&dir));
+            while let Some(meta) = list.next().await {
+                let meta = meta.map_err(|e| store_err("listing an old epoch", e))?;
+                match self.store.delete(&meta.location).await {
+                    Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
+                    Err(e) => return Err(store_err(&format!("deleting {}", meta.location), e)),
+                }
+            }
+            gone.push(id);
+        }
+        Ok(gone)
+    }
+}
+
+/// Bytes of a snapshot of `count` entries.
+pub fn snapshot_len(count: u64) -> u64 {
+    SNAPSHOT_HEADER as u64 + 32 * count + 32
+}
+
+fn snapshot_header(epoch: u64, count: u64, set: &[u8; 32]) -> [u8; SNAPSHOT_HEADER] {
+    let mut h = [0u8; SNAPSHOT_HEADER];
+    h[..8].copy_from_slice(SNAPSHOT_MAGIC);
+    h[8..12].copy_from_slice(&SNAPSHOT_VERSION.to_le_bytes());
+    h[12..20].copy_from_slice(&epoch.to_le_bytes());
+    h[20..28].copy_from_slice(&count.to_le_bytes());
+    h[28..].copy_from_slice(set);
+    h
+}
+
+/// The whole snapshot object of `hashes` (tests and tools; `prepare`
+/// streams the same bytes).
+pub fn encode_snapshot(epoch: u64, hashes: &[[u8; 32]]) -> Vec<u8> {
+    let set = crate::plan::set_digest(hashes);
+    let mut out = Vec::with_capacity(snapshot_len(hashes.len() as u64) as usize);
+    out.extend_from_slice(&snapshot_header(epoch, hashes.len() as u64, &set));
+    out.extend_from_slice(hashes.as_flattened());
+    let sum = Sha256::digest(&out);
+    out.extend_from_slice(&sum);
+    out
+}
+
+/// What a snapshot must hold (from the epoch spec).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SnapshotExpect {
+    /// Its epoch.
+    pub epoch: u64,
+    /// |S|.
+    pub count: u64,
+    /// [`crate::plan::set_digest`] of S.
+    pub set_sha256: [u8; 32],
+}
+
+/// Incremental reader of a snapshot object: [`SnapshotDecoder::feed`] it
+/// the bytes as they arrive, then [`SnapshotDecoder::finish`].
+#[derive(Debug)]
+pub struct SnapshotDecoder {
+    name: String,
+    want: SnapshotExpect,
+    /// Bytes consumed so far.
+    pos: u64,
+    header: Vec<u8>,
+    /// A leaf hash split across chunks.
+    carry: Vec<u8>,
+    trailer: Vec<u8>,
+    hashes: Vec<[u8; 32]>,
+    file: Sha256,
+    set: Sha256,
+}
+
+impl SnapshotDecoder {
+    /// A reader of the snapshot `name` that must hold `want`. Refuses a
+    /// count over [`MAX_SNAPSHOT_ENTRIES`].
+    pub fn new(name: String, want: SnapshotExpect) -> Result<SnapshotDecoder> {
+        if want.count > MAX_SNAPSHOT_ENTRIES {
+            return Err(Error::Corrupt {
+                path: name,
+                why: format!(
+                    "{} entries planned, more than {MAX_SNAPSHOT_ENTRIES}",
+                    want.count
+                ),
+            });
+        }
+        let mut set = Sha256::new();
+        set.update(SET_DOMAIN);
+        set.update(want.count.to_be_bytes());
+        Ok(SnapshotDecoder {
+            name,
+            want,
+            pos: 0,
+            header: Vec::with_capacity(SNAPSHOT_HEADER),
+            carry: Vec::with_capacity(32),
+            trailer: Vec::with_capacity(32),
+            // grown as the hashes arrive, not sized by the claim
+            hashes: Vec::with_capacity(want.count.min(1 << 16) as usize),
+            file: Sha256::new(),
+            set,
+        })
+    }
+
+    /// The object's length in bytes.
+    pub fn total_len(&self) -> u64 {
+        snapshot_len(self.want.count)
+    }
+
+    fn corrupt(&self, why: String) -> Error {
+        Error::Corrupt {
+            path: self.name.clone(),
+            why,
+        }
+    }
+
+    fn body_end(&self) -> u64 {
+        SNAPSHOT_HEADER as u64 + 32 * self.want.count
+    }
+
+    fn check_header(&self) -> Result<()> {
+        let h = &self.header;
+        if &h[..8] != SNAPSHOT_MAGIC {
+            return Err(self.corrupt("not a snapshot (bad magic)".into()));
+        }
+        let le64 = |r: std::ops::Range<usize>| {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(&h[r]);
+            u64::from_le_bytes(b)
+        };
+        let mut v = [0u8; 4];
+        v.copy_from_slice(&h[8..12]);
+        let version = u32::from_le_bytes(v);
+        if version != SNAPSHOT_VERSION {
+            return Err(self.corrupt(format!(
+                "snapshot format version {version} (this server reads {SNAPSHOT_VERSION})"
+            )));
+        }
+        let (epoch, count) = (le64(12..20), le64(20..28));
+        if epoch != self.want.epoch {
+            return Err(self.corrupt(format!(
+                "snapshot of epoch {epoch}, expected {}",
+                self.want.epoch
+            )));
+        }
+        if count != self.want.count {
+            return Err(self.corrupt(format!(
+                "{count} entries, the spec plans {}",
+                self.want.count
+            )));
+        }
+        if h[28..] != self.want.set_sha256 {
+            return Err(self.corrupt("set digest differs from the spec's".into()));
+        }
+        Ok(())
+    }
+
+    fn take_hash(&mut self, h: [u8; 32]) -> Result<()> {
+        if self.hashes.last().is_some_and(|prev| *prev >= h) {
+            return Err(self.corrupt(format!(
+                "leaf hash {} is not greater than the one before (not sorted, or a duplicate)",
+                self.hashes.len()
+            )));
+        }
+        self.set.update(h);
+        self.hashes.push(h);
+        Ok(())
+    }
+
+    /// Consumes the next bytes of the object.
+    pub fn feed(&mut self, mut data: &[u8]) -> Result<()> {
+        let total = self.total_len();
+        if self.pos + data.len() as u64 > total {
+            return Err(self.corrupt(format!("longer than {total} bytes (trailing bytes)")));
+        }
+        while !data.is_empty() {
+            if self.pos < SNAPSHOT_HEADER as u64 {
+                let n = (SNAPSHOT_HEADER - self.header.len()).min(data.len());
+                self.header.extend_from_slice(&data[..n]);
+                self.file.update(&data[..n]);
+                (self.pos, data) = (self.pos + n as u64, &data[n..]);
+                if self.header.len() == SNAPSHOT_HEADER {
+                    self.check_header()?;
+                }
+            } else if self.pos < self.body_end() {
+                let n = ((self.body_end() - self.pos).min(data.len() as u64)) as usize;
+                let (body, rest) = data.split_at(n);
+                self.file.update(body);
+                let mut body = body;
+                if !self.carry.is_empty() {
+                    let k = (32 - self.carry.len()).min(body.len());
+                    self.carry.extend_from_slice(&body[..k]);
+                    body = &body[k..];
+                    if self.carry.len() == 32 {
+                        let mut h = [0u8; 32];
+                        h.copy_from_slice(&self.carry);
+                        self.carry.clear();
+                        self.take_hash(h)?;
+                    }
+                }
+                let mut chunks = body.chunks_exact(32);
+                for c in &mut chunks {
+                    let mut h = [0u8; 32];
+                    h.copy_from_slice(c);
+                    self.take_hash(h)?;
+                }
+                self.carry.extend_from_slice(chunks.remainder());
+                (self.pos, data) = (self.pos + n as u64, rest);
+            } else {
+                let n = (32 - self.trailer.len()).min(data.len());
+                self.trailer.extend_from_slice(&data[..n]);
+                (self.pos, data) = (self.pos + n as u64, &data[n..]);
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks that the whole object was read and its digests, and returns
+    /// the leaf hashes.
+    pub fn finish(self) -> Result<Vec<[u8; 32]>> {
+        if self.pos != self.total_len() {
+            return Err(self.corrupt(format!(
+                "truncated: {} of {} bytes",
+                self.pos,
+                self.total_len()
+            )));
+        }
+        if self.file.clone().finalize().as_slice() != self.trailer.as_slice() {
+            return Err(self.corrupt("checksum mismatch".into()));
+        }
+        if self.set.clone().finalize().as_slice() != self.want.set_sha256 {
+            return Err(self.corrupt("the leaf hashes are not the planned set".into()));
+        }
+        Ok(self.hashes)
+    }
+}
+
+/// Decodes a whole snapshot object held in memory (fuzzing, tools).
+pub fn decode_snapshot(bytes: &[u8], want: SnapshotExpect) -> Result<Vec<[u8; 32]>> {
+    let mut d = SnapshotDecoder::new("snapshot".into(), want)?;
+    d.feed(bytes)?;
+    d.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hashes(n: u8) -> Vec<[u8; 32]> {
+        (0..n)
+            .map(|i| [i.wrapping_mul(7).wrapping_add(1); 32])
+            .collect()
+    }
+
+    fn sorted(n: u8) -> Vec<[u8; 32]> {
+        let mut v = hashes(n);
+        v.sort_unstable();
+        v.dedup();
+        v
+    }
+
+    fn expect(epoch: u64, h: &[[u8; 32]]) -> SnapshotExpect {
+        SnapshotExpect {
+            epoch,
+            count: h.len() as u64,
+            set_sha256: crate::plan::set_digest(h),
+        }
+    }
+
+    #[test]
+    fn round_trip_in_any_chunking() {
+        let h = sorted(30);
+        let bytes = encode_snapshot(4, &h);
+        assert_eq!(bytes.len() as u64, snapshot_len(h.len() as u64));
+        assert_eq!(decode_snapshot(&bytes, expect(4, &h)).unwrap(), h);
+        for step in [1, 7, 31, 32, 33, 61, 1000] {
+            let mut d = SnapshotDecoder::new("s".into(), expect(4, &h)).unwrap();
+            for c in bytes.chunks(step) {
+                d.feed(c).unwrap();
+            }
+            assert_eq!(d.finish().unwrap(), h, "step {step}");
+        }
+        let empty = encode_snapshot(1, &[]);
+        assert!(decode_snapshot(&empty, expect(1, &[])).unwrap().is_empty());
+    }
+
+    #[test]
+    fn every_damage_is_refused() {
+        let h = sorted(20);
+        let good = encode_snapshot(4, &h);
+        let want = expect(4, &h);
+        let err = |b: &[u8], w: SnapshotExpect| decode_snapshot(b, w).unwrap_err().to_string();
+        // any flipped byte
+        for i in [0, 9, 13, 21, 30, 70, good.len() - 40, good.len() - 1] {
+            let mut b = good.clone();
+            b[i] ^= 0x10;
+            assert!(decode_snapshot(&b, want).is_err(), "byte {i}");
+        }
+        assert!(err(&good[..good.len() - 1], want).contains("truncated"));
+        let mut long = good.clone();
+        long.push(0);
+        assert!(err(&long, want).contains("trailing bytes"));
+        assert!(err(&good, SnapshotExpect { epoch: 5, ..want }).contains("epoch 4"));
+        assert!(err(&good, SnapshotExpect { count: 19, ..want }).contains("trailing"));
+        let mut d = SnapshotDecoder::new("s".into(), SnapshotExpect { count: 19, ..want }).unwrap();
+        let e = d.feed(&good[..SNAPSHOT_HEADER]).unwrap_err().to_string();
+        assert!(e.contains("20 entries, the spec plans 19"), "{e}");
+        let other = expect(4, &sorted(19));
+        assert!(err(&good, SnapshotExpect { count: 20, ..other }).contains("set digest"));
+        // unsorted / duplicate bodies with a correct checksum and set digest
+        for bad in [
+            {
+                let mut v = h.clone();
+                v.swap(3, 4);
+                v
+            },
+            {
+                let mut v = h.clone();
+                v[5] = v[4];
+                v
+            },
+        ] {
+            let b = encode_snapshot(4, &bad);
+            assert!(
+                err(&b, expect(4, &bad)).contains("not greater"),
+                "{}",
+                err(&b, expect(4, &bad))
+            );
+        }
+        let mut v1 = good.clone();
+        v1[8] = 2;
+        assert!(err(&v1, want).contains("version 2"));
+        let huge = SnapshotExpect {
+            count: MAX_SNAPSHOT_ENTRIES + 1,
+            ..want
+        };
+        assert!(SnapshotDecoder::new("s".into(), huge).is_err());
+    }
+
+    #[test]
+    fn urls() {
+        for ok in [
+            "file:///var/lib/x",
+            "s3://ct-auditor-epochs/prod",
+            "s3://bucket",
+            "s3://bucket/a/b/",
+        ] {
+            check_url(ok).unwrap_or_else(|e| panic!("{ok}: {e}"));
+        }
+        for bad in [
+            "file://relative/x",
+            "/var/lib/x",
+            "s3://",
+            "s3://UPPER/x",
+            "s3://b/../x",
+            "gs://bucket/x",
+            "file:///x?y",
+        ] {
+            assert!(check_url(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[tokio::test]
+    async fn prepare_ready_publish_in_memory() {
+        let objects = Objects::from_store(
+            Arc::new(object_store::memory::InMemory::new()),
+            "p/q",
+            "memory",
+        );
+        assert_eq!(objects.newest_prepared().await.unwrap(), None);
+        let mut config = crate::Config::default();
+        config.epoch.param_set = "toy-insecure-d64".into();
+        config.epoch.allow_insecure_params = true;
+        config.epoch.filters = 4;
+        config.shard.count = 2;
+        config.shard.urls = vec!["http://a".into(), "http://b".into()];
+        let snap = crate::epoch::Snapshot {
+            now_s: 1_700_000_000,
+            hashes: sorted(50),
+            coverage: vec![],
+        };
+        let spec = crate::plan::plan_snapshot(&snap, &config, 3).unwrap();
+        objects.prepare(&spec, &snap.hashes).await.unwrap();
+        assert!(objects.prepare(&spec, &snap.hashes).await.is_err());
+        assert_eq!(objects.epoch_ids().await.unwrap(), [3]);
+        assert_eq!(objects.newest_prepared().await.unwrap(), Some(3));
+        assert_eq!(objects.spec(3).await.unwrap().unwrap(), spec);
+        assert_eq!(objects.read_snapshot(&spec).await.unwrap(), snap.hashes);
+        assert_eq!(
+            objects.ready_shards(&spec).await.unwrap(),
+            (vec![], vec![0, 1])
+        );
+        let m = &spec.manifest;
+        let mut r = ReadyMarker {
+            epoch: 3,
+            shard: 1,
+            count: 2,
+            databases: m
+                .shards
+                .as_ref()
+                .unwrap()
+                .databases_of(1, m.dbs.len() as u32),
+            manifest_sha256: crate::epoch::manifest_digest(&m.to_json()),
+            at: 0,
+        };
+        objects.write_ready(&r).await.unwrap();
+        assert_eq!(
+            objects.ready_shards(&spec).await.unwrap(),
+            (vec![1], vec![0])
+        );
+        // a marker for another manifest does not count
+        r.shard = 0;
+        r.databases = m
+            .shards
+            .as_ref()
+            .unwrap()
+            .databases_of(0, m.dbs.len() as u32);
+        r.manifest_sha256[0] ^= 1;
+        objects.write_ready(&r).await.unwrap();
+        assert_eq!(objects.ready_shards(&spec).await.unwrap().0, vec![1]);
+        r.manifest_sha256[0] ^= 1;
+        objects.write_ready(&r).await.unwrap();
+        assert_eq!(objects.ready_shards(&spec).await.unwrap().0, vec![0, 1]);
+        assert!(!objects.is_published(3).await.unwrap());
+        objects
+            .write_published(&PublishedMarker {
+                epoch: 3,
+                shards: 2,
+                at: 0,
+            })
+            .await
+            .unwrap();
+        assert_eq!(objects.newest_published().await.unwrap(), Some(3));
+        // a damaged snapshot is refused
+        let key = objects.epoch_key(3, SNAPSHOT_OBJECT);
+        let mut bad = encode_snapshot(3, &snap.hashes);
+        bad[100] ^= 1;
+        objects.put(&key, bad).await.unwrap();
+        let e = objects.read_snapshot(&spec).await.unwrap_err().to_string();
+        assert!(e.contains("snapshot.bin"), "{e}");
+    }
+}

@@ -1,0 +1,408 @@
+//! A local sharded cluster on 127.0.0.1: three `auditor-server serve`
+//! processes (the real binary) with a local-directory object store, and
+//! the coordinator's `epoch prepare` / `epoch publish`. It shows that
+//! audits routed through the served manifest read exactly the bits one
+//! single server gives for the same seeds; that a shard killed (SIGKILL)
+//! in the middle of its build keeps the new epoch unpublished while the
+//! old one still answers, and that the retry publishes it once the shard
+//! is back; that a restarted shard serves its persisted epoch; and that a
+//! misrouted query gets 421 (which the client library follows once).
+//! Tiny parameters: the insecure toy set, 12 filters in 6 databases.
+#![cfg(unix)]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use audit_proto::api::{ErrorBody, OCTET_STREAM};
+use audit_proto::Manifest;
+use auditor_server::plan::EpochSpec;
+use auditor_server::service::Service;
+use browser_client::net::Auditor;
+use browser_client::probe::Prober;
+use common::{auditor, free_port, same_bits, BoxErr, Pipeline, Served, TestResult};
+
+const SHARDS: u32 = 3;
+const FILTERS: u32 = 12;
+const ENTRIES: usize = 40;
+/// Long enough for any step of the test on a loaded machine.
+const WAIT: Duration = Duration::from_secs(60);
+
+struct Cluster {
+    p: Pipeline,
+    config: PathBuf,
+    objects: PathBuf,
+    ports: Vec<u16>,
+    urls: Vec<String>,
+    http: reqwest::Client,
+}
+
+impl Cluster {
+    async fn new() -> Result<Cluster, BoxErr> {
+        let p = Pipeline::new(ENTRIES).await?;
+        let filter_bits = audit_proto::filter::FilterSpec::capacity_for(ENTRIES as u64) * 8;
+        let config = p.dir.path().join("auditor.toml");
+        std::fs::write(
+            &config,
+            format!(
+                "[epoch]\nparam_set = \"toy-insecure-d64\"\nallow_insecure_params = true\n\
+                 filters = {FILTERS}\ndb_bits_target = {}\ngrace_seconds = 600\n\
+                 [schedule]\nreload_seconds = 1\n",
+                2 * filter_bits
+            ),
+        )?;
+        let ports = (0..SHARDS)
+            .map(|_| free_port())
+            .collect::<Result<Vec<_>, _>>()?;
+        let urls = ports
+            .iter()
+            .map(|p| format!("http://127.0.0.1:{p}"))
+            .collect();
+        Ok(Cluster {
+            objects: p.dir.path().join("objects"),
+            p,
+            config,
+            ports,
+            urls,
+            http: reqwest::Client::new(),
+        })
+    }
+
+    fn object_store(&self) -> String {
+        format!("file://{}", self.objects.display())
+    }
+
+    fn epoch_objects(&self, id: u64) -> PathBuf {
+        self.objects.join(format!("epochs/{id:012}"))
+    }
+
+    fn epoch_dir(&self, shard: u32) -> PathBuf {
+        self.p.dir.path().join(format!("shard-{shard}"))
+    }
+
+    fn with_cluster_env(&self, cmd: &mut Command) {
+        cmd.arg("--config")
+            .arg(&self.config)
+            .args(["--object-store", &self.object_store()])
+            .env("AUDITOR_SHARD_COUNT", SHARDS.to_string())
+            .env("AUDITOR_SHARD_URLS", self.urls.join(","));
+    }
+
+    /// Starts shard `i` (with extra environment `env`); waits until it
+    /// listens.
+    fn shard(&self, i: u32, env: &[(&str, &str)]) -> Result<Served, BoxErr> {
+        let mut cmd = auditor();
+        self.with_cluster_env(&mut cmd);
+        cmd.args(["serve", "--shard-index", &i.to_string()])
+            .args(["--bind", &format!("127.0.0.1:{}", self.ports[i as usize])])
+            .arg("--epoch-dir")
+            .arg(self.epoch_dir(i));
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut s = Served::spawn(cmd)?;
+        s.wait_for("auditor-server listening", WAIT)?;
+        Ok(s)
+    }
+
+    /// Runs a coordinator command (`epoch prepare`, `epoch publish`).
+    fn coordinator(&self, args: &[&str]) -> Result<Output, BoxErr> {
+        let mut cmd = auditor();
+        self.with_cluster_env(&mut cmd);
+        cmd.args(["--database-url", &self.p.db_url])
+            .arg("--epoch-dir")
+            .arg(self.p.dir.path().join("coordinator"))
+            .arg("epoch")
+            .args(args);
+        Ok(cmd.output()?)
+    }
+
+    fn prepare(&self) -> Result<serde_json::Value, BoxErr> {
+        let out = self.coordinator(&["prepare"])?;
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "epoch prepare: {stderr}");
+        Ok(serde_json::from_slice(&out.stdout)?)
+    }
+
+    fn publish(&self, timeout_s: u64) -> Result<(Option<i32>, String), BoxErr> {
+        let t = timeout_s.to_string();
+        let out = self.coordinator(&["publish", "--timeout-seconds", &t, "--poll-seconds", "1"])?;
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(!stderr.contains("panicked"), "{stderr}");
+        Ok((out.status.code(), stderr))
+    }
+
+    /// Waits until shard `i`'s `/readyz` reports epoch `epoch`.
+    async fn ready(&self, i: u32, epoch: u64) -> Result<serde_json::Value, BoxErr> {
+        let deadline = Instant::now() + WAIT;
+        let url = format!("{}/readyz", self.urls[i as usize]);
+        let mut last = String::new();
+        while Instant::now() < deadline {
+            if let Ok(r) = self.http.get(&url).send().await {
+                let ok = r.status() == 200;
+                last = r.text().await.unwrap_or_default();
+                if ok {
+                    let v: serde_json::Value = serde_json::from_str(&last)?;
+                    if v["epoch"] == epoch {
+                        return Ok(v);
+                    }
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        Err(format!("shard {i} does not serve epoch {epoch}: {last}").into())
+    }
+
+    async fn manifest(&self, i: u32) -> Result<(Vec<u8>, Manifest), BoxErr> {
+        let r = self
+            .http
+            .get(format!("{}/v1/manifest", self.urls[i as usize]))
+            .send()
+            .await?;
+        assert_eq!(r.status(), 200);
+        let b = r.bytes().await?.to_vec();
+        let m = Manifest::from_json(&b)?;
+        Ok((b, m))
+    }
+
+    /// An unlabelled metric of shard `i`.
+    async fn metric(&self, i: u32, name: &str) -> Result<f64, BoxErr> {
+        let text = self
+            .http
+            .get(format!("{}/metrics", self.urls[i as usize]))
+            .send()
+            .await?
+            .text()
+            .await?;
+        text.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+            .ok_or_else(|| format!("no {name} in:\n{text}").into())
+    }
+
+    /// Waits until shard `i`'s metric `name` equals `want`.
+    async fn metric_is(&self, i: u32, name: &str, want: f64) -> TestResult {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let got = self.metric(i, name).await?;
+            if got == want {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                return Err(format!("shard {i}: {name} = {got}, expected {want}").into());
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+/// The filters whose databases shard `shard` serves (2 filters per database).
+fn filters_of(m: &Manifest, shards: &[u32]) -> Vec<u32> {
+    (0..FILTERS)
+        .filter(|&f| {
+            let db = f / 2;
+            let shard = m.shards.as_ref().and_then(|s| s.shard_of(db)).unwrap_or(0);
+            shards.contains(&shard)
+        })
+        .collect()
+}
+
+fn wait_until(what: &str, cond: impl Fn() -> bool) -> TestResult {
+    let deadline = Instant::now() + WAIT;
+    while !cond() {
+        if Instant::now() > deadline {
+            return Err(format!("timed out waiting for {what}").into());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok(())
+}
+
+fn is_dir(p: &Path) -> bool {
+    p.is_dir()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_shard_processes_and_a_coordinator() -> TestResult {
+    let c = Cluster::new().await?;
+    let hashes = c.p.hashes();
+    let mut shards = (0..SHARDS)
+        .map(|i| c.shard(i, &[]))
+        .collect::<Result<Vec<_>, _>>()?;
+
+    // ---- epoch 1: prepared once, built by every shard, published ----
+    let summary = c.prepare()?;
+    assert_eq!(summary["epoch"], 1, "{summary}");
+    assert_eq!(summary["databases"], 6, "{summary}");
+    assert_eq!(summary["shards"][2]["url"], c.urls[2]);
+    assert!(c.epoch_objects(1).join("snapshot.bin").is_file());
+    let (code, stderr) = c.publish(60)?;
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(c.epoch_objects(1).join("published").is_file());
+    for i in 0..SHARDS {
+        let r = c.ready(i, 1).await?;
+        assert_eq!(
+            (r["databases"].as_u64(), r["of"].as_u64()),
+            (Some(2), Some(6))
+        );
+    }
+    let (bytes, m) = c.manifest(0).await?;
+    for i in 1..SHARDS {
+        assert_eq!(
+            c.manifest(i).await?.0,
+            bytes,
+            "shard {i} serves other bytes"
+        );
+    }
+    let spec = EpochSpec::from_json(&std::fs::read(c.epoch_objects(1).join("spec.json"))?)?;
+    assert_eq!(m, spec.manifest);
+    assert_eq!(m.shard_url(4), Some(c.urls[1].as_str()));
+
+    // (a) One single server built from the same seeds (in this process).
+    let mut single_spec = spec.clone();
+    single_spec.manifest.shards = None;
+    single_spec.manifest.version = audit_proto::manifest::MANIFEST_VERSION_UNSHARDED;
+    let single_path = c.p.dir.path().join("single.json");
+    single_spec.write(&single_path)?;
+    let mut single_config = auditor_server::Config {
+        database_url: Some(c.p.db_url.clone()),
+        epoch_dir: c.p.dir.path().join("single"),
+        ..auditor_server::Config::default()
+    };
+    single_config.epoch.param_set = "toy-insecure-d64".into();
+    single_config.epoch.allow_insecure_params = true;
+    single_config.shard.epoch_spec = Some(single_path);
+    let single = Arc::new(Service::new(single_config)?);
+    assert_eq!(single.build_from_spec_if_new().await?, Some(1));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let single_url = format!("http://{}", listener.local_addr()?);
+    let (stop_single, rx) = tokio::sync::oneshot::channel::<()>();
+    let single_task = tokio::spawn(single.clone().run(listener, async {
+        let _ = rx.await;
+    }));
+    let m1 = Manifest::from_json(
+        &c.http
+            .get(format!("{single_url}/v1/manifest"))
+            .send()
+            .await?
+            .bytes()
+            .await?,
+    )?;
+    assert_eq!(m1, single_spec.manifest);
+
+    let sharded = (
+        &Prober::new(Arc::new(m.clone())),
+        &Auditor::new(&c.urls[0])?,
+    );
+    let one = (&Prober::new(Arc::new(m1)), &Auditor::new(&single_url)?);
+    let read = same_bits(&hashes, 0..FILTERS, sharded, Some(one)).await?;
+    assert_eq!(read, FILTERS as usize * 14);
+    let _ = stop_single.send(());
+    single_task.await??;
+
+    // (d) A query for shard 1's database 4 sent to shard 0: 421 naming
+    // shard 1; the client library follows it once.
+    let q = sharded.0.prepare_bit(8, 3)?;
+    assert_eq!(q.db, 4);
+    let resp = c
+        .http
+        .post(format!("{}{}", c.urls[0], q.path))
+        .header("content-type", OCTET_STREAM)
+        .body(q.body.clone())
+        .send()
+        .await?;
+    assert_eq!(resp.status(), 421);
+    let err: ErrorBody = serde_json::from_slice(&resp.bytes().await?)?;
+    assert_eq!(err.error, "wrong_shard");
+    assert_eq!(err.shard_url.as_deref(), Some(c.urls[1].as_str()));
+    let mut unrouted = m.clone();
+    unrouted.shards = None;
+    let blind = Prober::new(Arc::new(unrouted));
+    let q = blind.prepare_bit(8, m.filter.bit(8, &hashes[0])?)?;
+    assert_eq!(q.shard_url, None);
+    let (bit, _) = Auditor::new(&c.urls[0])?.query(&q).await?;
+    assert!(bit, "followed to shard 1, which holds the entry's bit");
+
+    // ---- epoch 2: shard 2 killed in the middle of its build ----
+    // Shard 2 restarts with a pause after writing its databases (debug
+    // builds' fault hook), so the kill lands mid-build.
+    let build_json = c.epoch_dir(2).join("epoch-000000000001/build.json");
+    let built_at = std::fs::metadata(&build_json)?.modified()?;
+    shards[2].kill()?;
+    shards[2] = c.shard(2, &[("AUDITOR_FAULT_PAUSE_BUILD_MS", "600000")])?;
+    // (c) The restarted shard serves its persisted epoch, not rebuilt.
+    c.ready(2, 1).await?;
+    assert_eq!(std::fs::metadata(&build_json)?.modified()?, built_at);
+
+    assert_eq!(c.prepare()?["epoch"], 2);
+    let ready = c.epoch_objects(2).join("ready");
+    wait_until("shards 0 and 1 ready for epoch 2", || {
+        ready.join("0000").is_file() && ready.join("0001").is_file()
+    })?;
+    let building = c.epoch_dir(2).join(".building-000000000002");
+    if cfg!(debug_assertions) {
+        shards[2].wait_for("AUDITOR_FAULT_PAUSE_BUILD_MS", WAIT)?;
+        assert!(is_dir(&building), "shard 2 is mid-build");
+    }
+    shards[2].kill()?;
+    assert!(!ready.join("0002").exists());
+
+    // Not every shard ready: publish gives up with exit status 2.
+    let (code, stderr) = c.publish(2)?;
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("[2] not ready"), "{stderr}");
+    assert!(!c.epoch_objects(2).join("published").exists());
+    assert!(c.epoch_objects(2).join("publish-timed-out").is_file());
+    // The old epoch still answers; the metrics say why the new one waits.
+    for i in 0..2 {
+        assert_eq!(c.manifest(i).await?.1.epoch, 1);
+        c.metric_is(i, "auditor_epoch_publish_timeouts_total", 1.0)
+            .await?;
+        assert_eq!(c.metric(i, "auditor_epoch_prepared").await?, 2.0);
+        assert_eq!(c.metric(i, "auditor_epoch_ready_shards").await?, 2.0);
+        assert_eq!(c.metric(i, "auditor_epoch_planned_shards").await?, 3.0);
+        assert_eq!(c.metric(i, "auditor_epoch_staged").await?, 2.0);
+        assert_eq!(c.metric(i, "auditor_epoch").await?, 1.0);
+    }
+    let alive = filters_of(&m, &[0, 1]);
+    assert_eq!(alive.len(), 8);
+    same_bits(&hashes, alive.into_iter(), sharded, None).await?;
+
+    // Shard 2 back: it serves epoch 1 from disk at once, then builds
+    // epoch 2 (the killed build's directory is discarded) and reports
+    // ready; the retried publish succeeds and every shard switches.
+    shards[2] = c.shard(2, &[])?;
+    c.ready(2, 1).await?;
+    wait_until("shard 2 ready for epoch 2", || ready.join("0002").is_file())?;
+    assert!(!building.exists());
+    let (code, stderr) = c.publish(60)?;
+    assert_eq!(code, Some(0), "{stderr}");
+    for i in 0..SHARDS {
+        c.ready(i, 2).await?;
+    }
+    let (_, m2) = c.manifest(1).await?;
+    assert_eq!(m2.epoch, 2);
+    assert_ne!(m2.filter.salt_seed, m.filter.salt_seed);
+    let read = same_bits(
+        &hashes,
+        0..FILTERS,
+        (&Prober::new(Arc::new(m2)), &Auditor::new(&c.urls[2])?),
+        None,
+    )
+    .await?;
+    assert_eq!(read, FILTERS as usize * 14);
+    // The old epoch stays answerable for the grace period.
+    same_bits(&hashes, [0, 5, 11].into_iter(), sharded, None).await?;
+    assert_eq!(c.metric(0, "auditor_epoch_staged").await?, 0.0);
+
+    // A published epoch is idempotent to publish again.
+    let (code, stderr) = c.publish(0)?;
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(stderr.contains("already published"), "{stderr}");
+    for s in &mut shards {
+        s.kill()?;
+    }
+    Ok(())
+}
