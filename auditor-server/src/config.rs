@@ -38,6 +38,7 @@
 //! # databases = [0, 3, 7]  # explicit list instead of the rule
 //! # lists = [[0, 3, 7], [1, 2], …]  # every shard's list (epoch plan)
 //! # epoch_spec = "specs/next.json"  # seeds shared by the shards (epoch plan)
+//! # object_store = "s3://bucket/prefix"  # or file:///dir: epochs the coordinator prepares
 //! ```
 
 use std::path::{Path, PathBuf};

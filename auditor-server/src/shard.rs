@@ -11,8 +11,10 @@
 //!
 //! The shards of one epoch must agree on everything that determines the
 //! bits: the snapshot, the salt seed and the PIR seed. They take them from
-//! one epoch spec file written by `auditor-server epoch plan`
-//! ([`crate::plan`]); a single server (count 1) draws them itself.
+//! the epoch the coordinator prepared in an object store (`auditor-server
+//! epoch prepare`, [`crate::objstore`]), or from one epoch spec file
+//! written by `auditor-server epoch plan` ([`crate::plan`]); a single
+//! server (count 1) draws them itself.
 
 use std::path::PathBuf;
 

@@ -2,11 +2,11 @@
 # Coordinator of a sharded auditor (docs/deploy-kubernetes.md): writes the
 # next epoch to the object store with `auditor-server epoch prepare` (the
 # sorted, checksummed snapshot of the store's leaf hashes and the epoch
-# spec), then runs `auditor-server epoch publish` until it succeeds, that is
-# until every shard has built its databases and reported ready, or gives up
-# after COORDINATOR_PUBLISH_TIMEOUT_SECONDS (exit status 2: the epoch stays
-# unpublished and the shards keep serving the previous one). A failed
-# `epoch prepare` exits 1.
+# spec), then `auditor-server epoch publish`, which waits until every shard
+# has built its databases and reported ready and marks the epoch published,
+# or gives up after COORDINATOR_PUBLISH_TIMEOUT_SECONDS (exit status 2: the
+# epoch stays unpublished and the shards keep serving the previous one). A
+# failed `epoch prepare` (or any other error) exits 1.
 #
 # Kubernetes runs it once per CronJob run; docker-compose.yml's sharded
 # profile sets COORDINATOR_INTERVAL_SECONDS to repeat it.
@@ -21,14 +21,17 @@ interval=${COORDINATOR_INTERVAL_SECONDS:-0}
 
 one_epoch() {
   auditor-server --config "$config" epoch prepare || return 1
-  started=$(date +%s)
-  until auditor-server --config "$config" epoch publish; do
-    if [ $(($(date +%s) - started)) -ge "$publish_timeout" ]; then
+  status=0
+  auditor-server --config "$config" epoch publish \
+    --timeout-seconds "$publish_timeout" --poll-seconds "$poll" || status=$?
+  case "$status" in
+    0) return 0 ;;
+    2)
       echo "coordinator.sh: not every shard ready after ${publish_timeout} s; epoch left unpublished" >&2
       return 2
-    fi
-    sleep "$poll"
-  done
+      ;;
+    *) return 1 ;;
+  esac
 }
 
 if [ "$interval" -gt 0 ]; then
