@@ -566,6 +566,9 @@ impl Service {
             return Ok(());
         }
         self.stage(objects, &spec).await?;
+        if self.staged_epoch() != Some(id) {
+            return Ok(()); // a failed build waits for its retry
+        }
         m.epoch_staged.set(id as i64);
         if !ready.contains(&self.config.shard.index) {
             self.report_ready(objects, &spec).await?;

@@ -406,3 +406,76 @@ async fn three_shard_processes_and_a_coordinator() -> TestResult {
     }
     Ok(())
 }
+
+/// One shard in this process over a local-directory object store: a
+/// damaged snapshot is refused (nothing built, nothing reported ready,
+/// the failure counted), the repaired one is built after the retry delay
+/// and reported ready, and the shard serves the epoch only once it is
+/// published.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_damaged_snapshot_is_never_built() -> TestResult {
+    use auditor_server::objstore::{encode_snapshot, Objects, PublishedMarker};
+    let dir = tempfile::tempdir()?;
+    let url = format!("file://{}", dir.path().join("objects").display());
+    let mut config = auditor_server::Config {
+        epoch_dir: dir.path().join("epochs"),
+        ..auditor_server::Config::default()
+    };
+    config.epoch.param_set = "toy-insecure-d64".into();
+    config.epoch.allow_insecure_params = true;
+    config.epoch.filters = 4;
+    config.shard.object_store = Some(url.clone());
+    let mut hashes: Vec<[u8; 32]> = (0u8..100).map(|i| [i.wrapping_mul(37); 32]).collect();
+    hashes.sort_unstable();
+    hashes.dedup();
+    let snap = auditor_server::epoch::Snapshot {
+        now_s: 1_700_000_000,
+        hashes,
+        coverage: vec![],
+    };
+    let spec = auditor_server::plan::plan_snapshot(&snap, &config, 1)?;
+    let objects = Objects::open(&url)?;
+    objects.prepare(&spec, &snap.hashes).await?;
+    let object = dir.path().join("objects/epochs/000000000001/snapshot.bin");
+    let good = std::fs::read(&object)?;
+    assert_eq!(good, encode_snapshot(1, &snap.hashes));
+    let mut bad = good.clone();
+    bad[200] ^= 4;
+    std::fs::write(&object, &bad)?;
+
+    let svc = Service::new(config)?;
+    let e = svc.sync_objects().await.unwrap_err();
+    assert!(
+        matches!(e, auditor_server::Error::Corrupt { .. }),
+        "{e}"
+    );
+    assert_eq!(svc.state().metrics.epoch_failures.get(), 1);
+    assert_eq!(svc.staged_epoch(), None);
+    assert_eq!(objects.ready(1, 0).await?, None);
+    assert!(std::fs::read_dir(dir.path().join("epochs"))?.next().is_none());
+
+    // Repaired: built at the first poll after the retry delay (2 s).
+    std::fs::write(&object, &good)?;
+    svc.sync_objects().await?;
+    assert_eq!(svc.staged_epoch(), None, "still waiting for the retry");
+    tokio::time::sleep(Duration::from_millis(2100)).await;
+    svc.sync_objects().await?;
+    assert_eq!(svc.staged_epoch(), Some(1));
+    assert!(objects.ready(1, 0).await?.is_some());
+    assert!(svc.state().registry.current().is_none(), "not published yet");
+    assert_eq!(svc.state().metrics.epoch_staged.get(), 1);
+
+    objects
+        .write_published(&PublishedMarker {
+            epoch: 1,
+            shards: 1,
+            at: 0,
+        })
+        .await?;
+    svc.sync_objects().await?;
+    let served = svc.state().registry.current().ok_or("not serving")?;
+    assert_eq!((served.id(), served.own_count()), (1, spec.manifest.dbs.len()));
+    assert_eq!(svc.epoch_dir().list()?, [1]);
+    assert_eq!(svc.staged_epoch(), None);
+    Ok(())
+}
