@@ -445,14 +445,13 @@ async fn a_damaged_snapshot_is_never_built() -> TestResult {
 
     let svc = Service::new(config)?;
     let e = svc.sync_objects().await.unwrap_err();
-    assert!(
-        matches!(e, auditor_server::Error::Corrupt { .. }),
-        "{e}"
-    );
+    assert!(matches!(e, auditor_server::Error::Corrupt { .. }), "{e}");
     assert_eq!(svc.state().metrics.epoch_failures.get(), 1);
     assert_eq!(svc.staged_epoch(), None);
     assert_eq!(objects.ready(1, 0).await?, None);
-    assert!(std::fs::read_dir(dir.path().join("epochs"))?.next().is_none());
+    assert!(std::fs::read_dir(dir.path().join("epochs"))?
+        .next()
+        .is_none());
 
     // Repaired: built at the first poll after the retry delay (2 s).
     std::fs::write(&object, &good)?;
@@ -462,7 +461,10 @@ async fn a_damaged_snapshot_is_never_built() -> TestResult {
     svc.sync_objects().await?;
     assert_eq!(svc.staged_epoch(), Some(1));
     assert!(objects.ready(1, 0).await?.is_some());
-    assert!(svc.state().registry.current().is_none(), "not published yet");
+    assert!(
+        svc.state().registry.current().is_none(),
+        "not published yet"
+    );
     assert_eq!(svc.state().metrics.epoch_staged.get(), 1);
 
     objects
@@ -474,7 +476,10 @@ async fn a_damaged_snapshot_is_never_built() -> TestResult {
         .await?;
     svc.sync_objects().await?;
     let served = svc.state().registry.current().ok_or("not serving")?;
-    assert_eq!((served.id(), served.own_count()), (1, spec.manifest.dbs.len()));
+    assert_eq!(
+        (served.id(), served.own_count()),
+        (1, spec.manifest.dbs.len())
+    );
     assert_eq!(svc.epoch_dir().list()?, [1]);
     assert_eq!(svc.staged_epoch(), None);
     Ok(())

@@ -133,14 +133,18 @@ async function fetchOk(url, init) {
   }
   if (!resp.ok) {
     let detail = "";
+    let shardUrl = null;
     try {
-      detail = (await resp.json()).error ?? "";
+      const body = await resp.json();
+      detail = body.error ?? "";
+      shardUrl = typeof body.shard_url === "string" ? body.shard_url : null;
     } catch (_) {
       /* not a JSON error body */
     }
     const e = new Error(`${url}: HTTP ${resp.status} ${detail}`.trim());
     e.status = resp.status;
     e.code = detail;
+    e.shardUrl = shardUrl; // 421 wrong_shard: the shard that holds the database
     throw e;
   }
   return resp;
@@ -437,13 +441,23 @@ async function auditRound(auditor, counts, setEpoch) {
         try {
           const body = q.body();
           let resp;
-          try {
-            // The database's shard (manifest shard map), else the auditor.
-            resp = await fetchOk(q.url(auditor), {
+          const post = (url) =>
+            fetchOk(url, {
               method: "POST",
               headers: { "content-type": "application/octet-stream" },
               body,
             });
+          try {
+            // The database's shard (manifest shard map), else the auditor.
+            const url = q.url(auditor);
+            try {
+              resp = await post(url);
+            } catch (e) {
+              // 421 wrong_shard: once more at the shard the answer names.
+              const named = e.code === "wrong_shard" ? e.shardUrl : null;
+              if (!named || !/^https?:\/\/[^/]/.test(named) || url.startsWith(`${named}/`)) throw e;
+              resp = await post(`${named.replace(/\/+$/, "")}${q.path()}`);
+            }
           } catch (e) {
             if (e.code !== "unknown_epoch") throw e;
             stale = true; // a new epoch was published since the manifest was fetched

@@ -657,8 +657,8 @@ mod retry_tests {
                 .collect()
         };
         let sent = ("/v1/epochs/3/dbs/1/query".to_owned(), q.body.len());
-        assert_eq!(paths(&seen_wrong), [sent.clone()]);
-        assert_eq!(paths(&seen_right), [sent.clone()]);
+        assert_eq!(paths(&seen_wrong), std::slice::from_ref(&sent));
+        assert_eq!(paths(&seen_right), [sent]);
 
         // Two shards that each name the other: one retry, then the error.
         let (b, seen_b) = serve(vec![(421, None, wrong_shard("http://127.0.0.1:9"))]).await;
