@@ -27,6 +27,7 @@ use pir_core::client::Client;
 use pir_core::params::{DbShape, TABLE1, TOY};
 use pir_core::sampler::PublicSeed;
 use pir_core::wire::{query_len, response_len};
+use sha2::Digest as _;
 
 type Seeds = BTreeMap<&'static str, Vec<(String, Vec<u8>)>>;
 
@@ -84,6 +85,26 @@ fn main() {
     let c = Client::new(TOY, other, PublicSeed([9; 32])).expect("client");
     let (q, _) = c.query(1, 2).expect("query");
     add(&mut s, "pir_query", "toy-3x5", q.to_bytes());
+
+    // Epoch snapshots of the object store (first byte: the chunk size the
+    // target feeds them in).
+    let mut hashes: Vec<[u8; 32]> = (0u32..40)
+        .map(|i| sha2::Sha256::digest(i.to_be_bytes()).into())
+        .collect();
+    hashes.sort_unstable();
+    for (name, step, epoch, n) in [
+        ("empty", 1u8, 1u64, 0usize),
+        ("three-step7", 7, 2, 3),
+        ("forty-step32", 32, 9, 40),
+        ("forty-whole", 0, 9, 40),
+    ] {
+        let mut b = vec![step];
+        b.extend(auditor_server::objstore::encode_snapshot(
+            epoch,
+            &hashes[..n],
+        ));
+        add(&mut s, "epoch_snapshot", name, b);
+    }
 
     // Manifests: the tiny epoch's (TOY) and a Table 1 layout of 768 filters.
     let epoch = tiny_epoch::build();
