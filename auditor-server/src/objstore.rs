@@ -425,9 +425,11 @@ impl Objects {
         sum.update(header);
         w.write(&header);
         for chunk in hashes.chunks(UPLOAD_PART / 32) {
-            w.wait_for_capacity(4)
-                .await
-                .map_err(|e| store_err(&format!("writing {key}"), e))?;
+            if let Err(e) = w.wait_for_capacity(4).await {
+                // no half-uploaded parts left behind
+                let _ = w.abort().await;
+                return Err(store_err(&format!("writing {key}"), e));
+            }
             let bytes = chunk.as_flattened();
             sum.update(bytes);
             w.write(bytes);

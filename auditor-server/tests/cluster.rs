@@ -232,6 +232,12 @@ async fn three_shard_processes_and_a_coordinator() -> TestResult {
         .map(|i| c.shard(i, &[]))
         .collect::<Result<Vec<_>, _>>()?;
 
+    // Nothing prepared yet: publish is an error (exit status 1), not a
+    // timeout.
+    let (code, stderr) = c.publish(0)?;
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stderr.contains("no prepared epoch"), "{stderr}");
+
     // ---- epoch 1: prepared once, built by every shard, published ----
     let summary = c.prepare()?;
     assert_eq!(summary["epoch"], 1, "{summary}");
