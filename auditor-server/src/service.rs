@@ -366,10 +366,20 @@ impl Service {
         let spec = self.config.shard.epoch_spec.is_some();
         let objects = self.objects.is_some();
         if objects {
-            // Builds follow the object store: now, and with every poll.
+            // Builds follow the object store: now, and every reload period
+            // after the last pass, in a task of their own so that a long
+            // build does not hold up the sweep of the previous epoch.
             let svc = self.clone();
+            let every = match self.config.schedule.reload_seconds {
+                0 => Duration::from_secs(5),
+                n => Duration::from_secs(n),
+            };
             tasks.push(tokio::spawn(async move {
-                let _ = svc.sync_objects().await;
+                loop {
+                    // Failures are counted and logged by sync_objects.
+                    let _ = svc.sync_objects().await;
+                    tokio::time::sleep(every).await;
+                }
             }));
         } else if spec {
             // Builds follow the epoch spec file: now, and whenever it
@@ -439,10 +449,7 @@ impl Service {
                     if spec {
                         let _ = svc.build_from_spec_if_new().await;
                     }
-                    if objects {
-                        // Failures are counted and logged by sync_objects.
-                        let _ = svc.sync_objects().await;
-                    } else if reload {
+                    if reload && !objects {
                         if let Err(e) = svc.reload().await {
                             svc.state.metrics.epoch_failures.inc();
                             tracing::error!(error = %error_chain(&e), "epoch reload failed");
