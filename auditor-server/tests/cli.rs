@@ -5,20 +5,17 @@
 //! sharded epoch planned with `epoch plan` and built shard by shard.
 #![cfg(unix)]
 
-use std::error::Error as StdError;
-use std::io::{BufRead as _, BufReader};
+mod common;
+
 use std::path::Path;
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
 use audit_proto::Manifest;
 use ct_ingest::ingest::{run_once, IngestOptions};
 use ct_testlog::{TestLog, TestLogConfig};
 
-type BoxErr = Box<dyn StdError + Send + Sync>;
-
-const BIN: &str = env!("CARGO_BIN_EXE_auditor-server");
+use common::{auditor, wait_with_timeout, BoxErr, Served};
 
 /// Entries in the test store.
 const ENTRIES: usize = 40;
@@ -47,110 +44,6 @@ async fn filled_store(dir: &Path, n: usize) -> Result<String, BoxErr> {
     }
     log.shutdown().await;
     Ok(db_url)
-}
-
-/// A command for the binary with a clean environment for its configuration
-/// (no `AUDITOR_*` or `DATABASE_URL` from the caller) and plain logs.
-fn auditor() -> Command {
-    let mut cmd = Command::new(BIN);
-    for (k, _) in std::env::vars_os() {
-        let k = k.to_string_lossy().into_owned();
-        if k.starts_with("AUDITOR_") || k == "DATABASE_URL" || k == "RUST_LOG" {
-            cmd.env_remove(&k);
-        }
-    }
-    cmd.env("RUST_LOG", "info");
-    cmd
-}
-
-/// Waits for `child` to exit, killing it after `limit`.
-fn wait_with_timeout(child: &mut Child, limit: Duration) -> Result<ExitStatus, BoxErr> {
-    let start = Instant::now();
-    loop {
-        if let Some(status) = child.try_wait()? {
-            return Ok(status);
-        }
-        if start.elapsed() > limit {
-            let _ = child.kill();
-            let _ = child.wait();
-            return Err(format!("process did not exit within {limit:?}").into());
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// A running `auditor-server serve` whose stderr lines are collected by a
-/// thread; killed on drop if still running.
-struct Served {
-    child: Child,
-    lines: mpsc::Receiver<String>,
-    log: Vec<String>,
-}
-
-impl Served {
-    fn spawn(mut cmd: Command) -> Result<Served, BoxErr> {
-        let mut child = cmd
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()?;
-        let stderr = child.stderr.take().ok_or("no stderr pipe")?;
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines() {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        Ok(Served {
-            child,
-            lines,
-            log: Vec::new(),
-        })
-    }
-
-    /// Reads log lines until one contains `needle` (returned), or fails
-    /// after `limit` or when stderr closes.
-    fn wait_for(&mut self, needle: &str, limit: Duration) -> Result<String, BoxErr> {
-        let deadline = Instant::now() + limit;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.lines.recv_timeout(left) {
-                Ok(line) => {
-                    self.log.push(line.clone());
-                    if line.contains(needle) {
-                        return Ok(line);
-                    }
-                }
-                Err(e) => {
-                    return Err(format!(
-                        "no log line with {needle:?} ({e}); stderr so far:\n{}",
-                        self.log.join("\n")
-                    )
-                    .into())
-                }
-            }
-        }
-    }
-
-    /// Every line logged until stderr closed (the process has exited).
-    fn rest(&mut self) -> String {
-        while let Ok(line) = self.lines.recv_timeout(Duration::from_secs(5)) {
-            self.log.push(line);
-        }
-        self.log.join("\n")
-    }
-}
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
 }
 
 /// `auditor-server listening addr=127.0.0.1:PORT` → `127.0.0.1:PORT`.

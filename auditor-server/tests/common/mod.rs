@@ -6,7 +6,7 @@
 
 use std::error::Error as StdError;
 use std::io::{BufRead as _, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -183,6 +183,14 @@ impl Served {
         }
     }
 
+    /// Every line logged until stderr closed (the process has exited).
+    pub fn rest(&mut self) -> String {
+        while let Ok(line) = self.lines.recv_timeout(Duration::from_secs(5)) {
+            self.log.push(line);
+        }
+        self.log.join("\n")
+    }
+
     /// SIGKILL, and reap.
     pub fn kill(&mut self) -> TestResult {
         self.child.kill()?;
@@ -197,6 +205,22 @@ impl Drop for Served {
             let _ = self.child.kill();
             let _ = self.child.wait();
         }
+    }
+}
+
+/// Waits for `child` to exit, killing it after `limit`.
+pub fn wait_with_timeout(child: &mut Child, limit: Duration) -> Result<ExitStatus, BoxErr> {
+    let start = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait()? {
+            return Ok(status);
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(format!("process did not exit within {limit:?}").into());
+        }
+        std::thread::sleep(Duration::from_millis(20));
     }
 }
 
