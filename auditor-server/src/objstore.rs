@@ -900,6 +900,43 @@ mod tests {
         assert!(SnapshotDecoder::new("s".into(), huge).is_err());
     }
 
+    /// Random damage (flips, cuts, insertions) in random chunkings never
+    /// panics; whatever is accepted is exactly the original.
+    #[test]
+    fn random_damage_never_passes() {
+        let h = sorted(40);
+        let good = encode_snapshot(7, &h);
+        let want = expect(7, &h);
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move |n: usize| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x % n as u64) as usize
+        };
+        for _ in 0..2000 {
+            let mut b = good.clone();
+            match next(3) {
+                0 => {
+                    let i = next(b.len());
+                    b[i] ^= 1 << next(8);
+                }
+                1 => b.truncate(next(b.len())),
+                _ => {
+                    let i = next(b.len() + 1);
+                    b.insert(i, next(256) as u8);
+                }
+            }
+            let mut d = SnapshotDecoder::new("s".into(), want).unwrap();
+            let step = 1 + next(100);
+            let got = b
+                .chunks(step)
+                .try_for_each(|c| d.feed(c))
+                .and_then(|()| d.finish());
+            assert!(got.is_err(), "damaged snapshot accepted (step {step})");
+        }
+    }
+
     #[test]
     fn urls() {
         for ok in [
