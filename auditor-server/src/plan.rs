@@ -37,6 +37,8 @@ use crate::shard::ShardConfig;
 pub const SPEC_VERSION: u32 = 1;
 /// Largest spec file read.
 pub const MAX_SPEC_BYTES: u64 = 8 << 20;
+/// Filters whose fill ratio `epoch plan` measures for the manifest.
+pub const FILL_SAMPLE_FILTERS: u32 = 8;
 /// Domain separator of [`set_digest`].
 pub const SET_DOMAIN: &[u8] = b"ct-audit/epoch-set/v1";
 
@@ -166,6 +168,15 @@ pub async fn plan_epoch(
         )),
         e => e,
     })?;
+    // No shard builds every database: the plan measures the fill ratio
+    // the shards will serve on a sample of the filters.
+    let hashes = snap.hashes;
+    let manifest = tokio::task::spawn_blocking(move || -> Result<Manifest> {
+        let ratio = epoch::sample_fill_ratio(&manifest, &hashes, FILL_SAMPLE_FILTERS)?;
+        Ok(manifest.with_fill_ratio(ratio)?)
+    })
+    .await
+    .map_err(|e| Error::Internal(format!("measuring the fill ratio: {e}")))??;
     Ok(EpochSpec {
         spec_version: SPEC_VERSION,
         set_sha256,
