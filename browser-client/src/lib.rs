@@ -31,6 +31,7 @@ pub mod net;
 pub mod policy;
 pub mod probe;
 pub mod sct;
+pub mod verdict;
 #[cfg(feature = "wasm")]
 pub mod wasm;
 

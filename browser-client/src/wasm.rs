@@ -29,9 +29,10 @@ use std::sync::Arc;
 use audit_proto::Manifest;
 use wasm_bindgen::prelude::*;
 
-use crate::policy::{readiness, AuditResult, PendingQueue, Readiness, Recorded};
+use crate::policy::{wait_reason, AuditResult, PendingQueue, Recorded};
 use crate::probe::{PreparedQuery, Prober as InnerProber};
 use crate::sct;
+use crate::verdict::{self, Confidence};
 
 fn js(e: impl std::fmt::Display) -> JsError {
     JsError::new(&e.to_string())
@@ -106,37 +107,48 @@ pub fn queue_ready(queue_json: &str, manifest_json: &[u8], now_ms: f64) -> Resul
 }
 
 /// Why each pending audit waits, against the manifest: a JSON array with
-/// one object per queue item, in queue order, `{"state": S}` where `S` is
-/// `"ready"`, `"mmd"` (the SCT is younger than the log's MMD; `due_ms` says
-/// until when), `"coverage"` (the epoch's data of the log ends before the
-/// SCT), `"log_not_tracked"` (the auditor does not serve the log at all),
-/// `"later_epoch"` (a re-check after a first NotFound, waiting for a later
-/// epoch) or `"invalid"` (`detail` says why).
+/// one object per queue item, in queue order, `{"state": S, "message": M}`
+/// where `M` is the sentence for people and `S` is `"ready"`, `"mmd"` (the
+/// SCT is younger than the log's MMD; `due_ms` says until when),
+/// `"coverage"` (the epoch's data of the log ends before the SCT),
+/// `"log_not_tracked"` (this auditor does not track the log at all, so the
+/// SCT cannot be audited here; `log_id` names it), `"later_epoch"` (a
+/// re-check after a first NOT FOUND in epoch `not_found_in`, waiting for a
+/// later epoch) or `"invalid"` (`detail` says why). `log_names_json` maps
+/// base64 LogIDs to the names messages use (`"{}"` or `""`: the LogIDs).
 #[wasm_bindgen(js_name = queueStatus)]
 pub fn queue_status(
     queue_json: &str,
     manifest_json: &[u8],
     now_ms: f64,
+    log_names_json: &str,
 ) -> Result<String, JsError> {
     let q = parse_queue(queue_json)?;
     let m = Manifest::from_json(manifest_json).map_err(js)?;
+    let names: std::collections::HashMap<String, String> = if log_names_json.trim().is_empty() {
+        Default::default()
+    } else {
+        serde_json::from_str(log_names_json).map_err(js)?
+    };
     let states: Vec<serde_json::Value> = q
         .items
         .iter()
-        .map(|p| match readiness(p, &m, now_ms as u64) {
-            Ok(Readiness::Ready) => serde_json::json!({ "state": "ready" }),
-            Ok(Readiness::WaitForMmd(due)) => serde_json::json!({ "state": "mmd", "due_ms": due }),
-            Ok(Readiness::WaitForCoverage) => {
-                let tracked = m.coverage(p.log_id.as_bytes()).is_some();
-                let state = if tracked {
-                    "coverage"
-                } else {
-                    "log_not_tracked"
-                };
-                serde_json::json!({ "state": state })
+        .map(|p| match wait_reason(p, &m, now_ms as u64) {
+            Ok(None) => serde_json::json!({
+                "state": "ready",
+                "message": "ready: audited in the next round",
+            }),
+            Ok(Some(reason)) => {
+                let name = names.get(&p.log_id.to_string()).map(String::as_str);
+                let mut v = serde_json::to_value(&reason).unwrap_or_default();
+                v["message"] = reason.message(name).into();
+                v
             }
-            Ok(Readiness::WaitForLaterEpoch) => serde_json::json!({ "state": "later_epoch" }),
-            Err(e) => serde_json::json!({ "state": "invalid", "detail": e.to_string() }),
+            Err(e) => serde_json::json!({
+                "state": "invalid",
+                "detail": e.to_string(),
+                "message": format!("cannot be audited: {e}"),
+            }),
         })
         .collect();
     serde_json::to_string(&states).map_err(js)
@@ -196,6 +208,37 @@ impl Prober {
     /// The epoch.
     pub fn epoch(&self) -> f64 {
         self.0.manifest().epoch as f64
+    }
+
+    /// The probability that one audit of a never-logged SCT answers
+    /// LOGGED in this epoch: its fill ratio, measured (the manifest's
+    /// `fill_ratio`) or expected from |S| and k·N
+    /// ([`Prober::fill_ratio_measured`]).
+    #[wasm_bindgen(js_name = fillRatio)]
+    pub fn fill_ratio(&self) -> f64 {
+        Confidence::of(self.0.manifest()).false_positive_rate
+    }
+
+    /// Whether [`Prober::fill_ratio`] was measured when the epoch was built.
+    #[wasm_bindgen(js_name = fillRatioMeasured)]
+    pub fn fill_ratio_measured(&self) -> bool {
+        Confidence::of(self.0.manifest()).measured
+    }
+
+    /// What an answer of this epoch means, for people: LOGGED with its
+    /// odds, NOT FOUND with its certainty; `report_epochs` (a misbehaviour
+    /// report's `not_found_in_epochs`, or empty) makes it the report's
+    /// sentence.
+    pub fn verdict(&self, logged: bool, report_epochs: Vec<f64>) -> String {
+        let m = self.0.manifest();
+        if logged {
+            verdict::logged(m.epoch, Confidence::of(m))
+        } else if report_epochs.is_empty() {
+            verdict::not_found(m.epoch)
+        } else {
+            let epochs: Vec<u64> = report_epochs.iter().map(|&e| e as u64).collect();
+            verdict::misbehaviour(&epochs)
+        }
     }
 
     /// A query for the leaf hash (hex) in a uniformly random filter.
