@@ -39,8 +39,9 @@ fn js(e: impl std::fmt::Display) -> JsError {
 }
 
 /// JSON array of the certificate's SCTs: log, timestamp, extensions,
-/// rebuilt leaf hash, signature status. `issuer_der` may be empty when
-/// `tls_sct` (a TLS-delivered SCT) is given.
+/// rebuilt leaf hash, signature status (with `signature.message`, the
+/// sentence for people). `issuer_der` may be empty when `tls_sct` (a
+/// TLS-delivered SCT) is given, or for a certificate without embedded SCTs.
 #[wasm_bindgen]
 pub fn inspect(
     cert_der: &[u8],
@@ -51,9 +52,25 @@ pub fn inspect(
     let list = sct::parse_log_list(log_list_json).map_err(js)?;
     let checked = match tls_sct {
         Some(s) => vec![sct::delivered_sct(cert_der, &s, &list).map_err(js)?],
-        None => sct::embedded_scts(cert_der, issuer_der, &list).map_err(js)?,
+        None => embedded_scts(cert_der, issuer_der, &list)?,
     };
     serde_json::to_string(&checked).map_err(js)
+}
+
+/// [`sct::embedded_scts`], saying so when the certificate has embedded
+/// SCTs but `issuer_der` is empty (a certificate without them needs no
+/// issuer: it has none to check).
+fn embedded_scts(
+    cert_der: &[u8],
+    issuer_der: &[u8],
+    list: &ct_core::loglist::LogList,
+) -> Result<Vec<sct::CheckedSct>, JsError> {
+    if issuer_der.is_empty() && sct::has_embedded_scts(cert_der).map_err(js)? {
+        return Err(js(
+            "the certificate's embedded SCTs need the issuer certificate to rebuild their leaf",
+        ));
+    }
+    sct::embedded_scts(cert_der, issuer_der, list).map_err(js)
 }
 
 /// Adds up to `max_scts` of the auditable embedded SCTs of a certificate,
@@ -72,7 +89,7 @@ pub fn queue_add(
 ) -> Result<String, JsError> {
     let list = sct::parse_log_list(log_list_json).map_err(js)?;
     let chain = [cert_der.to_vec(), issuer_der.to_vec()];
-    let checked = sct::embedded_scts(cert_der, issuer_der, &list).map_err(js)?;
+    let checked = embedded_scts(cert_der, issuer_der, &list)?;
     add_pending(queue_json, &checked, &chain, now_ms, max_scts)
 }
 
@@ -115,20 +132,20 @@ pub fn queue_ready(queue_json: &str, manifest_json: &[u8], now_ms: f64) -> Resul
 /// SCT cannot be audited here; `log_id` names it), `"later_epoch"` (a
 /// re-check after a first NOT FOUND in epoch `not_found_in`, waiting for a
 /// later epoch) or `"invalid"` (`detail` says why). `log_names_json` maps
-/// base64 LogIDs to the names messages use (`"{}"` or `""`: the LogIDs).
+/// base64 LogIDs to the names messages use (absent, `""` or `"{}"`: the
+/// LogIDs).
 #[wasm_bindgen(js_name = queueStatus)]
 pub fn queue_status(
     queue_json: &str,
     manifest_json: &[u8],
     now_ms: f64,
-    log_names_json: &str,
+    log_names_json: Option<String>,
 ) -> Result<String, JsError> {
     let q = parse_queue(queue_json)?;
     let m = Manifest::from_json(manifest_json).map_err(js)?;
-    let names: std::collections::HashMap<String, String> = if log_names_json.trim().is_empty() {
-        Default::default()
-    } else {
-        serde_json::from_str(log_names_json).map_err(js)?
+    let names: std::collections::HashMap<String, String> = match log_names_json.as_deref() {
+        Some(j) if !j.trim().is_empty() => serde_json::from_str(j).map_err(js)?,
+        _ => Default::default(),
     };
     let states: Vec<serde_json::Value> = q
         .items
