@@ -9,7 +9,9 @@ use serde::Serialize;
 
 use crate::error::Result;
 use crate::net::{Auditor, QueryStats};
-use crate::policy::{wait_reason, AuditResult, MisbehaviourReport, PendingQueue, Recorded, WaitReason};
+use crate::policy::{
+    wait_reason, AuditResult, MisbehaviourReport, PendingQueue, Recorded, WaitReason,
+};
 use crate::probe::Prober;
 use crate::sct::{CheckedSct, Signature};
 use crate::verdict::{self, Confidence};
@@ -145,9 +147,7 @@ impl Outcome {
             Outcome::NotAuditable { signature, .. } => format!("not audited: {signature}"),
             Outcome::Pending { reason, .. } => reason.message(log_name),
             Outcome::Logged {
-                epoch,
-                confidence,
-                ..
+                epoch, confidence, ..
             } => verdict::logged(*epoch, *confidence),
             Outcome::NotFound { epoch, .. } => verdict::not_found(*epoch),
             Outcome::Misbehaviour(r) => verdict::misbehaviour(&r.not_found_in_epochs),

@@ -265,13 +265,25 @@ mod tests {
         assert_eq!(v["status"], "invalid");
         assert_eq!(v["detail"], "signature verification failed for SCT");
         let msg = v["message"].as_str().unwrap();
-        assert!(msg.starts_with("the SCT's signature does not verify"), "{msg}");
-        assert!(msg.contains("not audited") && !msg.contains("Invalid("), "{msg}");
+        assert!(
+            msg.starts_with("the SCT's signature does not verify"),
+            "{msg}"
+        );
+        assert!(
+            msg.contains("not audited") && !msg.contains("Invalid("),
+            "{msg}"
+        );
         let v = serde_json::to_value(Signature::UnknownLog).unwrap();
         assert_eq!(v["status"], "unknown_log");
         assert!(v.get("detail").is_none());
-        assert!(v["message"].as_str().unwrap().contains("not in the log list"));
+        assert!(v["message"]
+            .as_str()
+            .unwrap()
+            .contains("not in the log list"));
         assert!(!Signature::UnknownLog.to_string().contains("UnknownLog"));
-        assert_eq!(serde_json::to_value(Signature::Valid).unwrap()["status"], "valid");
+        assert_eq!(
+            serde_json::to_value(Signature::Valid).unwrap()["status"],
+            "valid"
+        );
     }
 }

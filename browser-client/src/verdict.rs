@@ -84,7 +84,10 @@ mod tests {
         };
         let s = logged(7, c);
         assert!(s.starts_with("LOGGED in epoch 7"), "{s}");
-        assert!(s.contains("0.117") && s.contains("measured fill ratio"), "{s}");
+        assert!(
+            s.contains("0.117") && s.contains("measured fill ratio"),
+            "{s}"
+        );
         assert!(s.contains("at most 0.5"), "{s}");
         let e = logged(
             7,

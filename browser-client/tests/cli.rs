@@ -230,8 +230,8 @@ mod fake_auditor {
             .unwrap(),
         );
         let body = manifest.to_json();
-        let app = axum::Router::new().fallback(
-            move |uri: axum::http::Uri, req: axum::body::Bytes| {
+        let app =
+            axum::Router::new().fallback(move |uri: axum::http::Uri, req: axum::body::Bytes| {
                 let (server, manifest) = (server.clone(), body.clone());
                 async move {
                     if uri.path() == "/v1/manifest" {
@@ -245,8 +245,7 @@ mod fake_auditor {
                         (axum::http::StatusCode::NOT_FOUND, Vec::new())
                     }
                 }
-            },
-        );
+            });
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
         tokio::spawn(async move { axum::serve(listener, app).await });
@@ -436,7 +435,13 @@ async fn check_exit_codes_not_auditable_and_error() {
     let out = run(vec!["check".into(), "--help".into()]).await;
     assert_eq!(out.status.code(), Some(0));
     let help = String::from_utf8_lossy(&out.stdout);
-    for line in ["0  LOGGED", "1  error", "2  NOT FOUND", "3  not auditable", "4  pending"] {
+    for line in [
+        "0  LOGGED",
+        "1  error",
+        "2  NOT FOUND",
+        "3  not auditable",
+        "4  pending",
+    ] {
         assert!(help.contains(line), "{help}");
     }
 }

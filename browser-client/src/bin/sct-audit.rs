@@ -17,8 +17,8 @@ use anyhow::{bail, Context as _};
 use browser_client::audit::{audit_now, Outcome, Verdict, EXIT_ERROR};
 use browser_client::policy::PendingQueue;
 use browser_client::sct::{self, CheckedSct};
-use ct_core::loglist::LogList;
 use clap::{Parser, Subcommand};
+use ct_core::loglist::LogList;
 
 #[derive(Parser)]
 #[command(
