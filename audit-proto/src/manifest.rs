@@ -833,6 +833,19 @@ pub(crate) mod tests {
             .with_fill_ratio(FillRatio::new(0.08).unwrap())
             .is_err());
         assert_eq!(FillRatio::from_counts(1, 3).unwrap().millionths(), 333_333);
+        // Every stored value survives JSON exactly (the manifest's bytes
+        // must be reproducible from the parsed manifest).
+        for m in (0..=FillRatio::SCALE)
+            .step_by(997)
+            .chain([1, FillRatio::SCALE])
+        {
+            let r = FillRatio::new(f64::from(m) / 1e6).unwrap();
+            assert_eq!(r.millionths(), m);
+            let text = serde_json::to_string(&r).unwrap();
+            let back: FillRatio = serde_json::from_str(&text).unwrap();
+            assert_eq!(back, r, "{text}");
+            assert_eq!(serde_json::to_string(&back).unwrap(), text);
+        }
     }
 
     #[test]
