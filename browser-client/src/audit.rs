@@ -325,3 +325,61 @@ pub async fn audit_now(
     }
     Ok((out, stats))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_most_severe_outcome_sets_the_exit_code() {
+        let (log_id, leaf_hash) = (LogId::new([1; 32]), LeafHash::new([2; 32]));
+        let logged = Outcome::Logged {
+            log_id,
+            leaf_hash,
+            epoch: 3,
+            filter: 0,
+            confidence: Confidence {
+                false_positive_rate: 0.12,
+                measured: true,
+            },
+            upload_bytes: 1,
+            download_bytes: 1,
+        };
+        let pending = Outcome::Pending {
+            log_id,
+            leaf_hash,
+            reason: WaitReason::Mmd { due_ms: 0 },
+        };
+        let untracked = Outcome::Pending {
+            log_id,
+            leaf_hash,
+            reason: WaitReason::LogNotTracked { log_id },
+        };
+        let bad = Outcome::NotAuditable {
+            log_id,
+            signature: Signature::UnknownLog,
+        };
+        let not_found = Outcome::NotFound {
+            log_id,
+            leaf_hash,
+            epoch: 3,
+            filter: 0,
+        };
+        let code = |os: &[&Outcome]| Verdict::of_all(os.iter().copied()).exit_code();
+        assert_eq!(code(&[]), 0);
+        assert_eq!(code(&[&logged]), 0);
+        assert_eq!(code(&[&logged, &pending]), 4);
+        assert_eq!(code(&[&pending, &untracked]), 3);
+        assert_eq!(code(&[&bad, &logged]), 3);
+        assert_eq!(code(&[&pending, &bad, &not_found, &logged]), 2);
+        assert_ne!(EXIT_ERROR, 0);
+        assert!(logged.message(None).contains("probability 0.120"));
+        assert!(untracked
+            .message(Some("Argon 2026"))
+            .contains("this auditor does not track log \"Argon 2026\""));
+        assert!(bad
+            .message(None)
+            .starts_with("not audited: the log is not in the log list"));
+        assert!(not_found.message(None).contains("certain"));
+    }
+}

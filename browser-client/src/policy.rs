@@ -596,6 +596,37 @@ mod tests {
             readiness(&again, &manifest(6, 2_000_000), 2_000_000).unwrap(),
             Readiness::Ready
         );
+        // The reasons, for people: a log the epoch lists but has not
+        // covered yet waits; a log it does not list at all is not tracked.
+        assert_eq!(wait_reason(&p, &m, 1_060_000).unwrap(), None);
+        assert_eq!(
+            wait_reason(&p, &early, 2_000_000).unwrap(),
+            Some(WaitReason::Coverage { log_id: p.log_id })
+        );
+        let untracked = wait_reason(&other, &m, 2_000_000).unwrap().unwrap();
+        assert_eq!(
+            untracked,
+            WaitReason::LogNotTracked {
+                log_id: other.log_id
+            }
+        );
+        let text = untracked.message(Some("Test Log"));
+        assert!(
+            text.contains(&format!(
+                "this auditor does not track log \"Test Log\" ({})",
+                other.log_id
+            )),
+            "{text}"
+        );
+        assert!(untracked.to_string().contains(&other.log_id.to_string()));
+        let mmd = wait_reason(&p, &m, 1_000_000).unwrap().unwrap();
+        assert!(mmd.to_string().contains("1970-01-01T00:17:40Z"), "{mmd}");
+        assert_eq!(
+            wait_reason(&again, &m, 2_000_000).unwrap(),
+            Some(WaitReason::LaterEpoch { not_found_in: 5 })
+        );
+        // An SCT time no calendar can print is still said, not a panic.
+        assert!(utc(u64::MAX).contains("ms after 1970"));
     }
 
     #[test]
