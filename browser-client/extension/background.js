@@ -11,7 +11,8 @@
 //   logList     {url, fetchedAt, text}: cached log list (refreshed daily)
 //   manifest    {auditor, fetchedAt, text}: the last manifest (for the popup)
 //   usage       {days: {"YYYY-MM-DD": {audits, logged, manifests, up, down}}}: the last 8 days
-//   audits      the last audits (time, epoch, result, timings, bytes)
+//   audits      the last audits (time, epoch, result and its sentence with the
+//               epoch's fill ratio, timings, bytes)
 //   hosts       leaf hash -> host name it was seen on (for the popup)
 //   status      what the options page shows (last run, counters, last error)
 // Storage (storage.session, kept while the browser runs, across unloads of

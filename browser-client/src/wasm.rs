@@ -12,9 +12,11 @@
 //!   const q = prober.prepare(JSON.parse(queue).items[i].leaf_hash);        // random filter, YPIR query
 //!   const resp = await fetch(q.url(server), {method: "POST", body: q.body(),
 //!                            headers: {"content-type": "application/octet-stream"}});
-//!   const out = JSON.parse(queueRecord(queue, i, q.decode(new Uint8Array(await resp.arrayBuffer())),
-//!                                      q.epoch(), q.filter(), server, Date.now()));
+//!   const logged = q.decode(new Uint8Array(await resp.arrayBuffer()));
+//!   const out = JSON.parse(queueRecord(queue, i, logged, q.epoch(), q.filter(), server, Date.now()));
 //!   queue = out.queue;                        // persist in extension storage
+//!   // what the answer means: LOGGED with the epoch's fill ratio, NOT FOUND certain
+//!   const text = prober.verdict(logged, out.report?.not_found_in_epochs ?? []);
 //!   if (out.report) { /* show / submit the misbehaviour report */ }
 //! }
 //! ```
