@@ -28,5 +28,5 @@ pub mod shard;
 pub use error::{Error, Result};
 pub use filter::{bit_index, FilterSpec, Salt};
 pub use ids::{LeafHash, LogId};
-pub use manifest::{DbSpec, LogCoverage, Manifest, PirSpec, Probe};
+pub use manifest::{DbSpec, FillRatio, LogCoverage, Manifest, PirSpec, Probe};
 pub use shard::{ShardMap, ShardRule};

@@ -64,6 +64,10 @@ pub struct Manifest {
     pub snapshot_at: i64,
     /// |S|.
     pub entries: u64,
+    /// The fraction of the filters' bits that are set, as measured when
+    /// the epoch was built ([`FillRatio`]); `None` in a manifest that does
+    /// not state it.
+    pub fill_ratio: Option<FillRatio>,
     /// Per-log coverage at snapshot time.
     pub logs: Vec<LogCoverage>,
     /// The filters.
@@ -98,6 +102,78 @@ impl LogCoverage {
     /// The decoded log id.
     pub fn log_id_bytes(&self) -> Result<[u8; 32]> {
         decode_log_id(&self.log_id)
+    }
+}
+
+/// The fraction of an epoch's filter bits that are set, in [0, 1], kept
+/// to the millionth (`"fill_ratio": 0.117188` in the manifest).
+///
+/// A leaf that is not in S reads a uniformly random bit of a uniformly
+/// random filter, so this is the probability that one audit of a
+/// never-logged SCT still answers "logged" (each entry sets one bit per
+/// filter, so the ratio is about 1 − e^(−|S|/(k·N)) ≈ 1/k). A log that
+/// chooses its certificates adversarially gets at most ½ (SimplePIR
+/// §6, Prop. 6.2). Stored in millionths so that parsing and serializing
+/// round-trip exactly (the manifest's bytes are bound to the epoch's
+/// bitmap files by their SHA-256).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(try_from = "f64", into = "f64")]
+pub struct FillRatio {
+    millionths: u32,
+}
+
+impl FillRatio {
+    /// One in the unit of the stored ratio.
+    pub const SCALE: u32 = 1_000_000;
+
+    /// A ratio in [0, 1], rounded to the millionth; refuses anything else
+    /// (negative, above 1, NaN, infinite).
+    pub fn new(ratio: f64) -> Result<FillRatio> {
+        if !(0.0..=1.0).contains(&ratio) {
+            return Err(Error::Invalid(format!(
+                "fill_ratio {ratio} is not a ratio in [0, 1]"
+            )));
+        }
+        Ok(FillRatio {
+            millionths: (ratio * f64::from(Self::SCALE)).round() as u32,
+        })
+    }
+
+    /// `set` of `total` bits set (`total` > 0, `set` ≤ `total`).
+    pub fn from_counts(set: u64, total: u64) -> Result<FillRatio> {
+        if total == 0 || set > total {
+            return Err(Error::Invalid(format!(
+                "fill ratio of {set} set bits out of {total}"
+            )));
+        }
+        let m =
+            (u128::from(set) * u128::from(Self::SCALE) + u128::from(total) / 2) / u128::from(total);
+        Ok(FillRatio {
+            millionths: m as u32, // ≤ SCALE
+        })
+    }
+
+    /// The ratio.
+    pub fn get(self) -> f64 {
+        f64::from(self.millionths) / f64::from(Self::SCALE)
+    }
+
+    /// The ratio in millionths.
+    pub fn millionths(self) -> u32 {
+        self.millionths
+    }
+}
+
+impl TryFrom<f64> for FillRatio {
+    type Error = Error;
+    fn try_from(r: f64) -> Result<FillRatio> {
+        FillRatio::new(r)
+    }
+}
+
+impl From<FillRatio> for f64 {
+    fn from(r: FillRatio) -> f64 {
+        r.get()
     }
 }
 
@@ -189,6 +265,8 @@ struct ManifestWire {
     created_at: i64,
     snapshot_at: i64,
     entries: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    fill_ratio: Option<FillRatio>,
     logs: Vec<LogCoverage>,
     filter: FilterSpec,
     pir: PirSpec,
@@ -234,6 +312,7 @@ impl TryFrom<ManifestWire> for Manifest {
             created_at: w.created_at,
             snapshot_at: w.snapshot_at,
             entries: w.entries,
+            fill_ratio: w.fill_ratio,
             logs: w.logs,
             filter: w.filter,
             pir: w.pir,
@@ -274,6 +353,7 @@ impl From<Manifest> for ManifestWire {
             created_at: m.created_at,
             snapshot_at: m.snapshot_at,
             entries: m.entries,
+            fill_ratio: m.fill_ratio,
             logs: m.logs,
             filter: m.filter,
             pir: m.pir,
@@ -397,6 +477,7 @@ impl Manifest {
             created_at,
             snapshot_at,
             entries,
+            fill_ratio: None,
             logs,
             filter,
             pir,
@@ -425,6 +506,20 @@ impl Manifest {
         self.filter.check()?;
         if self.entries > self.filter.n {
             return bad(format!("|S| = {} > N = {}", self.entries, self.filter.n));
+        }
+        if let Some(r) = self.fill_ratio {
+            // Each entry sets one bit per filter: at most |S| of the k·N
+            // bits (plus the rounding to the millionth).
+            let most = u128::from(self.entries) * u128::from(FillRatio::SCALE)
+                + u128::from(self.filter.bits) / 2;
+            if u128::from(r.millionths()) * u128::from(self.filter.bits) > most {
+                return bad(format!(
+                    "fill_ratio {} > |S| / bits = {} / {}",
+                    r.get(),
+                    self.entries,
+                    self.filter.bits
+                ));
+            }
         }
         if self.pir.scheme != "ypir" {
             return bad(format!("unknown PIR scheme {:?}", self.pir.scheme));
@@ -513,6 +608,32 @@ impl Manifest {
             db.id,
             u64::from(filter - db.first_filter) * self.filter.bits + bit,
         ))
+    }
+
+    /// The manifest with its measured fill ratio set (checked like
+    /// everything else: [`Manifest::check`]).
+    pub fn with_fill_ratio(mut self, ratio: FillRatio) -> Result<Manifest> {
+        self.fill_ratio = Some(ratio);
+        self.check()?;
+        Ok(self)
+    }
+
+    /// The fill ratio a filter of `filter.bits` bits holding the `entries`
+    /// of S is expected to have, 1 − (1 − 1/bits)^|S| (each entry sets one
+    /// bit per filter).
+    pub fn expected_fill_ratio(&self) -> f64 {
+        let bits = self.filter.bits.max(1) as f64;
+        1.0 - (self.entries as f64 * (-1.0 / bits).ln_1p()).exp()
+    }
+
+    /// The probability that one audit of a leaf that is not in S answers
+    /// "logged": the measured fill ratio if the manifest states it (`true`),
+    /// else the expected one (`false`).
+    pub fn false_positive_rate(&self) -> (f64, bool) {
+        match self.fill_ratio {
+            Some(r) => (r.get(), true),
+            None => (self.expected_fill_ratio(), false),
+        }
     }
 
     /// Coverage of the log `log_id`, if the epoch has it.
@@ -671,6 +792,60 @@ pub(crate) mod tests {
         assert!(p.bit >= 128 && p.bit < 256);
         assert!(m.coverage(&[9; 32]).is_some());
         assert!(m.coverage(&[8; 32]).is_none());
+    }
+
+    #[test]
+    fn fill_ratio_round_trips_exactly_and_is_checked() {
+        // Absent: the field is not written, and the expected ratio stands in.
+        let plain = sample();
+        assert!(!String::from_utf8(plain.to_json())
+            .unwrap()
+            .contains("fill_ratio"));
+        let (p, measured) = plain.false_positive_rate();
+        assert!(!measured);
+        // |S| = 10 in 128 bits: 1 − (127/128)^10 ≈ 0.07543
+        assert!((p - 0.075_435).abs() < 1e-6, "{p}");
+        // Every count of set bits of a filter round-trips byte for byte.
+        for set in 0..=10u64 {
+            let r = FillRatio::from_counts(set, 128).unwrap();
+            let m = sample().with_fill_ratio(r).unwrap();
+            let json = m.to_json();
+            let back = Manifest::from_json(&json).unwrap();
+            assert_eq!(back, m);
+            assert_eq!(back.to_json(), json);
+            assert_eq!(back.false_positive_rate(), (r.get(), true));
+        }
+        let m = sample()
+            .with_fill_ratio(FillRatio::from_counts(9, 128).unwrap())
+            .unwrap();
+        let text = String::from_utf8(m.to_json()).unwrap();
+        assert!(text.contains("\"fill_ratio\":0.070313"), "{text}");
+        // Not a ratio, or more bits set than |S| can set: refused.
+        for bad in ["-0.1", "1.5", "1e400", "0.1", "\"0.07\"", "true"] {
+            let t = text.replacen("0.070313", bad, 1);
+            assert!(Manifest::from_json(t.as_bytes()).is_err(), "{bad}");
+        }
+        assert!(FillRatio::new(f64::NAN).is_err());
+        assert!(FillRatio::new(1.000_001).is_err());
+        assert!(FillRatio::from_counts(1, 0).is_err());
+        assert!(FillRatio::from_counts(2, 1).is_err());
+        assert!(sample()
+            .with_fill_ratio(FillRatio::new(0.08).unwrap())
+            .is_err());
+        assert_eq!(FillRatio::from_counts(1, 3).unwrap().millionths(), 333_333);
+        // Every stored value survives JSON exactly (the manifest's bytes
+        // must be reproducible from the parsed manifest).
+        for m in (0..=FillRatio::SCALE)
+            .step_by(997)
+            .chain([1, FillRatio::SCALE])
+        {
+            let r = FillRatio::new(f64::from(m) / 1e6).unwrap();
+            assert_eq!(r.millionths(), m);
+            let text = serde_json::to_string(&r).unwrap();
+            let back: FillRatio = serde_json::from_str(&text).unwrap();
+            assert_eq!(back, r, "{text}");
+            assert_eq!(serde_json::to_string(&back).unwrap(), text);
+        }
     }
 
     #[test]

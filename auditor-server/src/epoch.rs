@@ -61,7 +61,7 @@ use std::time::Instant;
 
 use audit_proto::filter::{FilterSpec, Salt};
 use audit_proto::manifest::{
-    encode_log_id, DbLayout, LogCoverage, Manifest, ManifestParts, PirSpec,
+    encode_log_id, DbLayout, FillRatio, LogCoverage, Manifest, ManifestParts, PirSpec,
 };
 use futures_util::TryStreamExt;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -352,6 +352,36 @@ pub fn plan_manifest(input: PlanInput, bp: &BuildParams) -> Result<Manifest> {
     })?)
 }
 
+/// The fill ratio of the first `sample` filters of the planned epoch
+/// `manifest` over the leaf hashes `hashes` (one filter in memory at a
+/// time): what `epoch plan` states for a sharded epoch, whose databases no
+/// single server builds. The filters' ratios differ by a few times
+/// 1/√(k·N), so a few filters measure the epoch's.
+pub fn sample_fill_ratio(
+    manifest: &Manifest,
+    hashes: &[[u8; 32]],
+    sample: u32,
+) -> Result<FillRatio> {
+    let filter_bits = manifest.filter.bits;
+    let n = sample.clamp(1, manifest.filter.a);
+    let mut words = vec![0u8; (filter_bits / 8) as usize];
+    let mut set = 0u64;
+    for j in 0..n {
+        words.fill(0);
+        fill_filter(
+            &manifest.filter.salts[j as usize],
+            filter_bits,
+            hashes,
+            &mut words,
+        );
+        set += words.iter().map(|b| u64::from(b.count_ones())).sum::<u64>();
+    }
+    Ok(FillRatio::from_counts(
+        set,
+        filter_bits.saturating_mul(u64::from(n)),
+    )?)
+}
+
 /// Builds epoch `epoch` from `snap` into the directory `out` (created by
 /// the caller, e.g. [`EpochDir::begin`]) on one server: fresh seeds,
 /// every database, the shard map of `bp` (if any). CPU-bound; call from a
@@ -415,15 +445,16 @@ pub fn build_planned(
         dbs: own.len(),
         ..Default::default()
     };
-    let manifest_json = manifest.to_json();
-    let digest = manifest_digest(&manifest_json);
     let salts = &manifest.filter.salts;
     let mut servers: Vec<Option<Server>> = (0..manifest.dbs.len()).map(|_| None).collect();
+    // First every filter (their bits do not depend on the manifest's
+    // bytes), so that the measured fill ratio can go into the manifest
+    // before its digest is written into the bitmap files.
     let pb = bar(bp.progress, own_filters, "hashing into filters");
     let mut set_bits = 0u64;
+    let mut bitmaps = Vec::with_capacity(own.len());
     for &d in own {
-        let id = d as usize;
-        let spec = manifest.dbs.get(id).ok_or_else(|| {
+        let spec = manifest.dbs.get(d as usize).ok_or_else(|| {
             Error::Config(format!(
                 "database {d} out of range (epoch {epoch} has {})",
                 manifest.dbs.len()
@@ -447,7 +478,24 @@ pub fn build_planned(
             .map(|b| u64::from(b.count_ones()))
             .sum::<u64>();
         report.filters_s += t.elapsed().as_secs_f64();
-
+        bitmaps.push((d, bitmap));
+    }
+    pb.finish_and_clear();
+    let own_bits = filter_bits.saturating_mul(own_filters);
+    report.fill_ratio = set_bits as f64 / own_bits.max(1) as f64;
+    // A server that builds every database measures the whole epoch; the
+    // shards of a planned epoch serve the ratio `epoch plan` measured.
+    let manifest = if manifest.fill_ratio.is_none() && own_filters == u64::from(manifest.filter.a) {
+        manifest.with_fill_ratio(FillRatio::from_counts(set_bits, own_bits)?)?
+    } else {
+        manifest
+    };
+    let manifest_json = manifest.to_json();
+    let digest = manifest_digest(&manifest_json);
+    for (d, bitmap) in bitmaps {
+        let id = d as usize;
+        let spec = &manifest.dbs[id];
+        let bits = spec.bits;
         let t = Instant::now();
         let header = BitsHeader {
             epoch,
@@ -491,9 +539,7 @@ pub fn build_planned(
         server.release_update_state();
         servers[id] = Some(server);
     }
-    pb.finish_and_clear();
     log_prefetch_choice();
-    report.fill_ratio = set_bits as f64 / (filter_bits as f64 * own_filters.max(1) as f64);
     report.total_s = t_all.elapsed().as_secs_f64();
     let t = Instant::now();
     write_synced(&out.join(MANIFEST_FILE), &manifest_json)?;
@@ -935,6 +981,58 @@ mod tests {
         }
         assert_eq!(plan_dbs(768, 1 << 35, 1 << 30).len(), 768);
         assert_eq!(plan_dbs(768, 1000, 1 << 30).len(), 1);
+    }
+
+    /// A single server measures the fill ratio of every filter and states
+    /// it in the manifest its bitmap files are bound to; the ratio of a
+    /// planned epoch comes from a sample of its filters.
+    #[test]
+    fn the_manifest_states_the_measured_fill_ratio() {
+        let hashes: Vec<[u8; 32]> = (0..40u32)
+            .map(|i| Sha256::digest(i.to_le_bytes()).into())
+            .collect();
+        let snap = Snapshot {
+            now_s: 1_700_000_000,
+            hashes,
+            coverage: Vec::new(),
+        };
+        let bp = BuildParams {
+            filters: 6,
+            k: 8,
+            db_bits_target: 1 << 10,
+            params: pir_core::params::TOY,
+            progress: false,
+            shards: None,
+            budget: crate::memory::Budget::default(),
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let built = build_epoch(&snap, 1, &bp, dir.path()).unwrap();
+        let m = &built.manifest;
+        assert!(m.dbs.len() > 1, "{}", m.dbs.len());
+        let ratio = m.fill_ratio.expect("fill ratio in the manifest");
+        let report = built.report.as_ref().unwrap().fill_ratio;
+        assert!((ratio.get() - report).abs() < 1e-6, "{ratio:?} {report}");
+        // 40 entries in 320-bit filters: some bits collide, none is lost.
+        assert!(
+            ratio.get() > 0.1 && ratio.get() <= 40.0 / 320.0,
+            "{ratio:?}"
+        );
+        assert_eq!(sample_fill_ratio(m, &snap.hashes, 6).unwrap(), ratio);
+        // The bitmaps are bound to the manifest with the ratio…
+        let loaded = load_epoch(dir.path(), &ShardConfig::default(), &bp.budget).unwrap();
+        assert_eq!(&loaded.manifest, m);
+        // …and a manifest whose ratio was edited is refused.
+        let path = dir.path().join(MANIFEST_FILE);
+        let text = std::fs::read_to_string(&path).unwrap();
+        let edited = text.replacen(
+            &format!("\"fill_ratio\":{}", ratio.get()),
+            "\"fill_ratio\":0.01",
+            1,
+        );
+        assert_ne!(edited, text);
+        std::fs::write(&path, edited).unwrap();
+        let e = load_epoch(dir.path(), &ShardConfig::default(), &bp.budget).unwrap_err();
+        assert!(e.to_string().contains("another manifest"), "{e}");
     }
 
     #[test]

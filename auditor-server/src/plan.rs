@@ -38,6 +38,8 @@ use crate::shard::ShardConfig;
 pub const SPEC_VERSION: u32 = 1;
 /// Largest spec file read.
 pub const MAX_SPEC_BYTES: u64 = 8 << 20;
+/// Filters whose fill ratio `epoch plan` measures for the manifest.
+pub const FILL_SAMPLE_FILTERS: u32 = 8;
 /// Domain separator of [`set_digest`].
 pub const SET_DOMAIN: &[u8] = b"ct-audit/epoch-set/v1";
 
@@ -174,6 +176,10 @@ pub fn plan_snapshot(snap: &epoch::Snapshot, config: &Config, epoch: u64) -> Res
         )),
         e => e,
     })?;
+    // No shard builds every database: the plan measures the fill ratio
+    // the shards will serve on a sample of the filters.
+    let ratio = epoch::sample_fill_ratio(&manifest, &snap.hashes, FILL_SAMPLE_FILTERS)?;
+    let manifest = manifest.with_fill_ratio(ratio)?;
     Ok(EpochSpec {
         spec_version: SPEC_VERSION,
         set_sha256,

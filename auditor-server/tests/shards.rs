@@ -150,6 +150,12 @@ async fn shards_answer_exactly_what_one_server_answers() -> TestResult {
     let spec = store.plan(&shard_config(0, None), 1).await?;
     assert_eq!(spec.manifest.dbs.len(), 6);
     assert_eq!(spec.manifest.entries, 40);
+    // `epoch plan` measured the fill ratio the shards serve.
+    let fill = spec.manifest.fill_ratio.expect("planned fill ratio").get();
+    assert!(
+        fill > 0.0 && fill <= 40.0 / spec.manifest.filter.bits as f64,
+        "{fill}"
+    );
     let spec_path = write_spec(store.dir.path(), "spec.json", &spec)?;
     assert_eq!(EpochSpec::read(&spec_path)?.0, spec);
 

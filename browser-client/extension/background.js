@@ -11,7 +11,8 @@
 //   logList     {url, fetchedAt, text}: cached log list (refreshed daily)
 //   manifest    {auditor, fetchedAt, text}: the last manifest (for the popup)
 //   usage       {days: {"YYYY-MM-DD": {audits, logged, manifests, up, down}}}: the last 8 days
-//   audits      the last audits (time, epoch, result, timings, bytes)
+//   audits      the last audits (time, epoch, result and its sentence with the
+//               epoch's fill ratio, timings, bytes)
 //   hosts       leaf hash -> host name it was seen on (for the popup)
 //   status      what the options page shows (last run, counters, last error)
 // Storage (storage.session, kept while the browser runs, across unloads of
@@ -222,9 +223,8 @@ async function enqueueCertificate(leafDer, issuerDer, limit, source, host) {
       host,
       log: c.log_description ?? c.log_id,
       timestampMs: c.timestamp_ms,
-      reason: unknown
-        ? `log ${c.log_id} is not in the log list`
-        : `SCT signature does not verify: ${c.signature?.detail ?? status}`,
+      // browser-client's sentence for people (sct.rs, Signature)
+      reason: c.signature?.message ?? (unknown ? "the log is not in the log list" : "the signature does not verify"),
     };
   }
   let queued = 0;
@@ -470,6 +470,9 @@ async function auditRound(auditor, counts, setEpoch) {
           const now = Date.now();
           const out = JSON.parse(queueRecord(queue, i, logged, q.epoch(), q.filter(), auditor, now));
           queue = out.queue;
+          // What the answer means, with its odds (LOGGED) or its certainty
+          // (NOT FOUND): browser-client's verdict.rs.
+          const message = m.prober.verdict(logged, out.report?.not_found_in_epochs ?? []);
           await api.storage.local.set({ queue });
           await recordAudit({
             at: now,
@@ -477,6 +480,9 @@ async function auditRound(auditor, counts, setEpoch) {
             filter: q.filter(),
             leaf_hash: item.leaf_hash,
             logged,
+            message,
+            fillRatio: m.prober.fillRatio(),
+            fillRatioMeasured: m.prober.fillRatioMeasured(),
             recheck: item.not_found_in !== null && item.not_found_in !== undefined,
             report: !!out.report,
             prepareMs: t1 - t0,
@@ -517,11 +523,38 @@ function stateWithoutManifest(item, now) {
   return now < due ? { state: "mmd", due_ms: due } : { state: "no_manifest" };
 }
 
+// Base64 LogID -> the log list's description, from the cached log list
+// (messages name logs by it).
+function logNames(text) {
+  const names = {};
+  try {
+    for (const op of JSON.parse(text ?? "{}").operators ?? []) {
+      for (const l of [...(op.logs ?? []), ...(op.tiled_logs ?? [])]) {
+        if (typeof l.log_id === "string" && typeof l.description === "string") names[l.log_id] = l.description;
+      }
+    }
+  } catch (_) {
+    /* no names: messages use the LogIDs */
+  }
+  return names;
+}
+
+// How far a LOGGED answer of the epoch in `manifestText` can be trusted:
+// the probability that a never-logged SCT passes one audit.
+function confidenceOf(manifestText) {
+  const prober = new Prober(new TextEncoder().encode(manifestText));
+  try {
+    return { epoch: prober.epoch(), fillRatio: prober.fillRatio(), measured: prober.fillRatioMeasured() };
+  } finally {
+    prober.free();
+  }
+}
+
 // Everything the popup shows, in one answer.
 async function popupState() {
   await wasmReady;
   const now = Date.now();
-  const got = await api.storage.local.get(["config", "status", "reports", "manifest", "usage", "audits", "hosts"]);
+  const got = await api.storage.local.get(["config", "status", "reports", "manifest", "usage", "audits", "hosts", "logList"]);
   const config = { ...DEFAULT_CONFIG, ...(got.config ?? {}) };
   const auditor = auditorBase(config);
   const raw = await loadQueue();
@@ -529,10 +562,15 @@ async function popupState() {
   const manifest = got.manifest && got.manifest.auditor === auditor ? got.manifest : null;
   let states = null;
   let epoch = null;
+  let confidence = null;
   if (manifest) {
     try {
       epoch = JSON.parse(manifest.text).epoch ?? null;
-      if (items.length) states = JSON.parse(queueStatus(raw, new TextEncoder().encode(manifest.text), now));
+      confidence = confidenceOf(manifest.text);
+      if (items.length) {
+        const names = JSON.stringify(logNames(got.logList?.text));
+        states = JSON.parse(queueStatus(raw, new TextEncoder().encode(manifest.text), now, names));
+      }
     } catch (e) {
       console.warn("ct-auditor: queueStatus:", e);
     }
@@ -550,6 +588,7 @@ async function popupState() {
   return {
     auditor,
     epoch,
+    confidence,
     manifestFetchedAt: manifest?.fetchedAt ?? null,
     readsConnections: CAN_READ_CONNECTIONS,
     testingSampleAll: config.testingSampleAll === true,

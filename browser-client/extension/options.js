@@ -65,14 +65,14 @@ $("settings").addEventListener("submit", async (ev) => {
 });
 
 const STATUS_ROWS = [
-  ["pending", "pending audits (waiting for the MMD, coverage or a re-check)"],
+  ["pending", "pending audits (waiting for the MMD, coverage or a re-check, or from a log the auditor does not track)"],
   ["lastRunAt", "last audit round"],
   ["lastEpoch", "epoch of the last round"],
   ["lastRun", "last round: audited / logged / not found / reports"],
   ["lastError", "last error"],
   ["audited", "audits in total"],
-  ["logged", "answered logged"],
-  ["notFound", "answered not found (re-checked in a later epoch)"],
+  ["logged", "answered LOGGED (probabilistic: a never-logged SCT passes one audit with probability ≈ the epoch's fill ratio, ≈ 0.12; the popup shows the epoch's)"],
+  ["notFound", "answered NOT FOUND (certain for that epoch; re-checked in a later epoch)"],
   ["perf", "per audit (means): query generation / request / extraction; bytes up / down"],
   ["connections", "new connections (first request to an origin after 115 s without one)"],
   ["sampled", "connections sampled"],
@@ -188,9 +188,14 @@ $("addCert").onclick = async () => {
   out.hidden = false;
   try {
     const leaf = await readFile($("leafFile"));
-    const issuer = await readFile($("issuerFile"));
+    // The issuer is needed only to rebuild the leaf of embedded SCTs; the
+    // background says so if they need it.
+    const issuer = $("issuerFile").files?.[0] ? await readFile($("issuerFile")) : "";
     const r = await send({ type: "add-certificate", leaf, issuer });
-    out.textContent = `queued ${r.queued} SCT(s)\n` + JSON.stringify(r.checked, null, 2);
+    const lines = r.checked.length
+      ? r.checked.map((c) => `${c.log_description ?? c.log_id}: ${c.signature.message}`)
+      : ["The certificate has no embedded SCTs: its SCTs, if any, come by TLS or OCSP, which extensions cannot read."];
+    out.textContent = `queued ${r.queued} SCT(s)\n${lines.join("\n")}\n\n` + JSON.stringify(r.checked, null, 2);
   } catch (e) {
     out.textContent = e.message;
   }

@@ -30,6 +30,8 @@ const time = (ms) => new Date(ms).toLocaleString();
 const short = (hex) => `${hex.slice(0, 12)}…`;
 
 function why(item) {
+  // browser-client's sentence (policy.rs, WaitReason), naming the log
+  if (item.message) return item.message;
   switch (item.state) {
     case "ready":
       return "ready: audited in the next round";
@@ -38,7 +40,7 @@ function why(item) {
     case "coverage":
       return "the auditor's epoch does not cover the SCT yet: waits for a later epoch";
     case "log_not_tracked":
-      return "the auditor does not track this log: waits until it does";
+      return `not auditable here: this auditor does not track log ${item.log_id}`;
     case "later_epoch":
       return `NOT FOUND in epoch ${item.not_found_in}: re-checked in a later epoch`;
     case "no_manifest":
@@ -56,6 +58,18 @@ function render(s) {
     week.append(el("div", `${s.week.logged} LOGGED, ${s.week.audits - s.week.logged} NOT FOUND`));
   }
   week.append(el("div", `${bytes(s.week.bytes)} used (queries, answers and manifests since ${s.week.since})`, "muted"));
+  if (s.confidence) {
+    const c = s.confidence;
+    week.append(
+      el(
+        "div",
+        `LOGGED is probabilistic: an SCT that was never logged passes one audit with probability ` +
+          `${c.fillRatio.toFixed(3)} (epoch ${c.epoch}'s ${c.measured ? "measured" : "expected"} fill ratio), ` +
+          "at most ½ against a log that chooses its certificates adversarially. NOT FOUND is certain for its epoch.",
+        "muted",
+      ),
+    );
+  }
 
   $("auditor").textContent = s.auditor
     ? `Auditor ${s.auditor}, epoch ${s.epoch ?? "—"}` +
@@ -84,7 +98,12 @@ function render(s) {
   for (const a of s.notFound) if (waiting.has(a.leaf_hash)) latest.set(a.leaf_hash, a);
   for (const a of latest.values()) {
     ul.append(
-      el("li", `NOT FOUND: ${a.host ?? short(a.leaf_hash)} in epoch ${a.epoch} (${time(a.at)}); re-checked in a later epoch`, "bad"),
+      el(
+        "li",
+        `NOT FOUND: ${a.host ?? short(a.leaf_hash)} in epoch ${a.epoch} (${time(a.at)}): certain for that epoch; ` +
+          "re-checked in a later epoch before anything is reported",
+        "bad",
+      ),
     );
   }
   const u = s.unauditable;

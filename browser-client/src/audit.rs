@@ -10,10 +10,11 @@ use serde::Serialize;
 use crate::error::Result;
 use crate::net::{Auditor, QueryStats};
 use crate::policy::{
-    readiness, AuditResult, MisbehaviourReport, PendingQueue, Readiness, Recorded,
+    wait_reason, AuditResult, MisbehaviourReport, PendingQueue, Recorded, WaitReason,
 };
 use crate::probe::Prober;
 use crate::sct::{CheckedSct, Signature};
+use crate::verdict::{self, Confidence};
 
 /// What happened to one SCT (or queued audit).
 #[derive(Clone, Debug, Serialize)]
@@ -26,16 +27,18 @@ pub enum Outcome {
         /// Why.
         signature: Signature,
     },
-    /// Waiting (MMD, coverage, or a later epoch for a re-check).
+    /// Not audited yet: waiting for the MMD, coverage, or a later epoch
+    /// for a re-check — or never here, for a log the auditor does not
+    /// track ([`WaitReason::LogNotTracked`]).
     Pending {
         /// Log ID (base64 in JSON).
         log_id: LogId,
         /// Leaf hash (hex in JSON).
         leaf_hash: LeafHash,
         /// What it waits for.
-        waiting_for: String,
+        reason: WaitReason,
     },
-    /// The probed bit was 1.
+    /// The probed bit was 1: logged, with the odds of [`Confidence`].
     Logged {
         /// Log ID (base64 in JSON).
         log_id: LogId,
@@ -45,12 +48,15 @@ pub enum Outcome {
         epoch: u64,
         /// Filter probed.
         filter: u32,
+        /// How likely a never-logged SCT gets this answer.
+        confidence: Confidence,
         /// Request bytes.
         upload_bytes: usize,
         /// Response bytes.
         download_bytes: usize,
     },
-    /// The probed bit was 0; re-checked in a later epoch.
+    /// The probed bit was 0: certainly not in the epoch's set; re-checked
+    /// in a later epoch.
     NotFound {
         /// Log ID (base64 in JSON).
         log_id: LogId,
@@ -63,6 +69,90 @@ pub enum Outcome {
     },
     /// Not found in two epochs: the report.
     Misbehaviour(Box<MisbehaviourReport>),
+}
+
+/// The classes of [`Outcome`], least to most severe; `sct-audit check`
+/// exits with the [`Verdict::exit_code`] of the most severe of its SCTs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// Every SCT audited answered LOGGED.
+    Logged,
+    /// Some SCT waits (MMD, coverage, a re-check in a later epoch).
+    Pending,
+    /// Some SCT cannot be audited: its signature does not verify, its log
+    /// is not in the log list, or this auditor does not track its log.
+    NotAuditable,
+    /// Some SCT was NOT FOUND, or a misbehaviour report was made.
+    NotFound,
+}
+
+/// `sct-audit check`'s exit code when it could not audit (bad input, the
+/// auditor unreachable or answering errors).
+pub const EXIT_ERROR: i32 = 1;
+
+impl Verdict {
+    /// `sct-audit check`'s exit code: 0 logged, 2 not found or
+    /// misbehaviour, 3 not auditable, 4 pending ([`EXIT_ERROR`] = 1 is an
+    /// error).
+    pub fn exit_code(self) -> i32 {
+        match self {
+            Verdict::Logged => 0,
+            Verdict::NotFound => 2,
+            Verdict::NotAuditable => 3,
+            Verdict::Pending => 4,
+        }
+    }
+
+    /// The most severe verdict of `outcomes` ([`Verdict::Logged`] if empty).
+    pub fn of_all<'a>(outcomes: impl IntoIterator<Item = &'a Outcome>) -> Verdict {
+        outcomes
+            .into_iter()
+            .map(Outcome::verdict)
+            .max()
+            .unwrap_or(Verdict::Logged)
+    }
+}
+
+impl Outcome {
+    /// Its class.
+    pub fn verdict(&self) -> Verdict {
+        match self {
+            Outcome::Logged { .. } => Verdict::Logged,
+            Outcome::Pending {
+                reason: WaitReason::LogNotTracked { .. },
+                ..
+            }
+            | Outcome::NotAuditable { .. } => Verdict::NotAuditable,
+            Outcome::Pending { .. } => Verdict::Pending,
+            Outcome::NotFound { .. } | Outcome::Misbehaviour(_) => Verdict::NotFound,
+        }
+    }
+
+    /// The log it is about.
+    pub fn log_id(&self) -> LogId {
+        match self {
+            Outcome::NotAuditable { log_id, .. }
+            | Outcome::Pending { log_id, .. }
+            | Outcome::Logged { log_id, .. }
+            | Outcome::NotFound { log_id, .. } => *log_id,
+            Outcome::Misbehaviour(r) => r.log_id,
+        }
+    }
+
+    /// What it means, for people; `log_name` (the log list's description)
+    /// names the log where one is named.
+    pub fn message(&self, log_name: Option<&str>) -> String {
+        match self {
+            Outcome::NotAuditable { signature, .. } => format!("not audited: {signature}"),
+            Outcome::Pending { reason, .. } => reason.message(log_name),
+            Outcome::Logged {
+                epoch, confidence, ..
+            } => verdict::logged(*epoch, *confidence),
+            Outcome::NotFound { epoch, .. } => verdict::not_found(*epoch),
+            Outcome::Misbehaviour(r) => verdict::misbehaviour(&r.not_found_in_epochs),
+        }
+    }
 }
 
 /// One audit that ran (a private query was sent).
@@ -121,21 +211,14 @@ pub async fn run_ready(
     while i < queue.items.len() {
         let item = &queue.items[i];
         let (log_id, leaf_hash) = (item.log_id, item.leaf_hash);
-        match readiness(item, prober.manifest(), now_ms)? {
-            Readiness::Ready => {}
-            other => {
-                waiting.push(Outcome::Pending {
-                    log_id,
-                    leaf_hash,
-                    waiting_for: match other {
-                        Readiness::WaitForMmd(t) => format!("the log's MMD (until {t} ms)"),
-                        Readiness::WaitForCoverage => "an epoch covering the SCT".to_owned(),
-                        _ => "a later epoch (re-check)".to_owned(),
-                    },
-                });
-                i += 1;
-                continue;
-            }
+        if let Some(reason) = wait_reason(item, prober.manifest(), now_ms)? {
+            waiting.push(Outcome::Pending {
+                log_id,
+                leaf_hash,
+                reason,
+            });
+            i += 1;
+            continue;
         }
         let recheck = item.not_found_in.is_some();
         let t = std::time::Instant::now();
@@ -148,10 +231,7 @@ pub async fn run_ready(
                     waiting.push(Outcome::Pending {
                         log_id: item.log_id,
                         leaf_hash: item.leaf_hash,
-                        waiting_for: format!(
-                            "the auditor's next epoch (epoch {} was retired)",
-                            q.epoch
-                        ),
+                        reason: WaitReason::EpochRetired { epoch: q.epoch },
                     });
                 }
                 return Ok(ReadyRun {
@@ -179,6 +259,7 @@ pub async fn run_ready(
                 leaf_hash,
                 epoch: q.epoch,
                 filter: q.filter,
+                confidence: Confidence::of(prober.manifest()),
                 upload_bytes: stats.upload_bytes,
                 download_bytes: stats.download_bytes,
             },
@@ -243,4 +324,62 @@ pub async fn audit_now(
         }
     }
     Ok((out, stats))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_most_severe_outcome_sets_the_exit_code() {
+        let (log_id, leaf_hash) = (LogId::new([1; 32]), LeafHash::new([2; 32]));
+        let logged = Outcome::Logged {
+            log_id,
+            leaf_hash,
+            epoch: 3,
+            filter: 0,
+            confidence: Confidence {
+                false_positive_rate: 0.12,
+                measured: true,
+            },
+            upload_bytes: 1,
+            download_bytes: 1,
+        };
+        let pending = Outcome::Pending {
+            log_id,
+            leaf_hash,
+            reason: WaitReason::Mmd { due_ms: 0 },
+        };
+        let untracked = Outcome::Pending {
+            log_id,
+            leaf_hash,
+            reason: WaitReason::LogNotTracked { log_id },
+        };
+        let bad = Outcome::NotAuditable {
+            log_id,
+            signature: Signature::UnknownLog,
+        };
+        let not_found = Outcome::NotFound {
+            log_id,
+            leaf_hash,
+            epoch: 3,
+            filter: 0,
+        };
+        let code = |os: &[&Outcome]| Verdict::of_all(os.iter().copied()).exit_code();
+        assert_eq!(code(&[]), 0);
+        assert_eq!(code(&[&logged]), 0);
+        assert_eq!(code(&[&logged, &pending]), 4);
+        assert_eq!(code(&[&pending, &untracked]), 3);
+        assert_eq!(code(&[&bad, &logged]), 3);
+        assert_eq!(code(&[&pending, &bad, &not_found, &logged]), 2);
+        assert_ne!(EXIT_ERROR, 0);
+        assert!(logged.message(None).contains("probability 0.120"));
+        assert!(untracked
+            .message(Some("Argon 2026"))
+            .contains("this auditor does not track log \"Argon 2026\""));
+        assert!(bad
+            .message(None)
+            .starts_with("not audited: the log is not in the log list"));
+        assert!(not_found.message(None).contains("certain"));
+    }
 }

@@ -16,6 +16,9 @@
 //!    runs natively and as wasm32 (module `wasm`, feature `wasm`).
 //! 4. [`net`] and [`audit`]: the native HTTP transport and the audit step
 //!    `sct-audit check` runs.
+//! 5. [`verdict`]: what an answer means, for people — LOGGED with the
+//!    epoch's fill ratio (the odds that a never-logged SCT passes one
+//!    audit), NOT FOUND as certain for its epoch.
 //!
 //! Binary (feature `native`): `sct-audit`. The operator's population
 //! simulator and cost report are the `audit-sim` crate.
@@ -31,6 +34,7 @@ pub mod net;
 pub mod policy;
 pub mod probe;
 pub mod sct;
+pub mod verdict;
 #[cfg(feature = "wasm")]
 pub mod wasm;
 

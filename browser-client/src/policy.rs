@@ -116,6 +116,107 @@ pub enum Readiness {
     WaitForLaterEpoch,
 }
 
+/// Why a pending audit is not run against an epoch (the sentence for
+/// people is its `Display`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "state")]
+pub enum WaitReason {
+    /// The SCT is younger than the log's MMD.
+    Mmd {
+        /// Not before this time (ms since the Unix epoch).
+        due_ms: u64,
+    },
+    /// The auditor tracks the log, but the epoch's data of it ends before
+    /// the SCT.
+    Coverage {
+        /// Log ID (base64 in JSON).
+        log_id: LogId,
+    },
+    /// The auditor does not track the log at all: no epoch of it will
+    /// cover the SCT unless its operator adds the log.
+    LogNotTracked {
+        /// Log ID (base64 in JSON).
+        log_id: LogId,
+    },
+    /// A first NOT FOUND came from this epoch; the re-check needs a later
+    /// one.
+    LaterEpoch {
+        /// The epoch of the first NOT FOUND.
+        not_found_in: u64,
+    },
+    /// The auditor retired the epoch being probed while the audit step ran.
+    EpochRetired {
+        /// The retired epoch.
+        epoch: u64,
+    },
+}
+
+impl WaitReason {
+    /// The sentence for people; `log_name` (the log list's description)
+    /// names the log where one is named, else its base64 LogID does.
+    pub fn message(&self, log_name: Option<&str>) -> String {
+        let log = |id: &LogId| match log_name {
+            Some(name) => format!("\"{name}\" ({id})"),
+            None => id.to_string(),
+        };
+        match self {
+            WaitReason::Mmd { due_ms } => format!(
+                "pending: the SCT is younger than the log's maximum merge delay; audited \
+                 from {} on",
+                utc(*due_ms)
+            ),
+            WaitReason::Coverage { log_id } => format!(
+                "pending: the auditor's current epoch does not yet cover log {} up to the \
+                 SCT's time; waits for a later epoch",
+                log(log_id)
+            ),
+            WaitReason::LogNotTracked { log_id } => format!(
+                "not auditable here: this auditor does not track log {}, so no epoch will \
+                 cover the SCT unless the auditor adds the log",
+                log(log_id)
+            ),
+            WaitReason::LaterEpoch { not_found_in } => format!(
+                "pending: NOT FOUND in epoch {not_found_in}; re-checked in a later epoch \
+                 before anything is reported"
+            ),
+            WaitReason::EpochRetired { epoch } => format!(
+                "pending: the auditor retired epoch {epoch} during the audit; audited \
+                 against its next epoch"
+            ),
+        }
+    }
+}
+
+impl std::fmt::Display for WaitReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message(None))
+    }
+}
+
+/// Milliseconds since 1970 as RFC 3339 UTC (up to the year 9999).
+fn utc(ms: u64) -> String {
+    const YEAR_10000_S: u64 = 253_402_300_800;
+    match ms.div_ceil(1000) {
+        s if s < YEAR_10000_S => ct_core::civil::format_rfc3339(s as i64),
+        _ => format!("{ms} ms after 1970"),
+    }
+}
+
+/// Why `p` waits against `m` at `now_ms` (`None`: it is ready).
+pub fn wait_reason(p: &PendingAudit, m: &Manifest, now_ms: u64) -> Result<Option<WaitReason>> {
+    Ok(match readiness(p, m, now_ms)? {
+        Readiness::Ready => None,
+        Readiness::WaitForMmd(due_ms) => Some(WaitReason::Mmd { due_ms }),
+        Readiness::WaitForCoverage if m.coverage(p.log_id.as_bytes()).is_none() => {
+            Some(WaitReason::LogNotTracked { log_id: p.log_id })
+        }
+        Readiness::WaitForCoverage => Some(WaitReason::Coverage { log_id: p.log_id }),
+        Readiness::WaitForLaterEpoch => Some(WaitReason::LaterEpoch {
+            not_found_in: p.not_found_in.unwrap_or(m.epoch),
+        }),
+    })
+}
+
 /// Decides whether `p` can be audited against `m` at `now_ms`.
 pub fn readiness(p: &PendingAudit, m: &Manifest, now_ms: u64) -> Result<Readiness> {
     let due = p
@@ -495,6 +596,37 @@ mod tests {
             readiness(&again, &manifest(6, 2_000_000), 2_000_000).unwrap(),
             Readiness::Ready
         );
+        // The reasons, for people: a log the epoch lists but has not
+        // covered yet waits; a log it does not list at all is not tracked.
+        assert_eq!(wait_reason(&p, &m, 1_060_000).unwrap(), None);
+        assert_eq!(
+            wait_reason(&p, &early, 2_000_000).unwrap(),
+            Some(WaitReason::Coverage { log_id: p.log_id })
+        );
+        let untracked = wait_reason(&other, &m, 2_000_000).unwrap().unwrap();
+        assert_eq!(
+            untracked,
+            WaitReason::LogNotTracked {
+                log_id: other.log_id
+            }
+        );
+        let text = untracked.message(Some("Test Log"));
+        assert!(
+            text.contains(&format!(
+                "this auditor does not track log \"Test Log\" ({})",
+                other.log_id
+            )),
+            "{text}"
+        );
+        assert!(untracked.to_string().contains(&other.log_id.to_string()));
+        let mmd = wait_reason(&p, &m, 1_000_000).unwrap().unwrap();
+        assert!(mmd.to_string().contains("1970-01-01T00:17:40Z"), "{mmd}");
+        assert_eq!(
+            wait_reason(&again, &m, 2_000_000).unwrap(),
+            Some(WaitReason::LaterEpoch { not_found_in: 5 })
+        );
+        // An SCT time no calendar can print is still said, not a panic.
+        assert!(utc(u64::MAX).contains("ms after 1970"));
     }
 
     #[test]

@@ -70,8 +70,12 @@ pub fn parse_certificates(bytes: &[u8]) -> Result<Vec<Vec<u8>>> {
 }
 
 /// Outcome of checking an SCT's signature.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case", tag = "status", content = "detail")]
+///
+/// JSON: `{"status": "valid" | "invalid" | "unknown_log", "detail": …,
+/// "message": …}`, where `detail` (only for `invalid`) is the verifier's
+/// reason and `message` the sentence for people ([`Signature`]'s
+/// `Display`).
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Signature {
     /// Verifies with the log's key over the rebuilt entry.
     Valid,
@@ -79,6 +83,49 @@ pub enum Signature {
     Invalid(String),
     /// The log is not in the log list: cannot be checked, not audited.
     UnknownLog,
+}
+
+impl Signature {
+    /// `"valid"`, `"invalid"` or `"unknown_log"`.
+    pub fn status(&self) -> &'static str {
+        match self {
+            Signature::Valid => "valid",
+            Signature::Invalid(_) => "invalid",
+            Signature::UnknownLog => "unknown_log",
+        }
+    }
+}
+
+impl std::fmt::Display for Signature {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Signature::Valid => f.write_str("the SCT's signature verifies with the log's key"),
+            Signature::Invalid(why) => write!(
+                f,
+                "the SCT's signature does not verify with the log's key ({why}), so the \
+                 SCT is not audited: it proves nothing about the log, and a browser \
+                 should not accept it"
+            ),
+            Signature::UnknownLog => f.write_str(
+                "the log is not in the log list, so the SCT's signature cannot be checked \
+                 and the SCT is not audited",
+            ),
+        }
+    }
+}
+
+impl Serialize for Signature {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct as _;
+        let mut st = s.serialize_struct("Signature", 3)?;
+        st.serialize_field("status", self.status())?;
+        match self {
+            Signature::Invalid(why) => st.serialize_field("detail", why)?,
+            _ => st.skip_field("detail")?,
+        }
+        st.serialize_field("message", &self.to_string())?;
+        st.end()
+    }
 }
 
 /// One SCT of a certificate, rebuilt and checked.
@@ -163,6 +210,15 @@ fn check(
     })
 }
 
+/// Whether `cert_der` carries the embedded SCT-list extension (whose SCTs
+/// need the issuer certificate to rebuild their leaf).
+pub fn has_embedded_scts(cert_der: &[u8]) -> Result<bool> {
+    let tbs = ct_core::precert::tbs_certificate(cert_der).map_err(ct)?;
+    let (_, ext) =
+        ct_core::precert::remove_extension(tbs, ct_core::precert::OID_SCT_LIST).map_err(ct)?;
+    Ok(ext.is_some())
+}
+
 /// Every SCT embedded in `cert_der` (issued by `issuer_der`), rebuilt as a
 /// `precert_entry` and checked against `list`. A certificate without the
 /// SCT-list extension has none (its SCTs, if any, came by TLS or OCSP).
@@ -171,10 +227,7 @@ pub fn embedded_scts(
     issuer_der: &[u8],
     list: &LogList,
 ) -> Result<Vec<CheckedSct>> {
-    let tbs = ct_core::precert::tbs_certificate(cert_der).map_err(ct)?;
-    let (_, ext) =
-        ct_core::precert::remove_extension(tbs, ct_core::precert::OID_SCT_LIST).map_err(ct)?;
-    if ext.is_none() {
+    if !has_embedded_scts(cert_der)? {
         return Ok(Vec::new());
     }
     let (entry, scts) =
@@ -199,4 +252,38 @@ pub fn delivered_sct(cert_der: &[u8], sct: &[u8], list: &LogList) -> Result<Chec
 /// Parses a log list v3.
 pub fn parse_log_list(bytes: &[u8]) -> Result<LogList> {
     LogList::from_json(bytes).map_err(ct)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn signature_json_and_messages_are_for_people() {
+        let bad = Signature::Invalid("signature verification failed for SCT".into());
+        let v = serde_json::to_value(&bad).unwrap();
+        assert_eq!(v["status"], "invalid");
+        assert_eq!(v["detail"], "signature verification failed for SCT");
+        let msg = v["message"].as_str().unwrap();
+        assert!(
+            msg.starts_with("the SCT's signature does not verify"),
+            "{msg}"
+        );
+        assert!(
+            msg.contains("not audited") && !msg.contains("Invalid("),
+            "{msg}"
+        );
+        let v = serde_json::to_value(Signature::UnknownLog).unwrap();
+        assert_eq!(v["status"], "unknown_log");
+        assert!(v.get("detail").is_none());
+        assert!(v["message"]
+            .as_str()
+            .unwrap()
+            .contains("not in the log list"));
+        assert!(!Signature::UnknownLog.to_string().contains("UnknownLog"));
+        assert_eq!(
+            serde_json::to_value(Signature::Valid).unwrap()["status"],
+            "valid"
+        );
+    }
 }

@@ -12,9 +12,11 @@
 //!   const q = prober.prepare(JSON.parse(queue).items[i].leaf_hash);        // random filter, YPIR query
 //!   const resp = await fetch(q.url(server), {method: "POST", body: q.body(),
 //!                            headers: {"content-type": "application/octet-stream"}});
-//!   const out = JSON.parse(queueRecord(queue, i, q.decode(new Uint8Array(await resp.arrayBuffer())),
-//!                                      q.epoch(), q.filter(), server, Date.now()));
+//!   const logged = q.decode(new Uint8Array(await resp.arrayBuffer()));
+//!   const out = JSON.parse(queueRecord(queue, i, logged, q.epoch(), q.filter(), server, Date.now()));
 //!   queue = out.queue;                        // persist in extension storage
+//!   // what the answer means: LOGGED with the epoch's fill ratio, NOT FOUND certain
+//!   const text = prober.verdict(logged, out.report?.not_found_in_epochs ?? []);
 //!   if (out.report) { /* show / submit the misbehaviour report */ }
 //! }
 //! ```
@@ -29,17 +31,19 @@ use std::sync::Arc;
 use audit_proto::Manifest;
 use wasm_bindgen::prelude::*;
 
-use crate::policy::{readiness, AuditResult, PendingQueue, Readiness, Recorded};
+use crate::policy::{wait_reason, AuditResult, PendingQueue, Recorded};
 use crate::probe::{PreparedQuery, Prober as InnerProber};
 use crate::sct;
+use crate::verdict::{self, Confidence};
 
 fn js(e: impl std::fmt::Display) -> JsError {
     JsError::new(&e.to_string())
 }
 
 /// JSON array of the certificate's SCTs: log, timestamp, extensions,
-/// rebuilt leaf hash, signature status. `issuer_der` may be empty when
-/// `tls_sct` (a TLS-delivered SCT) is given.
+/// rebuilt leaf hash, signature status (with `signature.message`, the
+/// sentence for people). `issuer_der` may be empty when `tls_sct` (a
+/// TLS-delivered SCT) is given, or for a certificate without embedded SCTs.
 #[wasm_bindgen]
 pub fn inspect(
     cert_der: &[u8],
@@ -50,9 +54,25 @@ pub fn inspect(
     let list = sct::parse_log_list(log_list_json).map_err(js)?;
     let checked = match tls_sct {
         Some(s) => vec![sct::delivered_sct(cert_der, &s, &list).map_err(js)?],
-        None => sct::embedded_scts(cert_der, issuer_der, &list).map_err(js)?,
+        None => embedded_scts(cert_der, issuer_der, &list)?,
     };
     serde_json::to_string(&checked).map_err(js)
+}
+
+/// [`sct::embedded_scts`], saying so when the certificate has embedded
+/// SCTs but `issuer_der` is empty (a certificate without them needs no
+/// issuer: it has none to check).
+fn embedded_scts(
+    cert_der: &[u8],
+    issuer_der: &[u8],
+    list: &ct_core::loglist::LogList,
+) -> Result<Vec<sct::CheckedSct>, JsError> {
+    if issuer_der.is_empty() && sct::has_embedded_scts(cert_der).map_err(js)? {
+        return Err(js(
+            "the certificate's embedded SCTs need the issuer certificate to rebuild their leaf",
+        ));
+    }
+    sct::embedded_scts(cert_der, issuer_der, list).map_err(js)
 }
 
 /// Adds up to `max_scts` of the auditable embedded SCTs of a certificate,
@@ -71,7 +91,7 @@ pub fn queue_add(
 ) -> Result<String, JsError> {
     let list = sct::parse_log_list(log_list_json).map_err(js)?;
     let chain = [cert_der.to_vec(), issuer_der.to_vec()];
-    let checked = sct::embedded_scts(cert_der, issuer_der, &list).map_err(js)?;
+    let checked = embedded_scts(cert_der, issuer_der, &list)?;
     add_pending(queue_json, &checked, &chain, now_ms, max_scts)
 }
 
@@ -106,37 +126,48 @@ pub fn queue_ready(queue_json: &str, manifest_json: &[u8], now_ms: f64) -> Resul
 }
 
 /// Why each pending audit waits, against the manifest: a JSON array with
-/// one object per queue item, in queue order, `{"state": S}` where `S` is
-/// `"ready"`, `"mmd"` (the SCT is younger than the log's MMD; `due_ms` says
-/// until when), `"coverage"` (the epoch's data of the log ends before the
-/// SCT), `"log_not_tracked"` (the auditor does not serve the log at all),
-/// `"later_epoch"` (a re-check after a first NotFound, waiting for a later
-/// epoch) or `"invalid"` (`detail` says why).
+/// one object per queue item, in queue order, `{"state": S, "message": M}`
+/// where `M` is the sentence for people and `S` is `"ready"`, `"mmd"` (the
+/// SCT is younger than the log's MMD; `due_ms` says until when),
+/// `"coverage"` (the epoch's data of the log ends before the SCT),
+/// `"log_not_tracked"` (this auditor does not track the log at all, so the
+/// SCT cannot be audited here; `log_id` names it), `"later_epoch"` (a
+/// re-check after a first NOT FOUND in epoch `not_found_in`, waiting for a
+/// later epoch) or `"invalid"` (`detail` says why). `log_names_json` maps
+/// base64 LogIDs to the names messages use (absent, `""` or `"{}"`: the
+/// LogIDs).
 #[wasm_bindgen(js_name = queueStatus)]
 pub fn queue_status(
     queue_json: &str,
     manifest_json: &[u8],
     now_ms: f64,
+    log_names_json: Option<String>,
 ) -> Result<String, JsError> {
     let q = parse_queue(queue_json)?;
     let m = Manifest::from_json(manifest_json).map_err(js)?;
+    let names: std::collections::HashMap<String, String> = match log_names_json.as_deref() {
+        Some(j) if !j.trim().is_empty() => serde_json::from_str(j).map_err(js)?,
+        _ => Default::default(),
+    };
     let states: Vec<serde_json::Value> = q
         .items
         .iter()
-        .map(|p| match readiness(p, &m, now_ms as u64) {
-            Ok(Readiness::Ready) => serde_json::json!({ "state": "ready" }),
-            Ok(Readiness::WaitForMmd(due)) => serde_json::json!({ "state": "mmd", "due_ms": due }),
-            Ok(Readiness::WaitForCoverage) => {
-                let tracked = m.coverage(p.log_id.as_bytes()).is_some();
-                let state = if tracked {
-                    "coverage"
-                } else {
-                    "log_not_tracked"
-                };
-                serde_json::json!({ "state": state })
+        .map(|p| match wait_reason(p, &m, now_ms as u64) {
+            Ok(None) => serde_json::json!({
+                "state": "ready",
+                "message": "ready: audited in the next round",
+            }),
+            Ok(Some(reason)) => {
+                let name = names.get(&p.log_id.to_string()).map(String::as_str);
+                let mut v = serde_json::to_value(&reason).unwrap_or_default();
+                v["message"] = reason.message(name).into();
+                v
             }
-            Ok(Readiness::WaitForLaterEpoch) => serde_json::json!({ "state": "later_epoch" }),
-            Err(e) => serde_json::json!({ "state": "invalid", "detail": e.to_string() }),
+            Err(e) => serde_json::json!({
+                "state": "invalid",
+                "detail": e.to_string(),
+                "message": format!("cannot be audited: {e}"),
+            }),
         })
         .collect();
     serde_json::to_string(&states).map_err(js)
@@ -196,6 +227,37 @@ impl Prober {
     /// The epoch.
     pub fn epoch(&self) -> f64 {
         self.0.manifest().epoch as f64
+    }
+
+    /// The probability that one audit of a never-logged SCT answers
+    /// LOGGED in this epoch: its fill ratio, measured (the manifest's
+    /// `fill_ratio`) or expected from |S| and k·N
+    /// ([`Prober::fill_ratio_measured`]).
+    #[wasm_bindgen(js_name = fillRatio)]
+    pub fn fill_ratio(&self) -> f64 {
+        Confidence::of(self.0.manifest()).false_positive_rate
+    }
+
+    /// Whether [`Prober::fill_ratio`] was measured when the epoch was built.
+    #[wasm_bindgen(js_name = fillRatioMeasured)]
+    pub fn fill_ratio_measured(&self) -> bool {
+        Confidence::of(self.0.manifest()).measured
+    }
+
+    /// What an answer of this epoch means, for people: LOGGED with its
+    /// odds, NOT FOUND with its certainty; `report_epochs` (a misbehaviour
+    /// report's `not_found_in_epochs`, or empty) makes it the report's
+    /// sentence.
+    pub fn verdict(&self, logged: bool, report_epochs: Vec<f64>) -> String {
+        let m = self.0.manifest();
+        if logged {
+            verdict::logged(m.epoch, Confidence::of(m))
+        } else if report_epochs.is_empty() {
+            verdict::not_found(m.epoch)
+        } else {
+            let epochs: Vec<u64> = report_epochs.iter().map(|&e| e as u64).collect();
+            verdict::misbehaviour(&epochs)
+        }
     }
 
     /// A query for the leaf hash (hex) in a uniformly random filter.

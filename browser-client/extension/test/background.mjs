@@ -255,9 +255,16 @@ try {
   await until("SCT with a bad signature counted", async () => data.status?.sctsBadSignature === 1, 30);
   const lu = data.status?.lastUnauditable;
   check(
-    lu?.host === "bad-sct.example" && lu?.source === "sampled" && /does not verify/.test(lu?.reason ?? ""),
+    lu?.host === "bad-sct.example" &&
+      lu?.source === "sampled" &&
+      /^the SCT's signature does not verify with the log's key/.test(lu?.reason ?? "") &&
+      !/Invalid\(/.test(lu?.reason ?? ""),
     `last unauditable SCT: ${JSON.stringify(lu)}`,
   );
+  // By hand, without the issuer: a certificate with embedded SCTs is told
+  // that they need it.
+  const noIssuer = await sendMessage({ type: "add-certificate", leaf: bad.cert, issuer: "" });
+  check(!noIssuer.ok && /need the issuer certificate/.test(noIssuer.error), `add-certificate without issuer: ${JSON.stringify(noIssuer)}`);
   check(!data.status?.sampleErrors, `sample errors: ${data.status?.lastSampleError}`);
   check((await request("again", "https://site0.example/x", true)) === "not sampled", "same origin within 115 s counted as a new connection");
   check((await request("fresh", "https://other.example/", false)) === "not sampled", "unsampled draw still sampled");
@@ -333,9 +340,28 @@ try {
   const q = JSON.parse(data.queue);
   const young = { ...q.items[0], not_found_in: null, sct_timestamp_ms: Date.now(), mmd_s: 3600 };
   const untracked = { ...q.items[0], not_found_in: null, log_id: Buffer.alloc(32, 7).toString("base64") };
-  const states = JSON.parse(queueStatus(JSON.stringify({ items: [young, untracked] }), manifestBytes, Date.now()));
+  const names = JSON.stringify({ [untracked.log_id]: "Untracked Log 2026" });
+  const states = JSON.parse(queueStatus(JSON.stringify({ items: [young, untracked] }), manifestBytes, Date.now(), names));
   check(states[0]?.state === "mmd" && states[0]?.due_ms === young.sct_timestamp_ms + 3600000, `queueStatus (MMD): ${JSON.stringify(states[0])}`);
-  check(states[1]?.state === "log_not_tracked", `queueStatus (untracked log): ${JSON.stringify(states[1])}`);
+  check(/maximum merge delay/.test(states[0]?.message ?? ""), `queueStatus (MMD) message: ${JSON.stringify(states[0])}`);
+  check(
+    states[1]?.state === "log_not_tracked" &&
+      states[1]?.message?.includes(`this auditor does not track log "Untracked Log 2026" (${untracked.log_id})`),
+    `queueStatus (untracked log): ${JSON.stringify(states[1])}`,
+  );
+  // LOGGED is shown with the epoch's measured fill ratio, NOT FOUND as certain.
+  const c = popup.confidence;
+  check(c?.epoch === epoch1 && c.measured === true && c.fillRatio > 0 && c.fillRatio < 0.5, `popup confidence: ${JSON.stringify(c)}`);
+  check(
+    popup.queue.every((i) => /^pending: NOT FOUND in epoch \d+; re-checked in a later epoch/.test(i.message ?? "")),
+    `popup queue messages: ${JSON.stringify(popup.queue.map((i) => i.message))}`,
+  );
+  for (const a of data.audits ?? []) {
+    const want = a.logged
+      ? `LOGGED in epoch ${a.epoch}, probably: one audit is probabilistic, and an SCT that was never logged also passes it with probability ${c?.fillRatio.toFixed(3)} (this epoch's measured fill ratio)`
+      : `NOT FOUND in epoch ${a.epoch}: certain for this epoch`;
+    check(a.message?.startsWith(want) && a.fillRatioMeasured === true, `audit message: ${a.message}`);
+  }
   const perf = data.status.perf;
   check(perf?.audits === run1.audited && perf.up > 0 && perf.down > 0, `perf: ${JSON.stringify(perf)}`);
 
@@ -349,6 +375,11 @@ try {
   const omittedCerts = new Set(omitted.map((e) => e.cert));
   check(reports.every((r) => omittedCerts.has(r.chain[0])), "a report names a certificate that was logged");
   check(JSON.parse(data.queue).items.length === 0, "items left in the queue");
+  const reported = (data.audits ?? []).filter((a) => a.report);
+  check(
+    reported.length === reports.length && reported.every((a) => /^NOT FOUND in epochs \d+ and \d+: certain; .*misbehaviour report/.test(a.message ?? "")),
+    `report messages: ${JSON.stringify(reported.map((a) => a.message))}`,
+  );
   const popup2 = await call({ type: "popup-state" });
   check(popup2.reports.length === reports.length && popup2.queue.length === 0, "popup: reports or queue wrong after the re-check");
   Object.assign(result, {

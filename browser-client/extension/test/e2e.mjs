@@ -159,6 +159,10 @@ for (const e of forged) {
     forgedResult.accepted++;
     failures.push(`forged SCT accepted by inspect: ${scts[0]?.leaf_hash}`);
   }
+  for (const s of scts.filter((s) => s.signature.status === "invalid")) {
+    check(/^the SCT's signature does not verify with the log's key \(.+\)/.test(s.signature.message ?? ""),
+      `forged SCT: no message for people: ${JSON.stringify(s.signature)}`);
+  }
 }
 for (const [list, truth] of [
   [embeddedLogged, "logged"],
@@ -192,7 +196,28 @@ const queued = JSON.parse(queue || '{"items":[]}').items.length;
 let manifest = await getManifest();
 const firstEpoch = new Prober(manifest);
 const epoch1 = firstEpoch.epoch();
+// The auditor states the epoch's measured fill ratio; the verdicts say what
+// LOGGED and NOT FOUND mean with it.
+const fillRatio = firstEpoch.fillRatio();
+check(firstEpoch.fillRatioMeasured() && fillRatio > 0 && fillRatio < 0.5, `fill ratio ${fillRatio} (measured: ${firstEpoch.fillRatioMeasured()})`);
+const loggedText = firstEpoch.verdict(true, []);
+check(loggedText.startsWith(`LOGGED in epoch ${epoch1}, probably`) && loggedText.includes(`probability ${fillRatio.toFixed(3)} (this epoch's measured fill ratio)`),
+  `LOGGED verdict: ${loggedText}`);
+check(firstEpoch.verdict(false, []).startsWith(`NOT FOUND in epoch ${epoch1}: certain`), "NOT FOUND verdict");
+check(firstEpoch.verdict(false, [epoch1, epoch1 + 1]).includes("misbehaviour report"), "report verdict");
 firstEpoch.free();
+// A certificate with embedded SCTs but no issuer is told that it needs the
+// issuer; one without embedded SCTs needs none.
+try {
+  inspect(b64(embeddedLogged[0].cert), new Uint8Array(), logList, undefined);
+  failures.push("inspect without the issuer of embedded SCTs succeeded");
+} catch (e) {
+  check(/need the issuer certificate/.test(String(e?.message ?? e)), `inspect without issuer: ${e}`);
+}
+if (tlsLogged.length) {
+  check(JSON.parse(inspect(b64(tlsLogged[0].cert), new Uint8Array(), logList, undefined)).length === 0,
+    "a certificate without embedded SCTs was asked for its issuer");
+}
 check(JSON.parse(queueReady(queue, manifest, 0)).length === 0, "queueReady ignored the MMD wait");
 
 // 3. Audit through the queue (embedded: logged and omitted).

@@ -444,7 +444,12 @@ try {
   const split1 = `${st.status.logged} LOGGED, ${st.status.audited - st.status.logged} NOT FOUND`;
   check(popup1.includes(counts1) && popup1.includes(split1), `popup: not "${counts1}" and "${split1}"`);
   check(popup1.includes(`epoch ${pending.not_found_in}`) && popup1.includes(sites.unlogged.host), "popup: epoch or host missing");
-  check(/NOT FOUND in epoch \d+: re-checked in a later epoch/.test(popup1), "popup: the queue's reason is missing");
+  check(/NOT FOUND in epoch \d+; re-checked in a later epoch/.test(popup1), "popup: the queue's reason is missing");
+  check(
+    /LOGGED is probabilistic: an SCT that was never logged passes one audit with probability 0\.\d{3} \(epoch \d+'s measured fill ratio\)/.test(popup1) &&
+      /NOT FOUND is certain for its epoch/.test(popup1),
+    "popup: what LOGGED and NOT FOUND mean is missing",
+  );
   if (args.screenshot) {
     const body = await wd("POST", S("/element"), { using: "css selector", value: "body" });
     const png = await wd("GET", S(`/element/${Object.values(body)[0]}/screenshot`));

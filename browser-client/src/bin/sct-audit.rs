@@ -7,14 +7,18 @@
 //!
 //! `--log-list` (a file or URL) defaults to Chrome's log list;
 //! `--queue pending.json` keeps SCTs that cannot be audited yet.
+//!
+//! `check` exits with 0 (every SCT LOGGED), 1 (error), 2 (NOT FOUND or a
+//! misbehaviour report), 3 (not auditable) or 4 (pending): [`EXIT_CODES`].
 
 use std::path::PathBuf;
 
 use anyhow::{bail, Context as _};
-use browser_client::audit::{audit_now, Outcome};
+use browser_client::audit::{audit_now, Outcome, Verdict, EXIT_ERROR};
 use browser_client::policy::PendingQueue;
 use browser_client::sct::{self, CheckedSct};
 use clap::{Parser, Subcommand};
+use ct_core::loglist::LogList;
 
 #[derive(Parser)]
 #[command(
@@ -43,6 +47,22 @@ struct CertArgs {
     log_list: String,
 }
 
+/// `sct-audit check`'s exit codes (its `--help`; browser-client's docs).
+/// With several SCTs, the first that applies in the order 2, 3, 4, 0.
+const EXIT_CODES: &str = "\
+Exit codes (with several SCTs, the first that applies in the order 2, 3, 4, 0):
+  0  LOGGED: every SCT audited was found in the auditor's epoch. One audit is
+     probabilistic: a never-logged SCT passes it with probability about the
+     epoch's fill ratio (printed; about 0.12 at k = 8), at most 1/2 against an
+     adversarial log.
+  1  error: bad input, or the auditor could not be asked.
+  2  NOT FOUND (certain for that epoch; re-checked in a later epoch with
+     --queue) or a misbehaviour report (NOT FOUND in two epochs).
+  3  not auditable: an SCT's signature does not verify, its log is not in the
+     log list, or this auditor does not track its log.
+  4  pending: an SCT waits for the log's MMD, for the auditor's coverage, or
+     for a later epoch (keep it with --queue and run again).";
+
 /// Chrome's log list v3.
 const CHROME_LOG_LIST: &str = "https://www.gstatic.com/ct/log_list/v3/log_list.json";
 
@@ -58,6 +78,7 @@ enum Cmd {
         json: bool,
     },
     /// Audit the certificate's SCTs privately against an auditor.
+    #[command(after_help = EXIT_CODES)]
     Check {
         #[command(flatten)]
         cert: CertArgs,
@@ -106,8 +127,8 @@ async fn log_list(src: &str) -> anyhow::Result<Vec<u8>> {
     Ok(body)
 }
 
-/// (chain, checked SCTs).
-async fn load(c: &CertArgs) -> anyhow::Result<(Vec<Vec<u8>>, Vec<CheckedSct>)> {
+/// (log list, chain, checked SCTs).
+async fn load(c: &CertArgs) -> anyhow::Result<(LogList, Vec<Vec<u8>>, Vec<CheckedSct>)> {
     let list = sct::parse_log_list(&log_list(&c.log_list).await?)?;
     let mut chain = sct::parse_certificates(&read(&c.cert)?)?;
     if let Some(i) = &c.issuer {
@@ -116,17 +137,22 @@ async fn load(c: &CertArgs) -> anyhow::Result<(Vec<Vec<u8>>, Vec<CheckedSct>)> {
     let leaf = chain[0].clone();
     let checked = match &c.sct {
         Some(p) => vec![sct::delivered_sct(&leaf, &read(p)?, &list)?],
+        None if !sct::has_embedded_scts(&leaf)? => bail!(
+            "the certificate has no embedded SCTs (its SCTs, if any, come by TLS or OCSP: \
+             pass one with --sct)"
+        ),
         None => {
-            let issuer = chain
-                .get(1)
-                .context("embedded SCTs need the issuer certificate (--issuer or a PEM chain)")?;
+            let issuer = chain.get(1).context(
+                "the certificate's embedded SCTs need the issuer certificate to rebuild their \
+                 leaf (--issuer, or a PEM chain in --cert)",
+            )?;
             sct::embedded_scts(&leaf, issuer, &list)?
         }
     };
     if checked.is_empty() {
-        bail!("the certificate has no embedded SCTs (pass a TLS-delivered one with --sct)");
+        bail!("the certificate's embedded SCT list is empty");
     }
-    Ok((chain, checked))
+    Ok((list, chain, checked))
 }
 
 fn print(s: &CheckedSct) {
@@ -152,12 +178,13 @@ fn print(s: &CheckedSct) {
     println!("entry       {:?}", s.kind);
     println!("leaf hash   {}", s.leaf_hash);
     println!(
-        "signature   {}",
+        "signature   {}: {}",
         match &s.signature {
-            sct::Signature::Valid => "verifies".to_owned(),
-            sct::Signature::Invalid(why) => format!("DOES NOT VERIFY: {why}"),
-            sct::Signature::UnknownLog => "unknown log (not checked)".to_owned(),
-        }
+            sct::Signature::Valid => "verifies",
+            sct::Signature::Invalid(_) => "DOES NOT VERIFY",
+            sct::Signature::UnknownLog => "not checked",
+        },
+        s.signature
     );
 }
 
@@ -165,10 +192,14 @@ use ct_core::civil::unix_now_ms as now_ms;
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> anyhow::Result<()> {
-    let cli = Cli::parse();
+    // Usage errors exit with EXIT_ERROR, not clap's 2 (NOT FOUND here).
+    let cli = Cli::try_parse().unwrap_or_else(|e| {
+        let _ = e.print();
+        std::process::exit(if e.use_stderr() { EXIT_ERROR } else { 0 })
+    });
     match cli.cmd {
         Cmd::Inspect { cert, json } => {
-            let (_, checked) = load(&cert).await?;
+            let (_, _, checked) = load(&cert).await?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&checked)?);
             } else {
@@ -187,7 +218,7 @@ async fn main() -> anyhow::Result<()> {
             now_ms: now,
         } => {
             let now = now.unwrap_or_else(now_ms);
-            let (chain, checked) = load(&cert).await?;
+            let (list, chain, checked) = load(&cert).await?;
             let auditor = browser_client::net::Auditor::new(&server)?;
             let mut q = match &queue {
                 Some(p) => {
@@ -207,32 +238,49 @@ async fn main() -> anyhow::Result<()> {
             };
             let (outcomes, _) = audit_now(&auditor, &mut q, &chain, &checked, now).await?;
             q.save()?;
-            let mut failures = 0;
             for o in &outcomes {
+                let log_id = o.log_id();
+                let name = list
+                    .find_by_log_id(log_id.as_bytes())
+                    .map(|l| l.description.as_str());
+                let leaf = match o {
+                    Outcome::Pending { leaf_hash, .. }
+                    | Outcome::Logged { leaf_hash, .. }
+                    | Outcome::NotFound { leaf_hash, .. } => format!(" leaf {leaf_hash}"),
+                    Outcome::Misbehaviour(r) => format!(" leaf {}", r.leaf_hash),
+                    Outcome::NotAuditable { .. } => String::new(),
+                };
+                println!(
+                    "log {}{leaf}:\n  {}",
+                    name.map_or_else(|| log_id.to_string(), |n| format!("{n} ({log_id})")),
+                    o.message(name)
+                );
                 match o {
-                    Outcome::NotAuditable { log_id, signature } => {
-                        println!("{log_id}: not audited: signature {signature:?}")
-                    }
-                    Outcome::Pending { log_id, leaf_hash, waiting_for } => {
-                        println!("{log_id} {leaf_hash}: pending, waiting for {waiting_for}")
-                    }
-                    Outcome::Logged { log_id, leaf_hash, epoch, filter, upload_bytes, download_bytes } => println!(
-                        "{log_id} {leaf_hash}: LOGGED in epoch {epoch} (filter {filter}, {upload_bytes} B up, {download_bytes} B down)"
+                    Outcome::Logged {
+                        filter,
+                        upload_bytes,
+                        download_bytes,
+                        ..
+                    } => println!(
+                        "  (filter {filter}, {upload_bytes} B up, {download_bytes} B down)"
                     ),
-                    Outcome::NotFound { log_id, leaf_hash, epoch, filter } => {
-                        failures += 1;
-                        println!(
-                            "{log_id} {leaf_hash}: NOT FOUND in epoch {epoch} (filter {filter}); will re-check in a later epoch"
-                        )
-                    }
+                    Outcome::NotFound { filter, .. } => println!(
+                        "  (filter {filter}{})",
+                        if queue.is_some() {
+                            ""
+                        } else {
+                            "; without --queue nothing remembers the re-check"
+                        }
+                    ),
                     Outcome::Misbehaviour(r) => {
-                        failures += 1;
                         println!("MISBEHAVIOUR REPORT:\n{}", serde_json::to_string_pretty(r)?)
                     }
+                    _ => {}
                 }
             }
-            if failures > 0 {
-                std::process::exit(2);
+            let code = Verdict::of_all(&outcomes).exit_code();
+            if code != 0 {
+                std::process::exit(code);
             }
         }
     }
