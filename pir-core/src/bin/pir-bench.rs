@@ -29,7 +29,8 @@ use rand_core::{RngCore, SeedableRng};
 #[derive(Parser, Debug)]
 #[command(about = "YPIR benchmark (Table 1 parameters, single-bit records)")]
 struct Args {
-    /// log2 of the number of bits in the database (20..=35).
+    /// log2 of the number of bits in the database (20..=36; 2^36 bits is an
+    /// 8 GiB database, which needs about 9.3 GB of memory in all).
     #[arg(long, default_value_t = 30)]
     db_bits: u32,
     /// Number of timed trials.
@@ -96,18 +97,12 @@ fn sum_words(buf: &[u8], prefetch: bool) {
     std::hint::black_box((acc, tail));
 }
 
-fn peak_rss_bytes() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines().find(|l| l.starts_with("VmHWM:")).and_then(|l| {
-                l.split_whitespace()
-                    .nth(1)
-                    .and_then(|v| v.parse::<u64>().ok())
-            })
-        })
-        .map(|kb| kb * 1024)
-        .unwrap_or(0)
+/// Bytes of memory the kernel reports available for new allocations
+/// (`MemAvailable` in /proc/meminfo), if it says.
+fn mem_available_bytes() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let l = s.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    Some(l.split_whitespace().nth(1)?.parse::<u64>().ok()? * 1024)
 }
 
 fn median(v: &mut [f64]) -> f64 {
@@ -117,8 +112,8 @@ fn median(v: &mut [f64]) -> f64 {
 
 fn main() -> Result<()> {
     let args = Args::parse();
-    if !(20..=35).contains(&args.db_bits) {
-        bail!("--db-bits must be in 20..=35");
+    if !(20..=36).contains(&args.db_bits) {
+        bail!("--db-bits must be in 20..=36");
     }
     if args.batch == 0 || args.trials == 0 || args.threads == 0 {
         bail!("--batch, --trials and --threads must be positive");
@@ -135,6 +130,20 @@ fn run(args: &Args) -> Result<()> {
     let bits = 1u64 << args.db_bits;
     let shape = DbShape::for_bits(bits, 8);
     let correctness = params.check_shape(shape)?;
+    // The process holds the database (built in place from the random
+    // bitmap, no second copy) and the server state; refuse up front rather
+    // than be killed half-way through DBSetup.
+    let need = Server::memory(&params, shape).setup_peak() as u64;
+    if let Some(avail) = mem_available_bytes() {
+        if need > avail {
+            bail!(
+                "--db-bits {}: DBSetup needs about {:.1} GB, only {:.1} GB is available",
+                args.db_bits,
+                need as f64 / 1e9,
+                avail as f64 / 1e9
+            );
+        }
+    }
 
     // Random bitmap.
     let mut rng = ChaCha8Rng::seed_from_u64(args.db_bits as u64);
@@ -178,8 +187,13 @@ fn run(args: &Args) -> Result<()> {
         ),
     };
     let (mut single_ms, mut one_thread_ms) = (Vec::new(), Vec::new());
+    // the multiply ceiling of the SimplePIR kernel, measured beside each
+    // trial's bandwidth reference
+    let mut peaks: Vec<pir_core::server::MacPeak> = Vec::new();
+    let mut sp_bound_frac = Vec::new();
     for trial in 0..args.trials {
         bw.push(read_bandwidth(server.database().as_bytes()));
+        peaks.extend(pir_core::server::mac_peak());
         if args.threads > 1 {
             bw_all.push(read_bandwidth_all_threads(server.database().as_bytes()));
         }
@@ -241,6 +255,14 @@ fn run(args: &Args) -> Result<()> {
         // this trial's SimplePIR read rate ÷ this trial's bandwidth reference
         let (plain, pf) = bw[bw.len() - 1];
         sp_frac.push(args.batch as f64 * db_bytes as f64 / tm.simplepir / 1e9 / plain.max(pf));
+        // the pass can take no less than one read of the database at this
+        // trial's bandwidth, nor less than k·|DB| multiply-accumulates at
+        // this trial's measured peak
+        if let Some(pk) = peaks.last() {
+            let read = db_bytes as f64 / (plain.max(pf) * 1e9);
+            let mul = args.batch as f64 * db_bytes as f64 / pk.macs_per_second;
+            sp_bound_frac.push(read.max(mul) / tm.simplepir);
+        }
         dp.push(tm.doublepir * 1e3);
         pk.push(tm.packing * 1e3);
         ov.push(tm.overlapped * 1e3);
@@ -330,6 +352,11 @@ fn run(args: &Args) -> Result<()> {
     let min_of = |v: &[f64]| v.iter().cloned().reduce(f64::min);
     let single_min = min_of(&single_ms);
     let one_thread_min = min_of(&one_thread_ms);
+    let peak = peaks
+        .iter()
+        .max_by(|a, b| a.macs_per_second.total_cmp(&b.macs_per_second))
+        .cloned();
+    let clock = peaks.iter().map(|p| p.clock_hz).fold(0f64, f64::max);
     let out = serde_json::json!({
         "db_bits": args.db_bits,
         "rows": shape.ell1,
@@ -393,8 +420,25 @@ fn run(args: &Args) -> Result<()> {
         "all_threads_bw_fraction": bw_all.iter().cloned().reduce(f64::max).map(|b| {
             server.answer_stream_bytes() as f64 / (ans_min / 1e3) / 1e9 / b
         }),
+        // the SimplePIR pass against its arithmetic ceiling (docs/benchmarks.md):
+        // the kernel's multiply instruction timed from registers beside each
+        // trial, the clock from a chain of dependent adds, and per trial
+        // max(|DB| ÷ bandwidth, k·|DB| ÷ peak) ÷ the pass (median)
+        "mac_instruction": peak.as_ref().map(|p| p.instruction),
+        "mac_peak_g_per_s": peak.as_ref().map(|p| p.macs_per_second / 1e9),
+        "clock_ghz": peak.as_ref().map(|_| clock / 1e9),
+        "macs_per_cycle": peak.as_ref().map(|p| p.macs_per_second / clock),
+        "batch_where_compute_bound": peak.as_ref().map(|p| p.macs_per_second / 1e9 / mem_bw),
+        "simplepir_bound_fraction": (!sp_bound_frac.is_empty()).then(|| median(&mut sp_bound_frac)),
+        "simplepir_macs_g_per_s": args.batch as f64 * db_bytes as f64
+            / sp.iter().cloned().fold(f64::INFINITY, f64::min)
+            / 1e6,
         "server_state_bytes": server.state_bytes(),
-        "peak_rss_bytes": peak_rss_bytes(),
+        "db_setup_peak_bytes": need,
+        // getrusage's ru_maxrss: includes the random bitmap, which becomes
+        // the database in place
+        "peak_rss_bytes": pir_core::mem::peak_rss_bytes(),
+        "peak_rss_over_db": pir_core::mem::peak_rss_bytes().map(|r| r as f64 / db_bytes as f64),
         "log2_delta": correctness.log2_delta,
         "all_correct": all_correct,
     });

@@ -167,3 +167,82 @@ pub(super) unsafe fn columns(
         }
     }
 }
+
+/// [`block`] for two queries at once: each record vector is sign-extended
+/// once (`vpmovsxbw`, the one shuffle-port instruction of the loop) and
+/// multiplied by both queries' halves, so per column and query a step
+/// costs half a widening besides its two `pmaddwd` and two adds (the
+/// single-query kernel: a whole one). The 16 ymm registers hold two
+/// columns × two queries × lo/hi accumulators (8), the two queries'
+/// halves (4) and two record vectors, so the tile is taken in four
+/// passes of two columns; passes after the first find the tile (≤ 4 KiB)
+/// and both query slices (2 KiB each) in L1. Prefetches as in [`block`],
+/// spread over the four passes.
+///
+/// # Safety
+/// As for [`block`], for both queries' halves.
+#[target_feature(enable = "avx2")]
+pub(super) unsafe fn block2(
+    tile: &[u8],
+    (lo_a, hi_a): (&[i16], &[i16]),
+    (lo_b, hi_b): (&[i16], &[i16]),
+    out_a: &mut [u32; 8],
+    out_b: &mut [u32; 8],
+) {
+    let rows = lo_a.len();
+    assert!(
+        [hi_a.len(), lo_b.len(), hi_b.len()] == [rows; 3]
+            && rows.is_multiple_of(32)
+            && tile.len() == 8 * rows
+    );
+    let base = tile.as_ptr();
+    let pfd = super::tune::prefetch_distance();
+    let pf = base.wrapping_add(pfd);
+    let steps = rows / 16;
+    for pass in 0..4 {
+        // acc[query][column of the pass][lo, hi]
+        let mut acc = [[[_mm256_setzero_si256(); 2]; 2]; 2];
+        let mut i = 0;
+        while i < rows {
+            // SAFETY: i + 16 <= rows; the records of rows i..i+16 of
+            // column 2·pass + c start at (i/32)·256 + (2·pass + c)·32 +
+            // i%32, which plus 16 stays within the 8·rows-byte tile, and
+            // the four halves hold `rows` entries (asserted above). The
+            // prefetch is a hint that never faults, whatever the address.
+            unsafe {
+                let q = [
+                    [
+                        _mm256_loadu_si256(lo_a.as_ptr().add(i) as *const __m256i),
+                        _mm256_loadu_si256(hi_a.as_ptr().add(i) as *const __m256i),
+                    ],
+                    [
+                        _mm256_loadu_si256(lo_b.as_ptr().add(i) as *const __m256i),
+                        _mm256_loadu_si256(hi_b.as_ptr().add(i) as *const __m256i),
+                    ],
+                ];
+                let blk = base.add(i / 32 * 256 + i % 32 + pass * 64);
+                if pfd != 0 && (i / 16).is_multiple_of(2) {
+                    let line = (pass * steps + i / 16) / 2;
+                    _mm_prefetch::<_MM_HINT_NTA>(pf.wrapping_add(line * 64) as *const i8);
+                }
+                for c in 0..2 {
+                    let d =
+                        _mm256_cvtepi8_epi16(_mm_loadu_si128(blk.add(c * 32) as *const __m128i));
+                    for (a, q) in acc.iter_mut().zip(&q) {
+                        a[c][0] = _mm256_add_epi32(a[c][0], _mm256_madd_epi16(d, q[0]));
+                        a[c][1] = _mm256_add_epi32(a[c][1], _mm256_madd_epi16(d, q[1]));
+                    }
+                }
+            }
+            i += 16;
+        }
+        for (a, o) in acc.iter().zip([&mut *out_a, &mut *out_b]) {
+            for c in 0..2 {
+                let v = _mm256_add_epi32(a[c][0], _mm256_slli_epi32::<16>(a[c][1]));
+                // SAFETY: avx2 is enabled in this function.
+                let s = unsafe { hsum(v) };
+                o[2 * pass + c] = o[2 * pass + c].wrapping_add(s);
+            }
+        }
+    }
+}

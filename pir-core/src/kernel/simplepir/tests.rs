@@ -98,3 +98,32 @@ fn tile_kernels_match_scalar_twin() {
         assert_eq!(got, want, "extremes via {k:?}");
     }
 }
+
+#[test]
+fn pair_kernels_match_scalar_twin() {
+    let mut s = 23;
+    for rows in [32usize, 64, 352, 1024, 2048] {
+        let tile: Vec<u8> = (0..8 * rows).map(|_| lcg(&mut s) as u8).collect();
+        let mut c1: [Vec<u32>; 2] =
+            std::array::from_fn(|_| (0..rows).map(|_| lcg(&mut s) as u32).collect());
+        // extreme entries in both queries: every limb at 0 and 255, ±2^15
+        c1[0][0] = u32::MAX;
+        c1[1][1] = u32::MAX;
+        c1[0][2] = 0x8000_8000;
+        c1[1][3] = 0x7fff_7fff;
+        let q = c1.clone().map(|c| SplitQuery::new(&c));
+        let rq = [q[0].rows(0, rows), q[1].rows(0, rows)];
+        let start: [[u32; 8]; 2] =
+            std::array::from_fn(|_| std::array::from_fn(|_| lcg(&mut s) as u32));
+        let mut want = start;
+        for (w, r) in want.iter_mut().zip(&rq) {
+            block_scalar(&tile, r.lo, r.hi, w);
+        }
+        for k in kernels("pair_kernels_match_scalar_twin") {
+            let mut got = start;
+            let [a, b] = &mut got;
+            block_with2(k, &tile, rq, &tile[..tile.len().min(700)], [a, b]);
+            assert_eq!(got, want, "rows {rows} via {k:?}");
+        }
+    }
+}
