@@ -33,6 +33,10 @@ struct Args {
     /// 8 GiB database, which needs about 9.3 GB of memory in all).
     #[arg(long, default_value_t = 30)]
     db_bits: u32,
+    /// log2 of ℓ1 (rows) instead of `DbShape::for_bits`'s choice, to compare
+    /// database shapes of the same size (ℓ2 = records ÷ ℓ1).
+    #[arg(long)]
+    rows_log: Option<u32>,
     /// Number of timed trials.
     #[arg(long, default_value_t = 5)]
     trials: usize,
@@ -128,7 +132,19 @@ fn main() -> Result<()> {
 fn run(args: &Args) -> Result<()> {
     let params = TABLE1;
     let bits = 1u64 << args.db_bits;
-    let shape = DbShape::for_bits(bits, 8);
+    let shape = match args.rows_log {
+        None => DbShape::for_bits(bits, 8),
+        Some(r) => {
+            let records = bits / 8;
+            if !(5..=18).contains(&r) || records % (1u64 << r) != 0 {
+                bail!("--rows-log must be in 5..=18 and at most log2 of the records");
+            }
+            DbShape {
+                ell1: 1 << r,
+                ell2: (records >> r) as usize,
+            }
+        }
+    };
     let correctness = params.check_shape(shape)?;
     // The process holds the database (built in place from the random
     // bitmap, no second copy) and the server state; refuse up front rather
@@ -149,8 +165,14 @@ fn run(args: &Args) -> Result<()> {
     let mut rng = ChaCha8Rng::seed_from_u64(args.db_bits as u64);
     let mut bitmap = pir_core::mem::zeroed_huge::<u8>((bits / 8) as usize);
     rng.fill_bytes(&mut bitmap);
-    let bitdb = BitDatabase::from_bitmap_owned(bits, bitmap)?;
-    let db_bytes = bitdb.database().as_bytes().len();
+    let db = match args.rows_log {
+        None => BitDatabase::from_bitmap_owned(bits, bitmap)?.into_database(),
+        // the same bytes as records of the chosen shape (bit b is bit b % 8
+        // of record b / 8, record i at row i mod ℓ1 of column i div ℓ1, as
+        // `locate_bit` maps them)
+        Some(_) => pir_core::db::Database::from_column_major(shape, 8, bitmap)?,
+    };
+    let db_bytes = db.as_bytes().len();
     // Expected bits are read back from the server's copy (no second copy of
     // the database in memory).
     let expected = |srv: &Server, bit: u64| -> Result<bool> {
@@ -160,7 +182,7 @@ fn run(args: &Args) -> Result<()> {
 
     let seed = PublicSeed::random()?;
     let t = Instant::now();
-    let mut server = Server::setup(params, bitdb.into_database(), seed)?;
+    let mut server = Server::setup(params, db, seed)?;
     let prep_seconds = t.elapsed().as_secs_f64();
     // (the first DBSetup's parts: later rebuilds for the update ratio do
     // not repeat the prefetch measurement)

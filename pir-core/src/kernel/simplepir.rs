@@ -403,11 +403,13 @@ fn tile_with2(
     }
 }
 
-/// [`block_with`] for two queries: the AVX-512 VNNI and the AVX2 kernels
-/// multiply each record vector they load by both queries
-/// ([`avx512::block_vnni2`], [`avx2::block2`]); the other variants take
-/// the queries one after the other, each with half of `ahead` to
-/// prefetch.
+/// [`block_with`] for two queries: the AVX-512 VNNI kernel multiplies
+/// each record vector it loads by both queries' limbs
+/// ([`avx512::block_vnni2`]); the other variants take the queries one
+/// after the other, each with half of `ahead` to prefetch (a two-query
+/// AVX2 kernel sharing each sign extension measured 0.70–0.72 of the
+/// `vpmaddwd` ceiling against 0.74–0.77 for one query at a time:
+/// `docs/benchmarks.md`).
 fn block_with2(
     k: Kernel,
     tile: &[u8],
@@ -428,22 +430,6 @@ fn block_with2(
             // SAFETY: avx512f, avx512bw and avx512vnni were detected at
             // runtime; the tile and limb shapes were asserted above.
             unsafe { avx512::block_vnni2(tile, q[0].bytes, q[1].bytes, ahead, oa, ob) };
-            return;
-        }
-        if k == Kernel::Avx2 && std::arch::is_x86_feature_detected!("avx2") {
-            let [a, b] = q;
-            for ((sub, la, ha, pf), (_, lb, hb, _)) in
-                slices(tile, a, ahead).zip(slices(tile, b, &[]))
-            {
-                crate::mem::prefetch_l2(pf);
-                assert!(
-                    [ha.len(), lb.len(), hb.len()] == [la.len(); 3] && sub.len() == 8 * la.len(),
-                    "tile shape"
-                );
-                // SAFETY: avx2 was detected at runtime; `slices` cuts both
-                // queries' halves to the slice's rows (asserted above).
-                unsafe { avx2::block2(sub, (la, ha), (lb, hb), oa, ob) };
-            }
             return;
         }
     }
