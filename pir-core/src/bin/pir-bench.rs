@@ -62,13 +62,23 @@ struct Args {
 /// software prefetch 8 KiB ahead, which is what the SimplePIR kernel does.
 /// The reference for `bw_fraction` is the better of the two, so that a
 /// kernel cannot look faster than memory by out-prefetching a naive loop.
-fn read_bandwidth(buf: &[u8]) -> (f64, f64) {
+fn read_bandwidth(buf: &[u8]) -> ((f64, f64), f64) {
     let pass = |prefetch: bool| {
+        let c = pir_core::mem::thread_cpu_seconds();
         let t = Instant::now();
         sum_words(buf, prefetch);
-        buf.len() as f64 / t.elapsed().as_secs_f64() / 1e9
+        let wall = t.elapsed().as_secs_f64();
+        let cpu = cpu_since(c).unwrap_or(wall);
+        (buf.len() as f64 / wall / 1e9, buf.len() as f64 / cpu / 1e9)
     };
-    (pass(false), pass(true))
+    let (a, b) = (pass(false), pass(true));
+    ((a.0, b.0), a.1.max(b.1))
+}
+
+/// Thread CPU seconds since `start` (a [`pir_core::mem::thread_cpu_seconds`]
+/// reading), if both readings exist.
+fn cpu_since(start: Option<f64>) -> Option<f64> {
+    Some(pir_core::mem::thread_cpu_seconds()? - start?).filter(|&d| d > 0.0)
 }
 
 /// Read bandwidth of all threads of the current pool together (GB/s): each
@@ -213,8 +223,13 @@ fn run(args: &Args) -> Result<()> {
     // trial's bandwidth reference
     let mut peaks: Vec<pir_core::server::MacPeak> = Vec::new();
     let mut sp_bound_frac = Vec::new();
+    let mut sp_bound_frac_wall = Vec::new();
+    let mut bw_cpu = Vec::new();
+    let mut cpu_share = Vec::new();
     for trial in 0..args.trials {
-        bw.push(read_bandwidth(server.database().as_bytes()));
+        let (wall_bw, cpu_bw) = read_bandwidth(server.database().as_bytes());
+        bw.push(wall_bw);
+        bw_cpu.push(cpu_bw);
         peaks.extend(pir_core::server::mac_peak());
         if args.threads > 1 {
             bw_all.push(read_bandwidth_all_threads(server.database().as_bytes()));
@@ -266,10 +281,19 @@ fn run(args: &Args) -> Result<()> {
         if before {
             all_correct &= references()?;
         }
+        let c = pir_core::mem::thread_cpu_seconds();
         let t = Instant::now();
         let (resps, tm) = server.answer_batch_timed(&qs)?;
         let resp_bytes: Vec<Vec<u8>> = resps.iter().map(|r| r.to_bytes()).collect();
-        answer_ms.push(t.elapsed().as_secs_f64() * 1e3);
+        let wall = t.elapsed().as_secs_f64();
+        answer_ms.push(wall * 1e3);
+        // the share of the answer's wall time this thread had a core (one
+        // thread: the whole answer runs on it)
+        let share = match args.threads {
+            1 => cpu_since(c).map_or(1.0, |cpu| (cpu / wall).min(1.0)),
+            _ => 1.0,
+        };
+        cpu_share.push(share);
         if !before {
             all_correct &= references()?;
         }
@@ -281,9 +305,13 @@ fn run(args: &Args) -> Result<()> {
         // trial's bandwidth, nor less than k·|DB| multiply-accumulates at
         // this trial's measured peak
         if let Some(pk) = peaks.last() {
-            let read = db_bytes as f64 / (plain.max(pf) * 1e9);
             let mul = args.batch as f64 * db_bytes as f64 / pk.macs_per_second;
-            sp_bound_frac.push(read.max(mul) / tm.simplepir);
+            let read = db_bytes as f64 / (plain.max(pf) * 1e9);
+            sp_bound_frac_wall.push(read.max(mul) / tm.simplepir);
+            // in CPU time: the peak and this bandwidth are timed in thread
+            // CPU time, the pass is its wall time × the answer's CPU share
+            let read = db_bytes as f64 / (bw_cpu[bw_cpu.len() - 1] * 1e9);
+            sp_bound_frac.push(read.max(mul) / (tm.simplepir * share));
         }
         dp.push(tm.doublepir * 1e3);
         pk.push(tm.packing * 1e3);
@@ -452,6 +480,11 @@ fn run(args: &Args) -> Result<()> {
         "macs_per_cycle": peak.as_ref().map(|p| p.macs_per_second / clock),
         "batch_where_compute_bound": peak.as_ref().map(|p| p.macs_per_second / 1e9 / mem_bw),
         "simplepir_bound_fraction": (!sp_bound_frac.is_empty()).then(|| median(&mut sp_bound_frac)),
+        // the same with the pass and the bandwidth in wall time (on a
+        // machine shared with other work, waiting for a core counts)
+        "simplepir_bound_fraction_wall": (!sp_bound_frac_wall.is_empty()).then(|| median(&mut sp_bound_frac_wall)),
+        "mem_bw_cpu_time_gb_s": bw_cpu.iter().cloned().reduce(f64::max),
+        "answer_cpu_share": (!cpu_share.is_empty()).then(|| median(&mut cpu_share)),
         "simplepir_macs_g_per_s": args.batch as f64 * db_bytes as f64
             / sp.iter().cloned().fold(f64::INFINITY, f64::min)
             / 1e6,
