@@ -478,7 +478,11 @@ fn run(args: &Args) -> Result<()> {
         "mac_peak_g_per_s": peak.as_ref().map(|p| p.macs_per_second / 1e9),
         "clock_ghz": peak.as_ref().map(|_| clock / 1e9),
         "macs_per_cycle": peak.as_ref().map(|p| p.macs_per_second / clock),
-        "batch_where_compute_bound": peak.as_ref().map(|p| p.macs_per_second / 1e9 / mem_bw),
+        // the batch size from which the multiplies, not the memory, bound
+        // the pass: peak ÷ bandwidth, both in thread CPU time
+        "batch_where_compute_bound": peak.as_ref().map(|p| {
+            p.macs_per_second / 1e9 / bw_cpu.iter().cloned().fold(mem_bw, f64::max)
+        }),
         "simplepir_bound_fraction": (!sp_bound_frac.is_empty()).then(|| median(&mut sp_bound_frac)),
         // the same with the pass and the bandwidth in wall time (on a
         // machine shared with other work, waiting for a core counts)
