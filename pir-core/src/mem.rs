@@ -152,7 +152,7 @@ pub fn thread_cpu_seconds() -> Option<f64> {
         // SAFETY: `clock_gettime` writes one `timespec` into `t`, which we
         // pass by unique pointer; the clock id is a valid constant.
         let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) };
-        (rc == 0).then(|| t.tv_sec as f64 + t.tv_nsec as f64 * 1e-9)
+        (rc == 0).then_some(t.tv_sec as f64 + t.tv_nsec as f64 * 1e-9)
     }
     #[cfg(not(target_os = "linux"))]
     {

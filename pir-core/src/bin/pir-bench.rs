@@ -146,7 +146,7 @@ fn run(args: &Args) -> Result<()> {
         None => DbShape::for_bits(bits, 8),
         Some(r) => {
             let records = bits / 8;
-            if !(5..=18).contains(&r) || records % (1u64 << r) != 0 {
+            if !(5..=18).contains(&r) || !records.is_multiple_of(1u64 << r) {
                 bail!("--rows-log must be in 5..=18 and at most log2 of the records");
             }
             DbShape {
