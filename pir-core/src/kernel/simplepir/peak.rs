@@ -12,8 +12,10 @@ use std::arch::x86_64::*;
 /// A stopwatch in the calling thread's CPU time where the platform has it
 /// (so that time spent waiting for a core on a shared machine does not
 /// count), else in wall time.
+#[cfg(target_arch = "x86_64")]
 struct Stopwatch(Option<f64>, std::time::Instant);
 
+#[cfg(target_arch = "x86_64")]
 impl Stopwatch {
     fn start() -> Self {
         Stopwatch(crate::mem::thread_cpu_seconds(), std::time::Instant::now())
