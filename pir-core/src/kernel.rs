@@ -26,7 +26,7 @@
 //!
 //! | family | what | variants |
 //! |---|---|---|
-//! | [`simplepir`](mod@simplepir) | SimplePIR tile and column passes, work splitting across threads; `simplepir::tune`: the measured prefetch distance | `avx2` (`pmaddwd`), `avx512` (`vpmaddwd`, `vpdpbusd`, `vpdpwssd`) |
+//! | [`simplepir`](mod@simplepir) | SimplePIR tile and column passes (a batch two queries per record load with `vpdpbusd`), work splitting across threads; `simplepir::tune`: the measured prefetch distance; `simplepir::peak`: the measured multiply ceiling | `avx2` (`pmaddwd`), `avx512` (`vpmaddwd`, `vpdpbusd`, `vpdpwssd`) |
 //! | [`doublepir`](mod@doublepir) | DoublePIR limb kernels over a quad of digit rows | `avx512_vnni` (`vpdpwssd`), `avx2` (`vpmaddwd`) |
 //! | [`ntt`] | negacyclic NTT tables and transforms (Harvey butterflies), the transform of H2's reversed digit blocks | `avx512`, `avx2` |
 //! | [`keyswitch`] | packing: Montgomery key-switch accumulation, node combination, slot permutations | `avx512`, `avx2` |
@@ -60,6 +60,7 @@ pub(crate) use ntt::ntt_forward_reversed_i16;
 pub(crate) use pack::{pack_columns, pack_groups, window_chunk, PackGroup, PACK_COLS_MAX};
 pub(crate) use rns::{mul_acc_lazy, mul_sum_blocks_mod};
 pub(crate) use runs::add_scaled_runs;
+pub use simplepir::peak::{mac_peak, MacPeak};
 pub use simplepir::simplepir_impl;
 pub(crate) use simplepir::tune::tune_prefetch;
 pub use simplepir::tune::{prefetch_distance, prefetch_tuning, PrefetchTuning};

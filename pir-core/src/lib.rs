@@ -31,8 +31,8 @@
 //! | [`sampler`] | discrete Gaussian (constant-time CDT), OS-keyed secret stream, seed expansion |
 //! | [`db`] | record databases (1 byte per record, column-major) and bit databases |
 //! | [`digits`] | storage layout of the DoublePIR matrices (hint rows, T rows): column blocks × row quads × 32-column chunks, one sequential stream per pass |
-//! | `kernel` (crate-private) | the SIMD inner loops, each with a scalar twin and chosen at run time: SimplePIR/DoublePIR passes, NTT, key switching and gadget digits of packing, residue products of the hint and H2, update and chunk-packing kernels; reached through [`server`] and [`ntt`] (which also name the selected kernel and the measured SimplePIR prefetch distance) |
-//! | [`mem`] | huge-page advice for the buffers the passes stream, zeroed buffers advised before first touch, prefetch hints |
+//! | `kernel` (crate-private) | the SIMD inner loops, each with a scalar twin and chosen at run time: SimplePIR/DoublePIR passes, NTT, key switching and gadget digits of packing, residue products of the hint and H2, update and chunk-packing kernels; reached through [`server`] and [`ntt`] (which also name the selected kernel, the measured SimplePIR prefetch distance and the measured multiply ceiling of the SimplePIR kernel) |
+//! | [`mem`] | huge-page advice for the buffers the passes stream, zeroed buffers advised before first touch, prefetch hints, peak resident memory and thread CPU time (for benchmarks) |
 //! | [`packing`] | CDKS LWE-to-RLWE packing with the §4.2 precomputation |
 //! | [`server`] | DBSetup (NTT hint, App. B), hint files for restarts, Answer, batched answers (§4.3) |
 //! | [`client`] | Query and Extract |

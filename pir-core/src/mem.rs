@@ -1,12 +1,15 @@
 //! Memory helpers for the buffers the server streams: transparent-huge-page
 //! advice (`madvise`) for the database and the hint rows, a zeroed
-//! allocation advised before first touch, and software-prefetch hints.
+//! allocation advised before first touch, software-prefetch hints, and the
+//! process's peak resident memory (`getrusage`) and the calling thread's
+//! CPU time (`clock_gettime`).
 //!
 //! A leaf module: it uses nothing else from the crate, so every other module
 //! (the record and digit storage, packing, the kernels) can depend on it.
 //! Besides the crate-private `kernel` it is the only module with `unsafe`:
-//! the `madvise` call and the prefetch instructions, hints that never change
-//! memory contents.
+//! the `madvise`, `getrusage` and `clock_gettime` calls and the prefetch
+//! instructions, hints
+//! that never change memory contents.
 
 #![allow(unsafe_code)]
 
@@ -135,6 +138,48 @@ pub(crate) fn prefetch_l2(data: &[u8]) {
     let _ = data;
 }
 
+/// CPU time the calling thread has run so far, in seconds
+/// (`CLOCK_THREAD_CPUTIME_ID`), or `None` where it is not available. On a
+/// shared machine a timing in CPU time leaves out the time the thread
+/// waited for a core, which wall time includes.
+pub fn thread_cpu_seconds() -> Option<f64> {
+    #[cfg(target_os = "linux")]
+    {
+        let mut t = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: `clock_gettime` writes one `timespec` into `t`, which we
+        // pass by unique pointer; the clock id is a valid constant.
+        let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) };
+        (rc == 0).then_some(t.tv_sec as f64 + t.tv_nsec as f64 * 1e-9)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        None
+    }
+}
+
+/// Peak resident memory of this process so far in bytes (`getrusage`'s
+/// `ru_maxrss`), or `None` where it is not available (not Linux, or the
+/// call failed).
+pub fn peak_rss_bytes() -> Option<u64> {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: `getrusage` writes one `rusage` into the zeroed struct we
+        // pass by unique pointer and reads nothing else.
+        let mut r: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: as above; RUSAGE_SELF is a valid `who`.
+        let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut r) };
+        // Linux reports ru_maxrss in KiB.
+        (rc == 0).then(|| r.ru_maxrss.max(0) as u64 * 1024)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        None
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -170,5 +215,30 @@ mod tests {
         let mut small = vec![7u8; 100];
         assert_eq!(collapse_huge_pages(&mut small), PageAdvice::Skipped);
         assert_eq!(small, vec![7u8; 100]);
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn peak_rss_grows_with_a_touched_buffer() {
+        let before = peak_rss_bytes().expect("getrusage on Linux");
+        assert!(before > 0);
+        let mut v = vec![0u8; 64 << 20];
+        for x in v.iter_mut().step_by(4096) {
+            *x = 1;
+        }
+        std::hint::black_box(&v);
+        let after = peak_rss_bytes().expect("getrusage on Linux");
+        assert!(after >= before.max(64 << 20), "{before} -> {after}");
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn thread_cpu_time_advances_with_work() {
+        let t0 = thread_cpu_seconds().expect("clock_gettime on Linux");
+        let mut x = 1u64;
+        while thread_cpu_seconds().expect("clock_gettime") < t0 + 0.01 {
+            x = std::hint::black_box(x.wrapping_mul(3));
+        }
+        assert!(thread_cpu_seconds().unwrap() >= t0 + 0.01);
     }
 }

@@ -51,7 +51,9 @@ use crate::rns::{self, Context};
 use crate::sampler::{hex, PublicSeed};
 use crate::wire::{Query, Response};
 
-pub use crate::kernel::{prefetch_distance, prefetch_tuning, simplepir_impl, PrefetchTuning};
+pub use crate::kernel::{
+    mac_peak, prefetch_distance, prefetch_tuning, simplepir_impl, MacPeak, PrefetchTuning,
+};
 
 /// Words between consecutive a2 blocks (and the transformed row blocks
 /// H2 sums them against, [`Server::rows_a`]): 2·d2 plus 64. With a stride

@@ -110,3 +110,51 @@ fn pir_bench_times_every_update_round() {
     let tune = v["prep_tune_seconds"].as_f64().expect("tune");
     assert!(close(first, prep - tune));
 }
+
+#[test]
+fn pir_bench_reports_memory_the_multiply_bound_and_other_shapes() {
+    let v = pir_bench(&["--db-bits", "20", "--trials", "2", "--batch", "2"]);
+    let f = |k: &str| v[k].as_f64().unwrap_or_else(|| panic!("{k} missing"));
+    // getrusage's peak covers at least the database, and the ratio is it
+    let rss = f("peak_rss_bytes");
+    assert!(rss >= f("db_bytes"));
+    assert!((f("peak_rss_over_db") - rss / f("db_bytes")).abs() < 1e-9);
+    assert!(f("db_setup_peak_bytes") > f("db_bytes"));
+    if v["mac_peak_g_per_s"].is_null() {
+        // the scalar kernel has no multiply ceiling
+        assert_eq!(v["kernel"], "scalar");
+    } else {
+        assert!(f("mac_peak_g_per_s") > 0.0 && f("clock_ghz") > 0.0);
+        let per_cycle = f("mac_peak_g_per_s") / f("clock_ghz");
+        assert!((f("macs_per_cycle") - per_cycle).abs() < 1e-9 * per_cycle);
+        assert!(f("simplepir_bound_fraction") > 0.0 && f("simplepir_bound_fraction_wall") > 0.0);
+        let s = f("answer_cpu_share");
+        assert!(s > 0.0 && s <= 1.0);
+    }
+    // the same bits as a taller database: 2^17 records as 2^12 × 2^5
+    let v = pir_bench(&["--db-bits", "20", "--trials", "1", "--rows-log", "12"]);
+    assert_eq!(
+        (v["rows"].as_u64(), v["cols"].as_u64()),
+        (Some(4096), Some(32))
+    );
+}
+
+#[test]
+fn pir_bench_refuses_sizes_outside_its_range() {
+    for (bits, rows) in [
+        ("19", None),
+        ("37", None),
+        ("20", Some("19")),
+        ("20", Some("4")),
+    ] {
+        let mut args = vec!["--db-bits", bits, "--json"];
+        if let Some(r) = rows {
+            args.extend(["--rows-log", r]);
+        }
+        let out = Command::new(env!("CARGO_BIN_EXE_pir-bench"))
+            .args(&args)
+            .output()
+            .expect("run pir-bench");
+        assert!(!out.status.success(), "{args:?} should be refused");
+    }
+}

@@ -29,9 +29,14 @@ use rand_core::{RngCore, SeedableRng};
 #[derive(Parser, Debug)]
 #[command(about = "YPIR benchmark (Table 1 parameters, single-bit records)")]
 struct Args {
-    /// log2 of the number of bits in the database (20..=35).
+    /// log2 of the number of bits in the database (20..=36; 2^36 bits is an
+    /// 8 GiB database, which needs about 9.3 GB of memory in all).
     #[arg(long, default_value_t = 30)]
     db_bits: u32,
+    /// log2 of ℓ1 (rows) instead of `DbShape::for_bits`'s choice, to compare
+    /// database shapes of the same size (ℓ2 = records ÷ ℓ1).
+    #[arg(long)]
+    rows_log: Option<u32>,
     /// Number of timed trials.
     #[arg(long, default_value_t = 5)]
     trials: usize,
@@ -57,13 +62,23 @@ struct Args {
 /// software prefetch 8 KiB ahead, which is what the SimplePIR kernel does.
 /// The reference for `bw_fraction` is the better of the two, so that a
 /// kernel cannot look faster than memory by out-prefetching a naive loop.
-fn read_bandwidth(buf: &[u8]) -> (f64, f64) {
+fn read_bandwidth(buf: &[u8]) -> ((f64, f64), f64) {
     let pass = |prefetch: bool| {
+        let c = pir_core::mem::thread_cpu_seconds();
         let t = Instant::now();
         sum_words(buf, prefetch);
-        buf.len() as f64 / t.elapsed().as_secs_f64() / 1e9
+        let wall = t.elapsed().as_secs_f64();
+        let cpu = cpu_since(c).unwrap_or(wall);
+        (buf.len() as f64 / wall / 1e9, buf.len() as f64 / cpu / 1e9)
     };
-    (pass(false), pass(true))
+    let (a, b) = (pass(false), pass(true));
+    ((a.0, b.0), a.1.max(b.1))
+}
+
+/// Thread CPU seconds since `start` (a [`pir_core::mem::thread_cpu_seconds`]
+/// reading), if both readings exist.
+fn cpu_since(start: Option<f64>) -> Option<f64> {
+    Some(pir_core::mem::thread_cpu_seconds()? - start?).filter(|&d| d > 0.0)
 }
 
 /// Read bandwidth of all threads of the current pool together (GB/s): each
@@ -96,18 +111,12 @@ fn sum_words(buf: &[u8], prefetch: bool) {
     std::hint::black_box((acc, tail));
 }
 
-fn peak_rss_bytes() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines().find(|l| l.starts_with("VmHWM:")).and_then(|l| {
-                l.split_whitespace()
-                    .nth(1)
-                    .and_then(|v| v.parse::<u64>().ok())
-            })
-        })
-        .map(|kb| kb * 1024)
-        .unwrap_or(0)
+/// Bytes of memory the kernel reports available for new allocations
+/// (`MemAvailable` in /proc/meminfo), if it says.
+fn mem_available_bytes() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let l = s.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    Some(l.split_whitespace().nth(1)?.parse::<u64>().ok()? * 1024)
 }
 
 fn median(v: &mut [f64]) -> f64 {
@@ -117,8 +126,8 @@ fn median(v: &mut [f64]) -> f64 {
 
 fn main() -> Result<()> {
     let args = Args::parse();
-    if !(20..=35).contains(&args.db_bits) {
-        bail!("--db-bits must be in 20..=35");
+    if !(20..=36).contains(&args.db_bits) {
+        bail!("--db-bits must be in 20..=36");
     }
     if args.batch == 0 || args.trials == 0 || args.threads == 0 {
         bail!("--batch, --trials and --threads must be positive");
@@ -133,15 +142,47 @@ fn main() -> Result<()> {
 fn run(args: &Args) -> Result<()> {
     let params = TABLE1;
     let bits = 1u64 << args.db_bits;
-    let shape = DbShape::for_bits(bits, 8);
+    let shape = match args.rows_log {
+        None => DbShape::for_bits(bits, 8),
+        Some(r) => {
+            let records = bits / 8;
+            if !(5..=18).contains(&r) || !records.is_multiple_of(1u64 << r) {
+                bail!("--rows-log must be in 5..=18 and at most log2 of the records");
+            }
+            DbShape {
+                ell1: 1 << r,
+                ell2: (records >> r) as usize,
+            }
+        }
+    };
     let correctness = params.check_shape(shape)?;
+    // The process holds the database (built in place from the random
+    // bitmap, no second copy) and the server state; refuse up front rather
+    // than be killed half-way through DBSetup.
+    let need = Server::memory(&params, shape).setup_peak() as u64;
+    if let Some(avail) = mem_available_bytes() {
+        if need > avail {
+            bail!(
+                "--db-bits {}: DBSetup needs about {:.1} GB, only {:.1} GB is available",
+                args.db_bits,
+                need as f64 / 1e9,
+                avail as f64 / 1e9
+            );
+        }
+    }
 
     // Random bitmap.
     let mut rng = ChaCha8Rng::seed_from_u64(args.db_bits as u64);
     let mut bitmap = pir_core::mem::zeroed_huge::<u8>((bits / 8) as usize);
     rng.fill_bytes(&mut bitmap);
-    let bitdb = BitDatabase::from_bitmap_owned(bits, bitmap)?;
-    let db_bytes = bitdb.database().as_bytes().len();
+    let db = match args.rows_log {
+        None => BitDatabase::from_bitmap_owned(bits, bitmap)?.into_database(),
+        // the same bytes as records of the chosen shape (bit b is bit b % 8
+        // of record b / 8, record i at row i mod ℓ1 of column i div ℓ1, as
+        // `locate_bit` maps them)
+        Some(_) => pir_core::db::Database::from_column_major(shape, 8, bitmap)?,
+    };
+    let db_bytes = db.as_bytes().len();
     // Expected bits are read back from the server's copy (no second copy of
     // the database in memory).
     let expected = |srv: &Server, bit: u64| -> Result<bool> {
@@ -151,7 +192,7 @@ fn run(args: &Args) -> Result<()> {
 
     let seed = PublicSeed::random()?;
     let t = Instant::now();
-    let mut server = Server::setup(params, bitdb.into_database(), seed)?;
+    let mut server = Server::setup(params, db, seed)?;
     let prep_seconds = t.elapsed().as_secs_f64();
     // (the first DBSetup's parts: later rebuilds for the update ratio do
     // not repeat the prefetch measurement)
@@ -178,8 +219,18 @@ fn run(args: &Args) -> Result<()> {
         ),
     };
     let (mut single_ms, mut one_thread_ms) = (Vec::new(), Vec::new());
+    // the multiply ceiling of the SimplePIR kernel, measured beside each
+    // trial's bandwidth reference
+    let mut peaks: Vec<pir_core::server::MacPeak> = Vec::new();
+    let mut sp_bound_frac = Vec::new();
+    let mut sp_bound_frac_wall = Vec::new();
+    let mut bw_cpu = Vec::new();
+    let mut cpu_share = Vec::new();
     for trial in 0..args.trials {
-        bw.push(read_bandwidth(server.database().as_bytes()));
+        let (wall_bw, cpu_bw) = read_bandwidth(server.database().as_bytes());
+        bw.push(wall_bw);
+        bw_cpu.push(cpu_bw);
+        peaks.extend(pir_core::server::mac_peak());
         if args.threads > 1 {
             bw_all.push(read_bandwidth_all_threads(server.database().as_bytes()));
         }
@@ -230,10 +281,19 @@ fn run(args: &Args) -> Result<()> {
         if before {
             all_correct &= references()?;
         }
+        let c = pir_core::mem::thread_cpu_seconds();
         let t = Instant::now();
         let (resps, tm) = server.answer_batch_timed(&qs)?;
         let resp_bytes: Vec<Vec<u8>> = resps.iter().map(|r| r.to_bytes()).collect();
-        answer_ms.push(t.elapsed().as_secs_f64() * 1e3);
+        let wall = t.elapsed().as_secs_f64();
+        answer_ms.push(wall * 1e3);
+        // the share of the answer's wall time this thread had a core (one
+        // thread: the whole answer runs on it)
+        let share = match args.threads {
+            1 => cpu_since(c).map_or(1.0, |cpu| (cpu / wall).min(1.0)),
+            _ => 1.0,
+        };
+        cpu_share.push(share);
         if !before {
             all_correct &= references()?;
         }
@@ -241,6 +301,18 @@ fn run(args: &Args) -> Result<()> {
         // this trial's SimplePIR read rate ÷ this trial's bandwidth reference
         let (plain, pf) = bw[bw.len() - 1];
         sp_frac.push(args.batch as f64 * db_bytes as f64 / tm.simplepir / 1e9 / plain.max(pf));
+        // the pass can take no less than one read of the database at this
+        // trial's bandwidth, nor less than k·|DB| multiply-accumulates at
+        // this trial's measured peak
+        if let Some(pk) = peaks.last() {
+            let mul = args.batch as f64 * db_bytes as f64 / pk.macs_per_second;
+            let read = db_bytes as f64 / (plain.max(pf) * 1e9);
+            sp_bound_frac_wall.push(read.max(mul) / tm.simplepir);
+            // in CPU time: the peak and this bandwidth are timed in thread
+            // CPU time, the pass is its wall time × the answer's CPU share
+            let read = db_bytes as f64 / (bw_cpu[bw_cpu.len() - 1] * 1e9);
+            sp_bound_frac.push(read.max(mul) / (tm.simplepir * share));
+        }
         dp.push(tm.doublepir * 1e3);
         pk.push(tm.packing * 1e3);
         ov.push(tm.overlapped * 1e3);
@@ -330,6 +402,11 @@ fn run(args: &Args) -> Result<()> {
     let min_of = |v: &[f64]| v.iter().cloned().reduce(f64::min);
     let single_min = min_of(&single_ms);
     let one_thread_min = min_of(&one_thread_ms);
+    let peak = peaks
+        .iter()
+        .max_by(|a, b| a.macs_per_second.total_cmp(&b.macs_per_second))
+        .cloned();
+    let clock = peaks.iter().map(|p| p.clock_hz).fold(0f64, f64::max);
     let out = serde_json::json!({
         "db_bits": args.db_bits,
         "rows": shape.ell1,
@@ -393,8 +470,34 @@ fn run(args: &Args) -> Result<()> {
         "all_threads_bw_fraction": bw_all.iter().cloned().reduce(f64::max).map(|b| {
             server.answer_stream_bytes() as f64 / (ans_min / 1e3) / 1e9 / b
         }),
+        // the SimplePIR pass against its arithmetic ceiling (docs/benchmarks.md):
+        // the kernel's multiply instruction timed from registers beside each
+        // trial, the clock from a chain of dependent adds, and per trial
+        // max(|DB| ÷ bandwidth, k·|DB| ÷ peak) ÷ the pass (median)
+        "mac_instruction": peak.as_ref().map(|p| p.instruction),
+        "mac_peak_g_per_s": peak.as_ref().map(|p| p.macs_per_second / 1e9),
+        "clock_ghz": peak.as_ref().map(|_| clock / 1e9),
+        "macs_per_cycle": peak.as_ref().map(|p| p.macs_per_second / clock),
+        // the batch size from which the multiplies, not the memory, bound
+        // the pass: peak ÷ bandwidth, both in thread CPU time
+        "batch_where_compute_bound": peak.as_ref().map(|p| {
+            p.macs_per_second / 1e9 / bw_cpu.iter().cloned().fold(mem_bw, f64::max)
+        }),
+        "simplepir_bound_fraction": (!sp_bound_frac.is_empty()).then(|| median(&mut sp_bound_frac)),
+        // the same with the pass and the bandwidth in wall time (on a
+        // machine shared with other work, waiting for a core counts)
+        "simplepir_bound_fraction_wall": (!sp_bound_frac_wall.is_empty()).then(|| median(&mut sp_bound_frac_wall)),
+        "mem_bw_cpu_time_gb_s": bw_cpu.iter().cloned().reduce(f64::max),
+        "answer_cpu_share": (!cpu_share.is_empty()).then(|| median(&mut cpu_share)),
+        "simplepir_macs_g_per_s": args.batch as f64 * db_bytes as f64
+            / sp.iter().cloned().fold(f64::INFINITY, f64::min)
+            / 1e6,
         "server_state_bytes": server.state_bytes(),
-        "peak_rss_bytes": peak_rss_bytes(),
+        "db_setup_peak_bytes": need,
+        // getrusage's ru_maxrss: includes the random bitmap, which becomes
+        // the database in place
+        "peak_rss_bytes": pir_core::mem::peak_rss_bytes(),
+        "peak_rss_over_db": pir_core::mem::peak_rss_bytes().map(|r| r as f64 / db_bytes as f64),
         "log2_delta": correctness.log2_delta,
         "all_correct": all_correct,
     });

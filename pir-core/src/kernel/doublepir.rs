@@ -30,6 +30,11 @@ enum DpQuery {
     Limbs(Vec<i16>, DpLimbs),
 }
 
+/// Quads per turn of a batch in the DoublePIR pass: 32 quads of a
+/// full-width block are 256 KiB of digits, which stay in L2 (512 KiB on
+/// the smallest L2 measured) while every query of the batch reads them.
+const DP_RUN_QUADS: usize = 32;
+
 /// Limbs per column of [`DpQuery::Limbs`].
 const DP_LIMBS: usize = 6;
 
@@ -73,9 +78,8 @@ impl DpQuery {
 ///
 /// The matrix is read from memory once, front to back, in its storage
 /// order ([`crate::digits`]): column block by column block, quad of rows by
-/// quad; the other queries of a batch re-read each block from the
-/// last-level cache, so a batch shares the scan (§4.3). Workers take ranges
-/// of quads.
+/// quad; the other queries of a batch re-read each run of quads from L2,
+/// so a batch shares the scan (§4.3). Workers take ranges of quads.
 pub(crate) fn doublepir(m: &crate::digits::DigitMatrix, c2s: &[&[u32]], out: &mut [Vec<[u32; 2]>]) {
     doublepir_with(Kernel::selected(), m, c2s, out)
 }
@@ -104,22 +108,27 @@ fn doublepir_with(
     let quads = DigitMatrix::padded_rows(rows) / QUAD_ROWS;
     let task = |q0: usize, q1: usize| -> Vec<Vec<[i64; 2]>> {
         let mut sums = vec![vec![[0i64; 2]; (q1 - q0) * QUAD_ROWS]; preps.len()];
-        // Block by block; inside a block each query walks the task's
-        // quads in turn. The block (≤ 4 MB at Table 1) comes from memory
-        // for the first query and from the last-level cache for the others,
+        // Block by block, and inside a block by runs of DP_RUN_QUADS
+        // quads (≤ 256 KiB); each query walks a run in turn. The run comes
+        // from memory for the first query and from L2 for the others,
         // while a query's limbs for the block (12 KiB) stay in L1; with the
         // queries interleaved per quad, four queries' limbs (48 KiB) did
         // not fit and a batch of 4 took 22 ms instead of 18 at B = 33.
+        // Whole blocks per turn (≤ 4 MB) left the other queries reading
+        // the last-level cache, at about the cost of reading memory.
         for (c0, w, blk) in m.blocks() {
-            for (p, s) in preps.iter().zip(sums.iter_mut()) {
-                for q in q0..q1 {
-                    let quad = &blk[q * QUAD_ROWS * w..(q + 1) * QUAD_ROWS * w];
-                    let mut acc = [[0i64; 2]; QUAD_ROWS];
-                    quad_with(quad, p, c0, w, &mut acc);
-                    for (t, a) in s[(q - q0) * QUAD_ROWS..].iter_mut().zip(&acc) {
-                        // |sums| < 2^18 · 2^42: no overflow in i64.
-                        t[0] += a[0];
-                        t[1] += a[1];
+            for r0 in (q0..q1).step_by(DP_RUN_QUADS) {
+                let r1 = (r0 + DP_RUN_QUADS).min(q1);
+                for (p, s) in preps.iter().zip(sums.iter_mut()) {
+                    for q in r0..r1 {
+                        let quad = &blk[q * QUAD_ROWS * w..(q + 1) * QUAD_ROWS * w];
+                        let mut acc = [[0i64; 2]; QUAD_ROWS];
+                        quad_with(quad, p, c0, w, &mut acc);
+                        for (t, a) in s[(q - q0) * QUAD_ROWS..].iter_mut().zip(&acc) {
+                            // |sums| < 2^18 · 2^42: no overflow in i64.
+                            t[0] += a[0];
+                            t[1] += a[1];
+                        }
                     }
                 }
             }

@@ -21,6 +21,7 @@ use super::{avx512, avx512_vnni};
 mod avx2;
 #[cfg(target_arch = "x86_64")]
 mod avx512;
+pub(super) mod peak;
 pub(super) mod tune;
 
 #[cfg(test)]
@@ -183,18 +184,42 @@ fn panels_with(
             // per 512-row slice).
             let tiled_end = view.panels() * view.panel * view.tiled_cols;
             let run_groups = (BATCH_RUN_BYTES / (8 * view.panel)).max(1);
+            // Queries take their turns in pairs ([`block_with2`]: one
+            // record load serves both), the last one alone when the batch
+            // is odd.
+            let turns = queries.len().div_ceil(2);
             let mut g0 = 0;
             while g0 < groups {
                 let g1 = (g0 + run_groups).min(groups);
                 let run_end = (p * view.tiled_cols + g1 * 8) * view.panel;
                 let next_end = (run_end + (g1 - g0) * 8 * view.panel).min(tiled_end);
                 let next = &view.data[run_end.min(next_end)..next_end];
-                for (i, (q, o)) in queries.iter().zip(out.iter_mut()).enumerate() {
+                for (i, (qs, os)) in queries.chunks(2).zip(out.chunks_mut(2)).enumerate() {
                     let ahead = match i {
                         0 => &[][..],
-                        _ => line_share(next, queries.len() - 1, i - 1),
+                        _ => line_share(next, turns - 1, i - 1),
                     };
-                    tile_with(k, view, p, g0, g1, q, ahead, &mut o[g0 * 8..g1 * 8]);
+                    match (qs, os) {
+                        ([qa, qb], [oa, ob]) => tile_with2(
+                            k,
+                            view,
+                            p,
+                            (g0, g1),
+                            [qa, qb],
+                            ahead,
+                            [&mut oa[g0 * 8..g1 * 8], &mut ob[g0 * 8..g1 * 8]],
+                        ),
+                        (qs, os) => tile_with(
+                            k,
+                            view,
+                            p,
+                            g0,
+                            g1,
+                            &qs[0],
+                            ahead,
+                            &mut os[0][g0 * 8..g1 * 8],
+                        ),
+                    }
                 }
                 g0 = g1;
             }
@@ -345,6 +370,71 @@ fn tile_with(
             .expect("8 outputs");
         block_with(k, tile, rows, share, o);
     }
+}
+
+/// [`tile_with`] for two queries at once ([`block_with2`]).
+fn tile_with2(
+    k: Kernel,
+    view: &View<'_>,
+    p: usize,
+    (g0, g1): (usize, usize),
+    q: [&SplitQuery; 2],
+    ahead: &[u8],
+    out: [&mut [u32]; 2],
+) {
+    let panel = view.panel;
+    let rows = q.map(|q| q.rows(p * panel, (p + 1) * panel));
+    let base = p * panel * view.tiled_cols;
+    let [oa, ob] = out;
+    for (k_out, g) in (g0..g1).enumerate() {
+        let share = line_share(ahead, g1 - g0, k_out);
+        if k_out.is_multiple_of(2) {
+            crate::mem::prefetch(oa, k_out * 8 + OUT_PREFETCH_WORDS);
+            crate::mem::prefetch(ob, k_out * 8 + OUT_PREFETCH_WORDS);
+        }
+        let tile = &view.data[base + g * 8 * panel..base + (g + 1) * 8 * panel];
+        let a: &mut [u32; 8] = (&mut oa[k_out * 8..k_out * 8 + 8])
+            .try_into()
+            .expect("8 outputs");
+        let b: &mut [u32; 8] = (&mut ob[k_out * 8..k_out * 8 + 8])
+            .try_into()
+            .expect("8 outputs");
+        block_with2(k, tile, rows, share, [a, b]);
+    }
+}
+
+/// [`block_with`] for two queries: the AVX-512 VNNI kernel multiplies
+/// each record vector it loads by both queries' limbs
+/// ([`avx512::block_vnni2`]); the other variants take the queries one
+/// after the other, each with half of `ahead` to prefetch (a two-query
+/// AVX2 kernel sharing each sign extension measured 0.70–0.72 of the
+/// `vpmaddwd` ceiling against 0.74–0.77 for one query at a time:
+/// `docs/benchmarks.md`).
+fn block_with2(
+    k: Kernel,
+    tile: &[u8],
+    q: [QueryRows<'_>; 2],
+    ahead: &[u8],
+    out: [&mut [u32; 8]; 2],
+) {
+    let [oa, ob] = out;
+    #[cfg(target_arch = "x86_64")]
+    {
+        if k == Kernel::Avx512Vnni && avx512_vnni() {
+            let blocks = tile.len() / 256;
+            assert!(
+                tile.len().is_multiple_of(256)
+                    && q.iter().all(|q| q.bytes.len() == blocks * LIMB_BLOCK),
+                "tile shape"
+            );
+            // SAFETY: avx512f, avx512bw and avx512vnni were detected at
+            // runtime; the tile and limb shapes were asserted above.
+            unsafe { avx512::block_vnni2(tile, q[0].bytes, q[1].bytes, ahead, oa, ob) };
+            return;
+        }
+    }
+    block_with(k, tile, q[0], line_share(ahead, 2, 0), oa);
+    block_with(k, tile, q[1], line_share(ahead, 2, 1), ob);
 }
 
 /// Rows of a tile the `pmaddwd` kernels (AVX2, AVX-512BW) take at a time

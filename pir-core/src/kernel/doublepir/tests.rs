@@ -16,6 +16,8 @@ fn doublepir_matches_wide_arithmetic() {
         (9, 1024, false),
         (6, 545, true),
         (2, 3100, false),
+        // more quads than one run of a batch (DP_RUN_QUADS), ragged
+        (4 * DP_RUN_QUADS + 9, 70, false),
     ] {
         let rows: Vec<i16> = (0..n_rows * ell2)
             .map(|_| {

@@ -190,19 +190,34 @@ pub(super) unsafe fn block_vnni(tile: &[u8], limbs: &[u8], ahead: &[u8], out: &m
     }
     // Limbs combined per column pair: v[m] holds column 2m in lanes
     // 0–7 and column 2m + 1 in lanes 8–15.
-    let v: [__m512i; 4] = std::array::from_fn(|m| {
-        let a = &acc[m];
-        _mm512_add_epi32(
-            _mm512_add_epi32(a[0], _mm512_slli_epi32::<8>(a[1])),
-            _mm512_add_epi32(_mm512_slli_epi32::<16>(a[2]), _mm512_slli_epi32::<24>(a[3])),
-        )
-    });
-    // Transposed reduction: these few shuffles and adds replace eight
-    // horizontal sums, which cost as much as a tenth of a tile's
-    // `vpdpbusd`s (they share its vector pipes). After the two unpack
-    // levels, 128-bit lane i of `u` holds [Σ v0, Σ v1, Σ v2, Σ v3] over
-    // lanes 4i..4i+3; lanes 0 + 1 then belong to columns 0, 2, 4, 6 and
-    // lanes 2 + 3 to columns 1, 3, 5, 7.
+    let v: [__m512i; 4] = std::array::from_fn(|m| combine_limbs(&acc[m]));
+    add_column_sums(v, out);
+}
+
+/// `Σ_k 2^{8k}·a[k]` lane by lane (mod 2^32): one column pair's limb
+/// accumulators combined.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw")]
+fn combine_limbs(a: &[__m512i; 4]) -> __m512i {
+    _mm512_add_epi32(
+        _mm512_add_epi32(a[0], _mm512_slli_epi32::<8>(a[1])),
+        _mm512_add_epi32(_mm512_slli_epi32::<16>(a[2]), _mm512_slli_epi32::<24>(a[3])),
+    )
+}
+
+/// Adds the eight column sums of a tile to `out`, where `v[m]` holds the
+/// partial sums of column 2m in lanes 0–7 and of column 2m + 1 in lanes
+/// 8–15.
+///
+/// Transposed reduction: these few shuffles and adds replace eight
+/// horizontal sums, which cost as much as a tenth of a tile's `vpdpbusd`s
+/// (they share its vector pipes). After the two unpack levels, 128-bit
+/// lane i of `u` holds [Σ v0, Σ v1, Σ v2, Σ v3] over lanes 4i..4i+3;
+/// lanes 0 + 1 then belong to columns 0, 2, 4, 6 and lanes 2 + 3 to
+/// columns 1, 3, 5, 7.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw")]
+fn add_column_sums(v: [__m512i; 4], out: &mut [u32; 8]) {
     let t01 = _mm512_add_epi32(
         _mm512_unpacklo_epi32(v[0], v[1]),
         _mm512_unpackhi_epi32(v[0], v[1]),
@@ -222,6 +237,91 @@ pub(super) unsafe fn block_vnni(tile: &[u8], limbs: &[u8], ahead: &[u8], out: &m
     unsafe {
         let o = _mm256_loadu_si256(out.as_ptr() as *const __m256i);
         _mm256_storeu_si256(out.as_mut_ptr() as *mut __m256i, _mm256_add_epi32(o, sums));
+    }
+}
+
+/// [`block_vnni`] for two queries at once: each record vector loaded is
+/// multiplied by both queries' limbs, so a batch reads the tile once per
+/// pair of queries instead of once per query. Two queries' accumulators
+/// for a whole tile (2 × 16) exceed the 32 zmm registers, so the tile is
+/// taken in two halves of four columns (column pairs 0–1, then 2–3: 16
+/// accumulators, 4 limb and 2 record vectors live); the second half finds
+/// the tile in L1 (the first half prefetches its lines, so the memory
+/// stream stays sequential). Per 128 bytes of a half: 2 record loads, 8
+/// limb broadcasts and 16 `vpdpbusd`, so the loads (1.25 per cycle at two
+/// `vpdpbusd` per cycle) stay below the two vector loads a cycle.
+///
+/// # Safety
+/// As for [`block_vnni`]; `la` and `lb` each hold 128 bytes per 256 bytes
+/// of tile.
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+pub(super) unsafe fn block_vnni2(
+    tile: &[u8],
+    la: &[u8],
+    lb: &[u8],
+    ahead: &[u8],
+    out_a: &mut [u32; 8],
+    out_b: &mut [u32; 8],
+) {
+    let blocks = tile.len() / 256;
+    assert!(
+        tile.len().is_multiple_of(256)
+            && la.len() == blocks * super::LIMB_BLOCK
+            && lb.len() == blocks * super::LIMB_BLOCK
+    );
+    let ahead_lines = ahead.len().div_ceil(64);
+    let pf_per_block = ahead_lines.div_ceil(2 * blocks.max(1));
+    let ap = ahead.as_ptr();
+    let base = tile.as_ptr();
+    let pfd = super::tune::prefetch_distance();
+    let zero = _mm512_setzero_si512();
+    let mut first = [[zero; 2]; 2];
+    for half in 0..2 {
+        // acc[query][column pair of the half][limb]
+        let mut acc = [[[zero; 4]; 2]; 2];
+        for b in 0..blocks {
+            // SAFETY: b < blocks, so bytes [256b, 256b + 256) of the tile
+            // and [128b, 128b + 128) of each limb slice are in bounds
+            // (asserted above); 64·line < ahead.len() when line <
+            // ahead_lines. Prefetches are hints that never fault.
+            unsafe {
+                let blk = base.add(b * 256);
+                if half == 0 {
+                    prefetch_block(blk, pfd);
+                    // the lines the second half reads, into L1 now
+                    _mm_prefetch::<_MM_HINT_T0>(blk.add(128) as *const i8);
+                    _mm_prefetch::<_MM_HINT_T0>(blk.add(192) as *const i8);
+                }
+                for t in 0..pf_per_block {
+                    let line = (half * blocks + b) * pf_per_block + t;
+                    if line < ahead_lines {
+                        _mm_prefetch::<_MM_HINT_T1>(ap.add(64 * line) as *const i8);
+                    }
+                }
+                let d0 = _mm512_loadu_si512(blk.add(128 * half) as *const __m512i);
+                let d1 = _mm512_loadu_si512(blk.add(128 * half + 64) as *const __m512i);
+                for (a, l) in acc.iter_mut().zip([la, lb]) {
+                    let lp = l.as_ptr().add(b * super::LIMB_BLOCK);
+                    for k in 0..4 {
+                        let u = _mm512_broadcast_i64x4(_mm256_loadu_si256(
+                            lp.add(32 * k) as *const __m256i
+                        ));
+                        a[0][k] = _mm512_dpbusd_epi32(a[0][k], u, d0);
+                        a[1][k] = _mm512_dpbusd_epi32(a[1][k], u, d1);
+                    }
+                }
+            }
+        }
+        if half == 0 {
+            for (f, a) in first.iter_mut().zip(&acc) {
+                *f = [combine_limbs(&a[0]), combine_limbs(&a[1])];
+            }
+        } else {
+            for ((f, a), o) in first.iter().zip(&acc).zip([&mut *out_a, &mut *out_b]) {
+                let v = [f[0], f[1], combine_limbs(&a[0]), combine_limbs(&a[1])];
+                add_column_sums(v, o);
+            }
+        }
     }
 }
 

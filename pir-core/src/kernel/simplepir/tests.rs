@@ -98,3 +98,112 @@ fn tile_kernels_match_scalar_twin() {
         assert_eq!(got, want, "extremes via {k:?}");
     }
 }
+
+#[test]
+fn pair_kernels_match_scalar_twin() {
+    let mut s = 23;
+    for rows in [32usize, 64, 352, 1024, 2048] {
+        let tile: Vec<u8> = (0..8 * rows).map(|_| lcg(&mut s) as u8).collect();
+        let mut c1: [Vec<u32>; 2] =
+            std::array::from_fn(|_| (0..rows).map(|_| lcg(&mut s) as u32).collect());
+        // extreme entries in both queries: every limb at 0 and 255, ±2^15
+        c1[0][0] = u32::MAX;
+        c1[1][1] = u32::MAX;
+        c1[0][2] = 0x8000_8000;
+        c1[1][3] = 0x7fff_7fff;
+        let q = c1.clone().map(|c| SplitQuery::new(&c));
+        let rq = [q[0].rows(0, rows), q[1].rows(0, rows)];
+        let start: [[u32; 8]; 2] =
+            std::array::from_fn(|_| std::array::from_fn(|_| lcg(&mut s) as u32));
+        let mut want = start;
+        for (w, r) in want.iter_mut().zip(&rq) {
+            block_scalar(&tile, r.lo, r.hi, w);
+        }
+        for k in kernels("pair_kernels_match_scalar_twin") {
+            let mut got = start;
+            let [a, b] = &mut got;
+            block_with2(k, &tile, rq, &tile[..tile.len().min(700)], [a, b]);
+            assert_eq!(got, want, "rows {rows} via {k:?}");
+        }
+    }
+}
+
+/// The tile kernels from L1 against the measured multiply ceiling (run
+/// with `cargo test --release -p pir-core --lib -- --ignored
+/// tile_kernel_compute_rate --nocapture`): u8 × u32 multiply-accumulates
+/// per second of one and two queries over a 2048-row tile held in cache.
+#[test]
+#[ignore = "timing; run in release by hand"]
+fn tile_kernel_compute_rate() {
+    let mut s = 3;
+    let rows = 2048;
+    let tile: Vec<u8> = (0..8 * rows).map(|_| lcg(&mut s) as u8).collect();
+    let q: [SplitQuery; 2] = std::array::from_fn(|_| {
+        SplitQuery::new(&(0..rows).map(|_| lcg(&mut s) as u32).collect::<Vec<_>>())
+    });
+    let rq = [q[0].rows(0, rows), q[1].rows(0, rows)];
+    for k in kernels("tile_kernel_compute_rate") {
+        let Some(peak) = super::peak::mac_peak_of(k) else {
+            continue;
+        };
+        let reps = 2000;
+        let mut o = [[0u32; 8]; 2];
+        let mut best1 = f64::INFINITY;
+        let mut best2 = f64::INFINITY;
+        for _ in 0..5 {
+            let t = std::time::Instant::now();
+            for _ in 0..reps {
+                block_with(k, &tile, rq[0], &[], &mut o[0]);
+                block_with(k, &tile, rq[1], &[], &mut o[1]);
+            }
+            best1 = best1.min(t.elapsed().as_secs_f64());
+            let t = std::time::Instant::now();
+            for _ in 0..reps {
+                let [a, b] = &mut o;
+                block_with2(k, &tile, rq, &[], [a, b]);
+            }
+            best2 = best2.min(t.elapsed().as_secs_f64());
+        }
+        // a batch of 16 over a run of 8 tiles held in L2, in pairs, as
+        // `panels_with` takes it
+        let run: Vec<u8> = (0..8 * tile.len()).map(|_| lcg(&mut s) as u8).collect();
+        let (mut best_run, mut best_single) = (f64::INFINITY, f64::INFINITY);
+        for _ in 0..5 {
+            let t = std::time::Instant::now();
+            for _ in 0..reps / 64 {
+                for _pair in 0..8 {
+                    for tl in run.chunks(tile.len()) {
+                        let [a, b] = &mut o;
+                        block_with2(k, tl, rq, &[], [a, b]);
+                    }
+                }
+            }
+            best_run = best_run.min(t.elapsed().as_secs_f64());
+            let t = std::time::Instant::now();
+            for _ in 0..reps / 64 {
+                for _q in 0..16 {
+                    for tl in run.chunks(tile.len()) {
+                        block_with(k, tl, rq[0], &[], &mut o[0]);
+                    }
+                }
+            }
+            best_single = best_single.min(t.elapsed().as_secs_f64());
+        }
+        std::hint::black_box(&o);
+        let macs = (2 * reps * tile.len()) as f64;
+        eprintln!(
+            "{k:?}: batch of 16 over a 128 KiB run in L2: {:.2} of peak in pairs, {:.2} one query at a time",
+            (reps / 64 * 16 * run.len()) as f64 / best_run / peak.macs_per_second,
+            (reps / 64 * 16 * run.len()) as f64 / best_single / peak.macs_per_second
+        );
+        eprintln!(
+            "{k:?}: peak {:.1} G/s ({}); one query at a time {:.1} G/s ({:.2} of peak), pairs {:.1} G/s ({:.2})",
+            peak.macs_per_second / 1e9,
+            peak.instruction,
+            macs / best1 / 1e9,
+            macs / best1 / peak.macs_per_second,
+            macs / best2 / 1e9,
+            macs / best2 / peak.macs_per_second,
+        );
+    }
+}
