@@ -379,6 +379,9 @@ pub struct CostReport {
     /// The whole weekly bill at internet-scale populations.
     #[serde(default)]
     pub bills: Vec<Bill>,
+    /// Machines for the deployment (when the fixed costs were measured).
+    #[serde(default)]
+    pub deployment: Option<crate::scale::Deployment>,
     /// When the report was built (RFC 3339, UTC).
     pub generated_at: String,
 }
@@ -417,6 +420,9 @@ pub struct Bill {
     /// Core-seconds per second of queries: the cores answering needs,
     /// before headroom.
     pub answering_cores: f64,
+    /// Database bytes scanned per second (GB/s): queries/s × the real
+    /// filter's bytes ÷ the mean batch.
+    pub scan_gb_s: f64,
 }
 
 /// Populations the report bills (the mission's 10^8 and 10^9 browsers).
@@ -1271,6 +1277,7 @@ pub fn build_report(
             total_usd_per_week: variable + fixed_week,
             usd_per_million_clients_week: (variable + fixed_week) / clients * 1e6,
             answering_cores: clients * audits / crate::scale::WEEK_S * real_seconds * ratio,
+            scan_gb_s: clients * audits / crate::scale::WEEK_S * own_bytes / k / 1e9,
         });
     }
     rows.extend(quoted_rows());
@@ -1291,6 +1298,16 @@ pub fn build_report(
         batch: times.batch.clone(),
         batch_window_s: window,
         build_rates: times.build.clone(),
+        deployment: fixed
+            .as_ref()
+            .map(|f| {
+                let pops: Vec<(f64, f64, f64)> = bills
+                    .iter()
+                    .map(|b| (b.clients, b.answering_cores, b.scan_gb_s))
+                    .collect();
+                crate::scale::deployment(f, &crate::scale::MachineSize::default(), &pops)
+            })
+            .transpose()?,
         fixed,
         bills,
         generated_at: utc_now(),
@@ -1675,6 +1692,49 @@ fn render_scale(s: &mut String, r: &CostReport) {
             s,
             "\nAll extrapolated from the measurements above. Cores answering = queries per second × \
              batched core-seconds per query, before headroom for peaks."
+        );
+    }
+    if let Some(d) = &r.deployment {
+        let m = &d.machine;
+        let _ = writeln!(s, "\n## Machines\n");
+        let _ = writeln!(
+            s,
+            "Sized for {} machines (an assumption: the memory bandwidth of a whole machine cannot be \
+             measured from one core). Each shard keeps {} databases with room for a second epoch \
+             ({} % of its memory), so the epoch needs **{} shards**. Each shard streams the whole \
+             snapshot ({} of leaf hashes: every filter holds every entry), {} a day from the object \
+             store in all; the daily build takes **{} h of wall time** with every shard building its \
+             own databases on all its cores.\n",
+            md_escape(&m.name),
+            d.databases_per_shard,
+            fmt_sig(crate::scale::USABLE_MEMORY_FRACTION * 100.0, 3),
+            d.shards,
+            fmt_bytes(d.snapshot_bytes),
+            fmt_bytes(d.snapshot_bytes_per_day),
+            fmt_sig(d.build_wall_hours, 3),
+        );
+        let _ = writeln!(
+            s,
+            "| clients | cores answering | scan | machines for cores | for bandwidth | for memory | **machines** |\n|--:|--:|--:|--:|--:|--:|--:|"
+        );
+        for p in &d.populations {
+            let _ = writeln!(
+                s,
+                "| {} | {} | {} GB/s | {} | {} | {} | **{}** |",
+                fmt_clients(p.clients),
+                fmt_sig(p.answering_cores, 3),
+                fmt_sig(p.scan_gb_s, 3),
+                p.machines_for_cores,
+                p.machines_for_bandwidth,
+                d.shards,
+                p.machines,
+            );
+        }
+        let _ = writeln!(
+            s,
+            "\nExtrapolated, before headroom for peaks and failures. Where bandwidth binds, more \
+             batching (a longer window) or more shards lower the need; the cost rows above price core \
+             time only."
         );
     }
 }
@@ -2443,8 +2503,14 @@ mod tests {
         // Larger populations batch more and pay less per client.
         assert!(r.bills[1].expected_batch > r.bills[0].expected_batch);
         assert!(r.bills[1].usd_per_million_clients_week < r.bills[0].usd_per_million_clients_week);
+        let d = r
+            .deployment
+            .as_ref()
+            .expect("machines sized from the fixed costs");
+        assert!(d.shards >= 1 && d.populations.len() == 2);
         let md = render_markdown(&r);
         for needle in [
+            "## Machines",
             "## Cross-client batching (measured here)",
             "## Fixed costs per week (shared by all clients)",
             "## The whole weekly bill at the real filter size",

@@ -339,6 +339,128 @@ pub fn fixed_costs(
 
 const GIB: f64 = 1_073_741_824.0;
 
+/// The machine a deployment is sized for. Default: AWS r6i.16xlarge, the
+/// instance the YPIR authors benchmarked on (64 vCPUs, 512 GiB).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MachineSize {
+    /// Name shown in the report.
+    pub name: String,
+    /// Memory (GiB).
+    pub memory_gib: f64,
+    /// Cores (vCPUs) that answer or build.
+    pub cores: f64,
+    /// Memory read bandwidth of the whole machine (GB/s) — an assumption
+    /// (not measurable from here): all cores scanning at once share it.
+    pub memory_gb_s: f64,
+}
+
+impl Default for MachineSize {
+    fn default() -> Self {
+        MachineSize {
+            name: "r6i.16xlarge-like (64 vCPUs, 512 GiB, 150 GB/s)".into(),
+            memory_gib: 512.0,
+            cores: 64.0,
+            memory_gb_s: 150.0,
+        }
+    }
+}
+
+/// Fraction of a machine's memory the auditor's databases may use (the
+/// rest: OS, HTTP, batching buffers, the snapshot being streamed).
+pub const USABLE_MEMORY_FRACTION: f64 = 0.85;
+/// Bytes per leaf hash in the epoch snapshot object.
+pub const SNAPSHOT_BYTES_PER_ENTRY: f64 = 32.0;
+
+/// Machines for one population.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PopulationSize {
+    /// Clients.
+    pub clients: f64,
+    /// Cores answering (core-seconds of queries per second).
+    pub answering_cores: f64,
+    /// Database bytes scanned per second (queries/s × bytes ÷ batch).
+    pub scan_gb_s: f64,
+    /// Machines the cores need.
+    pub machines_for_cores: f64,
+    /// Machines the scan bandwidth needs.
+    pub machines_for_bandwidth: f64,
+    /// Machines: the most of shards (memory), cores and bandwidth.
+    pub machines: f64,
+}
+
+/// The internet-scale deployment on [`MachineSize`] machines.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Deployment {
+    /// The machine.
+    pub machine: MachineSize,
+    /// Databases one shard holds, with room for a second epoch.
+    pub databases_per_shard: u32,
+    /// Shards (machines) memory alone needs.
+    pub shards: u32,
+    /// Bytes of one epoch's snapshot object (every shard streams all of
+    /// it: every filter holds every entry).
+    pub snapshot_bytes: f64,
+    /// Bytes moved from the object store per day.
+    pub snapshot_bytes_per_day: f64,
+    /// Wall hours of the daily build when every shard builds its own
+    /// databases on all its cores.
+    pub build_wall_hours: f64,
+    /// Per population.
+    pub populations: Vec<PopulationSize>,
+}
+
+/// Sizes the deployment of `fixed` on `machine`s for populations of
+/// `(clients, answering_cores, scan_gb_s)`.
+pub fn deployment(
+    fixed: &FixedCosts,
+    machine: &MachineSize,
+    populations: &[(f64, f64, f64)],
+) -> Result<Deployment> {
+    if !(machine.memory_gib > 0.0 && machine.cores >= 1.0 && machine.memory_gb_s > 0.0) {
+        return Err(Error::Invalid(format!(
+            "machine sizes must be positive: {machine:?}"
+        )));
+    }
+    let per_db = fixed.epoch_memory_bytes / f64::from(fixed.filters.max(1));
+    let usable = machine.memory_gib * GIB * USABLE_MEMORY_FRACTION;
+    let per_shard = (usable / (2.0 * per_db)).floor();
+    if per_shard < 1.0 {
+        return Err(Error::Invalid(format!(
+            "a {} GiB machine cannot hold two copies of one {}-byte database",
+            machine.memory_gib, per_db
+        )));
+    }
+    let databases_per_shard = per_shard.min(f64::from(fixed.filters)) as u32;
+    let shards = fixed.filters.div_ceil(databases_per_shard);
+    let snapshot_bytes = fixed.entries as f64 * SNAPSHOT_BYTES_PER_ENTRY;
+    let build_wall_hours =
+        fixed.build_core_seconds_per_day / (f64::from(shards) * machine.cores) / 3600.0;
+    let populations = populations
+        .iter()
+        .map(|&(clients, cores, scan)| {
+            let for_cores = (cores / machine.cores).ceil();
+            let for_bw = (scan / machine.memory_gb_s).ceil();
+            PopulationSize {
+                clients,
+                answering_cores: cores,
+                scan_gb_s: scan,
+                machines_for_cores: for_cores,
+                machines_for_bandwidth: for_bw,
+                machines: for_cores.max(for_bw).max(f64::from(shards)),
+            }
+        })
+        .collect();
+    Ok(Deployment {
+        machine: machine.clone(),
+        databases_per_shard,
+        shards,
+        snapshot_bytes,
+        snapshot_bytes_per_day: snapshot_bytes * f64::from(shards),
+        build_wall_hours,
+        populations,
+    })
+}
+
 /// Bytes of memory available to new work (`MemAvailable` of
 /// `/proc/meminfo`), if the OS says.
 pub fn mem_available() -> Option<u64> {
@@ -445,6 +567,40 @@ mod tests {
             ..rates
         };
         assert!(fixed_costs(&bad, 1e-5, 0.01).is_err());
+    }
+
+    #[test]
+    fn deployment_fits_two_epochs_per_shard_and_takes_the_binding_resource() {
+        let rates = BuildRates {
+            ns_per_entry_filter: 5.0,
+            filter_source: "t".into(),
+            setup_bytes_per_core_second: 3e8,
+            setup_source: "t".into(),
+        };
+        let f = fixed_costs(&rates, 1e-5, 0.01).unwrap();
+        let m = MachineSize::default();
+        let d = deployment(&f, &m, &[(1e8, 100.0, 100.0), (1e9, 1000.0, 20_000.0)]).unwrap();
+        let per_db = f.epoch_memory_bytes / 768.0;
+        let n = f64::from(d.databases_per_shard);
+        assert!(2.0 * n * per_db <= 512.0 * GIB * USABLE_MEMORY_FRACTION);
+        assert!(2.0 * (n + 1.0) * per_db > 512.0 * GIB * USABLE_MEMORY_FRACTION);
+        assert_eq!(d.shards, 768u32.div_ceil(d.databases_per_shard));
+        assert_eq!(d.snapshot_bytes, 5e9 * 32.0);
+        assert_eq!(
+            d.snapshot_bytes_per_day,
+            d.snapshot_bytes * f64::from(d.shards)
+        );
+        let wall = f.build_core_seconds_per_day / (f64::from(d.shards) * 64.0) / 3600.0;
+        assert!((d.build_wall_hours - wall).abs() < 1e-12);
+        // 10^8: memory binds; 10^9: bandwidth (20,000 GB/s ÷ 150).
+        assert_eq!(d.populations[0].machines, f64::from(d.shards));
+        assert_eq!(d.populations[1].machines_for_cores, 16.0);
+        assert_eq!(d.populations[1].machines, (20_000.0f64 / 150.0).ceil());
+        let tiny = MachineSize {
+            memory_gib: 4.0,
+            ..m
+        };
+        assert!(deployment(&f, &tiny, &[]).is_err());
     }
 
     #[test]
