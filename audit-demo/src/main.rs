@@ -46,10 +46,15 @@ struct Args {
     #[arg(long, default_value_t = 20)]
     epoch_interval: u64,
     /// Database sizes (log2 bits) whose answers the cost report times on
-    /// this machine, in process [default without --pir-bench:
-    /// 20,22,24,26,28,30, a few seconds; with --pir-bench: none].
+    /// this machine, in process [default without --pir-bench: every other
+    /// size from 2^20 up to the largest that fits comfortably in memory, at
+    /// most 2^35 (about a minute); with --pir-bench: none].
     #[arg(long, value_delimiter = ',')]
     measure_bits: Option<Vec<u32>>,
+    /// Measure up to 2^B bits instead of the comfortable default (36: the
+    /// paper's 8 GiB, needs ~20 GiB free).
+    #[arg(long, value_name = "B")]
+    max_measure_bits: Option<u32>,
     /// `pir-bench --json` output to fit the server time to, instead of
     /// measuring here unless --measure-bits is also given (repeatable); the
     /// report names the files.
@@ -162,7 +167,8 @@ async fn main() -> anyhow::Result<()> {
     auditor.stop().await?;
     log.shutdown().await;
 
-    let measure_bits = cost::measure_bits_for(a.measure_bits.as_deref(), &a.pir_bench);
+    let measure_bits =
+        cost::measure_bits_for(a.measure_bits.as_deref(), a.max_measure_bits, &a.pir_bench);
     s.step(&if measure_bits.is_empty() {
         "cost report: fitting the named pir-bench answer times and extrapolating to 2^36 bits"
             .to_owned()
@@ -174,7 +180,18 @@ async fn main() -> anyhow::Result<()> {
     });
     let times = tokio::task::spawn_blocking({
         let files = a.pir_bench.clone();
-        move || cost::answer_times(&measure_bits, 3, &files)
+        move || -> anyhow::Result<cost::AnswerTimes> {
+            let mut times = cost::answer_times(&measure_bits, 3, &files)?;
+            if times.source.measured_here.is_some() {
+                cost::measure_scale(
+                    &mut times,
+                    &audit_sim::scale::DEFAULT_BATCH_KS,
+                    audit_sim::scale::DEFAULT_BUILD_ENTRIES,
+                    3,
+                )?;
+            }
+            Ok(times)
+        }
     })
     .await??;
     eprintln!("           server answer times {}", times.source.describe());

@@ -32,14 +32,10 @@ use std::time::Instant;
 
 use audit_proto::filter::{FilterSpec, DEFAULT_FILTERS, DEFAULT_K};
 use audit_proto::manifest::{DbLayout, LogCoverage, Manifest, ManifestParts, PirSpec};
-use pir_core::client::Client;
 use pir_core::db::{locate_bit, BitDatabase};
 use pir_core::params::{DbShape, TABLE1};
-use pir_core::sampler::PublicSeed;
-use pir_core::server::Server;
 use pir_core::wire::{Query, Response};
-use rand_chacha::ChaCha20Rng;
-use rand_core::{RngCore, SeedableRng};
+use rand_core::RngCore;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
@@ -81,6 +77,19 @@ pub struct Prices {
     pub usd_per_outbound_gb: f64,
     /// USD per server core-second.
     pub usd_per_core_second: f64,
+    /// USD per GiB of server memory per hour (fixed costs only; not in the
+    /// paper's model).
+    #[serde(default = "default_usd_per_gib_hour")]
+    pub usd_per_gib_hour: f64,
+}
+
+/// Default memory price: AWS Fargate's published on-demand price per
+/// GB-hour of memory (us-east-1, Linux/x86), the one cloud price list that
+/// prices memory apart from cores. An assumption; configurable.
+pub const DEFAULT_USD_PER_GIB_HOUR: f64 = 0.004445;
+
+fn default_usd_per_gib_hour() -> f64 {
+    DEFAULT_USD_PER_GIB_HOUR
 }
 
 impl Default for Prices {
@@ -89,6 +98,7 @@ impl Default for Prices {
         Prices {
             usd_per_outbound_gb: 0.09,
             usd_per_core_second: 1.5e-5,
+            usd_per_gib_hour: DEFAULT_USD_PER_GIB_HOUR,
         }
     }
 }
@@ -143,6 +153,10 @@ pub struct FitPoint {
     pub seconds: f64,
     /// Where the point comes from (file or in-process measurement).
     pub source: String,
+    /// DBSetup time of that database on one core (seconds), when measured
+    /// here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub setup_seconds: Option<f64>,
 }
 
 /// The machine [`measure_answer_times`] ran on.
@@ -220,6 +234,10 @@ pub struct AnswerTimes {
     pub points: Vec<FitPoint>,
     /// Their origin, stated in the report.
     pub source: TimingSource,
+    /// Cross-client batching measured here ([`measure_scale`]), if any.
+    pub batch: Option<crate::scale::BatchCurve>,
+    /// Build rates measured here ([`measure_scale`]), if any.
+    pub build: Option<crate::scale::BuildRates>,
 }
 
 /// The fitted model t(bytes) = `fixed_seconds` + `seconds_per_byte`·bytes.
@@ -339,6 +357,31 @@ pub struct CostReport {
     pub target_manifest_bytes: u64,
     /// The table rows: measured, extrapolated, then the quoted ones.
     pub rows: Vec<Row>,
+    /// Records (bytes) of one real internet-scale filter's database:
+    /// 8·5·10⁹ bits (≈ 4.66 GiB), next to the paper's 2^36 bits.
+    #[serde(default)]
+    pub real_filter_db_bytes: u64,
+    /// Bytes of one query to it.
+    #[serde(default)]
+    pub real_filter_query_bytes: u64,
+    /// The batch curve measured here, if any.
+    #[serde(default)]
+    pub batch: Option<crate::scale::BatchCurve>,
+    /// Batching window of the batch-size model (seconds).
+    #[serde(default)]
+    pub batch_window_s: f64,
+    /// Build rates measured here, if any.
+    #[serde(default)]
+    pub build_rates: Option<crate::scale::BuildRates>,
+    /// Fixed weekly costs (from `build_rates`), if measured.
+    #[serde(default)]
+    pub fixed: Option<crate::scale::FixedCosts>,
+    /// The whole weekly bill at internet-scale populations.
+    #[serde(default)]
+    pub bills: Vec<Bill>,
+    /// Machines for the deployment (when the fixed costs were measured).
+    #[serde(default)]
+    pub deployment: Option<crate::scale::Deployment>,
     /// When the report was built (RFC 3339, UTC).
     pub generated_at: String,
 }
@@ -351,6 +394,39 @@ impl CostReport {
             .find(|r| r.source == RowSource::Extrapolated)
     }
 }
+
+/// The whole weekly bill for one population at the real filter size.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Bill {
+    /// Clients.
+    pub clients: f64,
+    /// Queries per second reaching one of the 768 databases.
+    pub per_database_rate: f64,
+    /// Mean batch size ([`crate::scale::expected_batch`]; 1 without a
+    /// measured curve).
+    pub expected_batch: f64,
+    /// Per-query core-seconds relative to a single query at that batch.
+    pub batch_ratio: f64,
+    /// Per-client cost per week (communication + batched computation).
+    pub per_client_usd_week: f64,
+    /// Clients × that.
+    pub variable_usd_per_week: f64,
+    /// Fixed costs per week (0 when not measured).
+    pub fixed_usd_per_week: f64,
+    /// Sum.
+    pub total_usd_per_week: f64,
+    /// Total per million clients.
+    pub usd_per_million_clients_week: f64,
+    /// Core-seconds per second of queries: the cores answering needs,
+    /// before headroom.
+    pub answering_cores: f64,
+    /// Database bytes scanned per second (GB/s): queries/s × the real
+    /// filter's bytes ÷ the mean batch.
+    pub scan_gb_s: f64,
+}
+
+/// Populations the report bills (the mission's 10^8 and 10^9 browsers).
+pub const BILLED_POPULATIONS: [f64; 2] = [1e8, 1e9];
 
 /// Paths written by [`write_report`].
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -366,22 +442,40 @@ pub struct ReportPaths {
 // ---------------------------------------------------------------------------
 // Measuring and loading answer times
 
-/// The sizes [`answer_times`] measures when asked to measure without a list
-/// (log2 bits): 128 KiB to 128 MiB of records, a few seconds on one core.
-/// The largest is well past any last-level cache, so its slope is the
-/// memory-bound scan the extrapolation assumes.
-pub const DEFAULT_MEASURE_BITS: [u32; 6] = [20, 22, 24, 26, 28, 30];
-
-/// The sizes to measure here: `explicit` if given, else
-/// [`DEFAULT_MEASURE_BITS`] when no pir-bench file is named, else none
-/// (the named files are the only timings).
-pub fn measure_bits_for(explicit: Option<&[u32]>, pir_bench: &[PathBuf]) -> Vec<u32> {
+/// The sizes to measure here: `explicit` if given; else, when no pir-bench
+/// file is named, every other size from 2^20 bits up to `max_bits` (or, if
+/// `None`, up to the largest database that fits comfortably in this
+/// machine's available memory, [`crate::scale::comfortable_max_bits`], at
+/// most 2^35 bits) — the largest is far past any cache, so its slope is
+/// the memory-bound scan the extrapolation assumes; else none (the named
+/// files are the only timings).
+pub fn measure_bits_for(
+    explicit: Option<&[u32]>,
+    max_bits: Option<u32>,
+    pir_bench: &[PathBuf],
+) -> Vec<u32> {
     match explicit {
         Some(bits) => bits.to_vec(),
-        None if pir_bench.is_empty() => DEFAULT_MEASURE_BITS.to_vec(),
+        None if pir_bench.is_empty() => {
+            let max = max_bits.unwrap_or_else(|| {
+                crate::scale::comfortable_max_bits(
+                    crate::scale::mem_available().unwrap_or(0),
+                    DEFAULT_MAX_MEASURE_BITS,
+                )
+            });
+            crate::scale::default_measure_bits(
+                max.clamp(MIN_DEFAULT_MEASURE_BITS, MAX_MEASURE_BITS),
+            )
+        }
         None => Vec::new(),
     }
 }
+
+/// Largest size measured by default (2^35 bits = 4 GiB of records; a
+/// larger one only when asked, with `max_bits`).
+pub const DEFAULT_MAX_MEASURE_BITS: u32 = 35;
+/// Smallest default measurement ceiling.
+const MIN_DEFAULT_MEASURE_BITS: u32 = 20;
 
 /// The fit's answer times: measured in process at `measure_bits` (if not
 /// empty; `trials` answers per size) and read from the `pir_bench` files
@@ -412,7 +506,62 @@ pub fn answer_times(
         points.extend(load_pir_bench_points(pir_bench)?);
         source.pir_bench_files = pir_bench.iter().map(|p| p.display().to_string()).collect();
     }
-    Ok(AnswerTimes { points, source })
+    Ok(AnswerTimes {
+        points,
+        source,
+        batch: None,
+        build: None,
+    })
+}
+
+/// Adds what the fixed costs and batched prices need, measured here on one
+/// core: the batch curve for `batch_ks` at the largest database measured
+/// in process (`trials` passes per k), the filter build rate over
+/// `build_entries` entries ([`crate::scale::measure_filter_build`]), and
+/// the DBSetup rate of that largest database. Needs at least one size
+/// measured here (`times.source.measured_here`).
+pub fn measure_scale(
+    times: &mut AnswerTimes,
+    batch_ks: &[usize],
+    build_entries: u64,
+    trials: usize,
+) -> Result<()> {
+    let Some(here) = &times.source.measured_here else {
+        return Err(Error::Invalid(
+            "batching and build rates are measured here only: measure at least one size".into(),
+        ));
+    };
+    let largest_bits = here.log2_bits.iter().copied().max().unwrap_or(20);
+    let largest = times
+        .points
+        .iter()
+        .filter(|p| p.setup_seconds.is_some())
+        .max_by(|a, b| a.db_bytes.total_cmp(&b.db_bytes))
+        .ok_or_else(|| Error::Invalid("no DBSetup time was measured here".into()))?;
+    let setup_s = largest.setup_seconds.unwrap_or(0.0);
+    let cpu = here.cpu.clone();
+    if !batch_ks.is_empty() {
+        times.batch = Some(crate::scale::measure_batch_curve(
+            largest_bits,
+            batch_ks,
+            trials,
+        )?);
+    }
+    let ns =
+        crate::scale::measure_filter_build(build_entries, crate::scale::DEFAULT_BUILD_FILTERS)?;
+    times.build = Some(crate::scale::BuildRates {
+        ns_per_entry_filter: ns,
+        filter_source: format!(
+            "measured here on {cpu}: {build_entries} random leaves into {} filters of 8·|S| bits on one core",
+            crate::scale::DEFAULT_BUILD_FILTERS
+        ),
+        setup_bytes_per_core_second: largest.db_bytes / setup_s.max(1e-9),
+        setup_source: format!(
+            "measured here on {cpu}: DBSetup of the {} database of the fit on one core",
+            fmt_bytes(largest.db_bytes)
+        ),
+    });
+    Ok(())
 }
 
 /// This machine's CPU model: the first `model name` (or `Hardware`,
@@ -471,31 +620,21 @@ pub fn measure_answer_times(log2_bits: &[u32], trials: usize) -> Result<Vec<FitP
 }
 
 fn measure_one(log2_bits: u32, trials: usize) -> Result<FitPoint> {
-    let bits = 1u64 << log2_bits;
-    let shape = DbShape::for_bits(bits, BitDatabase::RECORD_BITS);
-    TABLE1.check_shape(shape)?;
-    let mut key = [0u8; 32];
-    getrandom::getrandom(&mut key).map_err(|e| Error::Random(e.to_string()))?;
-    let mut rng = ChaCha20Rng::from_seed(key);
-    let len = usize::try_from(bits / 8)
-        .map_err(|_| Error::Invalid(format!("2^{log2_bits} bits do not fit in memory")))?;
-    let mut bitmap = vec![0u8; len];
-    rng.fill_bytes(&mut bitmap);
-    let db = BitDatabase::from_bitmap_owned(bits, bitmap)?;
-    let seed = PublicSeed::random()?;
-    let server = Server::setup(TABLE1, db.into_database(), seed)?;
-    let client = Client::new(TABLE1, shape, seed)?;
+    let mut db = crate::scale::RandomDb::new(log2_bits)?;
+    let (bits, shape) = (db.bits, db.shape);
     let mut times = Vec::with_capacity(trials);
     for _ in 0..trials {
-        let bit = rng.next_u64() % bits;
-        let (query, key, pos) = client.query_bit(bits, bit)?;
+        let bit = db.rng.next_u64() % bits;
+        let (query, key, pos) = db.client.query_bit(bits, bit)?;
         let query = Query::from_bytes(&query.to_bytes())?;
         let t = Instant::now();
-        let response = server.answer(&query)?.to_bytes();
+        let response = db.server.answer(&query)?.to_bytes();
         times.push(t.elapsed().as_secs_f64());
-        let got = client.extract_bit(&key, &Response::from_bytes(&response)?, pos)?;
+        let got = db
+            .client
+            .extract_bit(&key, &Response::from_bytes(&response)?, pos)?;
         let loc = locate_bit(shape, bits, bit)?;
-        let want = server.database().get(loc.row, loc.col)? >> loc.bit & 1 == 1;
+        let want = db.server.database().get(loc.row, loc.col)? >> loc.bit & 1 == 1;
         if got != want {
             return Err(Error::Invalid(format!(
                 "2^{log2_bits}-bit database: bit {bit} extracted as {got}, stored {want}"
@@ -509,10 +648,11 @@ fn measure_one(log2_bits: u32, trials: usize) -> Result<FitPoint> {
             "in-process, 2^{log2_bits} bits, median of {trials} answer{}",
             if trials == 1 { "" } else { "s" }
         ),
+        setup_seconds: Some(db.setup_seconds),
     })
 }
 
-fn median(v: &mut [f64]) -> f64 {
+pub(crate) fn median(v: &mut [f64]) -> f64 {
     v.sort_by(f64::total_cmp);
     let n = v.len();
     if n == 0 {
@@ -625,6 +765,7 @@ fn bench_point(v: &serde_json::Value, name: &str) -> std::result::Result<Option<
         db_bytes: db_bytes as f64,
         seconds: ms / 1e3,
         source,
+        setup_seconds: None,
     }))
 }
 
@@ -1050,7 +1191,95 @@ pub fn build_report(
         ),
     );
 
-    let mut rows = vec![measured_row, extrapolated_row];
+    let real_shape = DbShape::for_bits(own_bits, BitDatabase::RECORD_BITS);
+    TABLE1.check_shape(real_shape)?;
+    let real_query_bytes = pir_core::wire::query_len(&TABLE1, real_shape) as u64;
+    let real_seconds = fit_result.predict(own_bytes);
+    let real_week = |ratio: f64| {
+        (
+            MANIFEST_FETCHES_PER_WEEK * target_manifest_bytes as f64,
+            audits * real_query_bytes as f64,
+            audits * target_response_bytes as f64,
+            audits * real_seconds * ratio,
+        )
+    };
+    let real_row = priced_row(
+        format!(
+            "this system, extrapolated to the real filter ({}, 5·10⁹ SCTs)",
+            fmt_bytes(own_bytes)
+        ),
+        RowSource::Extrapolated,
+        prices,
+        real_week(1.0),
+        format!(
+            "the database our design queries at 5·10⁹ SCTs: one filter of 8·|S| = 4·10^10 bits, {} of \
+             records, query {} bytes; {} ms single-core answer time from the fit; one query per pass",
+            fmt_bytes(own_bytes),
+            group_thousands(&real_query_bytes.to_string()),
+            fmt_sig(real_seconds * 1e3, 3),
+        ),
+    );
+    let mut rows = vec![measured_row, extrapolated_row, real_row];
+    let window = crate::scale::DEFAULT_BATCH_WINDOW_S;
+    let fixed = times
+        .build
+        .as_ref()
+        .map(|b| crate::scale::fixed_costs(b, prices.usd_per_core_second, prices.usd_per_gib_hour))
+        .transpose()?;
+    let mut bills = Vec::new();
+    for clients in BILLED_POPULATIONS {
+        let rate = crate::scale::per_database_rate(clients, audits, DEFAULT_FILTERS);
+        let (k, ratio) = match &times.batch {
+            Some(c) => {
+                let k = crate::scale::expected_batch(rate, window, c.max_k());
+                (k, c.ratio(k))
+            }
+            None => (1.0, 1.0),
+        };
+        if let Some(c) = &times.batch {
+            rows.push(priced_row(
+                format!(
+                    "this system, real filter, cross-client batches of {} ({} clients)",
+                    fmt_sig(k, 3),
+                    fmt_clients(clients)
+                ),
+                RowSource::Extrapolated,
+                prices,
+                real_week(ratio),
+                format!(
+                    "as the real-filter row, with each query's core time × {} — the measured per-query \
+                     ratio at a batch of {} ({}, at {}, interpolated between measured batch sizes). \
+                     The batch size models {} clients: {} queries/s reach each of the 768 databases, a \
+                     pass waits up to {} ms for more, so batches average 1 + rate·window (capped at the \
+                     largest measured k)",
+                    fmt_sig(ratio, 3),
+                    fmt_sig(k, 3),
+                    md_escape(&c.source),
+                    fmt_bytes(c.db_bytes),
+                    fmt_clients(clients),
+                    fmt_sig(rate, 3),
+                    fmt_sig(window * 1e3, 3),
+                ),
+            ));
+        }
+        let row = rows.last().cloned().unwrap_or_else(|| rows[2].clone());
+        let per_client = row.total_usd_per_client_week.unwrap_or(0.0);
+        let fixed_week = fixed.as_ref().map_or(0.0, |f| f.usd_per_week);
+        let variable = per_client * clients;
+        bills.push(Bill {
+            clients,
+            per_database_rate: rate,
+            expected_batch: k,
+            batch_ratio: ratio,
+            per_client_usd_week: per_client,
+            variable_usd_per_week: variable,
+            fixed_usd_per_week: fixed_week,
+            total_usd_per_week: variable + fixed_week,
+            usd_per_million_clients_week: (variable + fixed_week) / clients * 1e6,
+            answering_cores: clients * audits / crate::scale::WEEK_S * real_seconds * ratio,
+            scan_gb_s: clients * audits / crate::scale::WEEK_S * own_bytes / k / 1e9,
+        });
+    }
     rows.extend(quoted_rows());
     Ok(CostReport {
         prices: prices.clone(),
@@ -1064,6 +1293,23 @@ pub fn build_report(
         target_db_bytes,
         target_manifest_bytes,
         rows,
+        real_filter_db_bytes: own_bytes as u64,
+        real_filter_query_bytes: real_query_bytes,
+        batch: times.batch.clone(),
+        batch_window_s: window,
+        build_rates: times.build.clone(),
+        deployment: fixed
+            .as_ref()
+            .map(|f| {
+                let pops: Vec<(f64, f64, f64)> = bills
+                    .iter()
+                    .map(|b| (b.clients, b.answering_cores, b.scan_gb_s))
+                    .collect();
+                crate::scale::deployment(f, &crate::scale::MachineSize::default(), &pops)
+            })
+            .transpose()?,
+        fixed,
+        bills,
         generated_at: utc_now(),
     })
 }
@@ -1277,6 +1523,8 @@ pub fn render_markdown(r: &CostReport) -> String {
         );
     }
 
+    render_scale(&mut s, r);
+
     // Inputs.
     let _ = writeln!(s, "\n## Measured inputs (simulator, over HTTP)\n");
     let _ = writeln!(s, "| quantity | value |\n|---|--:|");
@@ -1326,9 +1574,7 @@ pub fn render_markdown(r: &CostReport) -> String {
          query {} B and response {} B are exact wire sizes at 2^{} bits; server time comes from the fit \
          (single core, one query per pass, no HTTP); the manifest ({}) is a serialized internet-scale \
          manifest (768 databases, derived salts and seeds, {} logs), fetched {} times a week (one per daily epoch). \
-         Not included: the daily epoch build (filters + DBSetup, shared by all clients), HTTP and TLS \
-         overhead, idle capacity. Cross-client batching (the paper's $183 with batches of 4) is not \
-         extrapolated: the fit uses single-query answers only.\n\
+         {} Not included: HTTP and TLS overhead, idle capacity, headroom.\n\
          * Server-time points: {}. The fit is assumed linear in database bytes from the largest \
          point ({}) to the target ({}, {}× further); pir-bench runs near the target \
          (`--pir-bench FILE`) shorten that extrapolation.\n\
@@ -1345,6 +1591,12 @@ pub fn render_markdown(r: &CostReport) -> String {
         fmt_bytes(r.target_manifest_bytes as f64),
         INTERNET_SCALE_LOGS,
         MANIFEST_FETCHES_PER_WEEK,
+        match (&r.batch, &r.fixed) {
+            (Some(_), Some(_)) => "Batched rows and the fixed costs use the batch curve, filter build and DBSetup rates measured here (sections above).",
+            (None, Some(_)) => "No batch curve was measured, so every row is priced one query per pass; the fixed costs use rates measured here.",
+            (Some(_), None) => "Batched rows use the batch curve measured here; the fixed costs (daily build, memory) were not measured and are left out.",
+            (None, None) => "Neither cross-client batching nor the fixed costs (daily build, memory) were measured here (answer times come only from named files), so both are left out.",
+        },
         md_escape(&r.timings.describe()),
         fmt_bytes(largest),
         fmt_bytes(r.target_db_bytes as f64),
@@ -1355,6 +1607,137 @@ pub fn render_markdown(r: &CostReport) -> String {
 }
 
 const GIB: f64 = 1_073_741_824.0;
+
+/// Batching, fixed costs and the whole bill.
+fn render_scale(s: &mut String, r: &CostReport) {
+    use std::fmt::Write as _;
+    let p = &r.prices;
+    if let Some(c) = &r.batch {
+        let _ = writeln!(s, "\n## Cross-client batching (measured here)\n");
+        let _ = writeln!(
+            s,
+            "One pass over a database answers k queries at once (YPIR §4.5). Per-query core time \
+             relative to one query, {}:\n\n| k | pass | per query | relative |\n|--:|--:|--:|--:|",
+            md_escape(&c.source)
+        );
+        for b in &c.points {
+            let _ = writeln!(
+                s,
+                "| {} | {} ms | {} ms | {} |",
+                b.k,
+                fmt_sig(b.batch_seconds * 1e3, 3),
+                fmt_sig(b.batch_seconds * 1e3 / b.k as f64, 3),
+                fmt_sig(b.per_query_ratio, 3)
+            );
+        }
+        let _ = writeln!(
+            s,
+            "\nThe batched rows carry this ratio measured at {} to the real filter ({}), where the \
+             pass is equally memory- or arithmetic-bound.",
+            fmt_bytes(c.db_bytes),
+            fmt_bytes(r.real_filter_db_bytes as f64)
+        );
+    }
+    if let (Some(f), Some(b)) = (&r.fixed, &r.build_rates) {
+        let _ = writeln!(s, "\n## Fixed costs per week (shared by all clients)\n");
+        let _ = writeln!(
+            s,
+            "| item | quantity | per week | source |\n|---|--:|--:|---|\n\
+             | daily epoch build: {} filters × {} entries | {} core-hours a day ({} in the filters) | {} | extrapolated from {} ns per (entry, filter) ({}) and DBSetup at {} MB/s per core ({}) |\n\
+             | server memory: {} per epoch, provisioned twice | {} | {} | extrapolated: {} databases of {} records each plus hint, public data and packing precomputation (`Server::memory`), two epochs resident (the next is built and the previous answers for the grace period while the current serves), at ${} per GiB-hour |\n\
+             | **total** | | **{}** | |",
+            f.filters,
+            fmt_sig(f.entries as f64, 3),
+            fmt_sig(f.build_core_seconds_per_day / 3600.0, 3),
+            fmt_sig(f.build_filter_core_seconds_per_day / 3600.0, 3),
+            fmt_money(f.build_usd_per_week),
+            fmt_sig(b.ns_per_entry_filter, 3),
+            md_escape(&b.filter_source),
+            fmt_sig(b.setup_bytes_per_core_second / 1e6, 3),
+            md_escape(&b.setup_source),
+            fmt_bytes(f.epoch_memory_bytes),
+            fmt_bytes(f.provisioned_memory_bytes),
+            fmt_money(f.memory_usd_per_week),
+            f.filters,
+            fmt_bytes(f.db_bytes as f64),
+            fmt_sig(p.usd_per_gib_hour, 3),
+            fmt_money(f.usd_per_week),
+        );
+    }
+    if !r.bills.is_empty() {
+        let _ = writeln!(s, "\n## The whole weekly bill at the real filter size\n");
+        let _ = writeln!(
+            s,
+            "| clients | queries/s per database | mean batch | per-client costs | fixed costs | **total per week** | **per 10^6 clients** | cores answering |\n|--:|--:|--:|--:|--:|--:|--:|--:|"
+        );
+        for b in &r.bills {
+            let _ = writeln!(
+                s,
+                "| {} | {} | {} | {} | {} | **{}** | **{}** | {} |",
+                fmt_clients(b.clients),
+                fmt_sig(b.per_database_rate, 3),
+                fmt_sig(b.expected_batch, 3),
+                fmt_money(b.variable_usd_per_week),
+                if r.fixed.is_some() {
+                    fmt_money(b.fixed_usd_per_week)
+                } else {
+                    "not measured".into()
+                },
+                fmt_money(b.total_usd_per_week),
+                fmt_money(b.usd_per_million_clients_week),
+                fmt_sig(b.answering_cores, 3),
+            );
+        }
+        let _ = writeln!(
+            s,
+            "\nAll extrapolated from the measurements above. Cores answering = queries per second × \
+             batched core-seconds per query, before headroom for peaks."
+        );
+    }
+    if let Some(d) = &r.deployment {
+        let m = &d.machine;
+        let _ = writeln!(s, "\n## Machines\n");
+        let _ = writeln!(
+            s,
+            "Sized for {} machines (an assumption: the memory bandwidth of a whole machine cannot be \
+             measured from one core). Each shard keeps {} databases with room for a second epoch \
+             ({} % of its memory), so the epoch needs **{} shards**. Each shard streams the whole \
+             snapshot ({} of leaf hashes: every filter holds every entry), {} a day from the object \
+             store in all; the daily build takes **{} h of wall time** with every shard building its \
+             own databases on all its cores.\n",
+            md_escape(&m.name),
+            d.databases_per_shard,
+            fmt_sig(crate::scale::USABLE_MEMORY_FRACTION * 100.0, 3),
+            d.shards,
+            fmt_bytes(d.snapshot_bytes),
+            fmt_bytes(d.snapshot_bytes_per_day),
+            fmt_sig(d.build_wall_hours, 3),
+        );
+        let _ = writeln!(
+            s,
+            "| clients | cores answering | scan | machines for cores | for bandwidth | for memory | **machines** |\n|--:|--:|--:|--:|--:|--:|--:|"
+        );
+        for p in &d.populations {
+            let _ = writeln!(
+                s,
+                "| {} | {} | {} GB/s | {} | {} | {} | **{}** |",
+                fmt_clients(p.clients),
+                fmt_sig(p.answering_cores, 3),
+                fmt_sig(p.scan_gb_s, 3),
+                p.machines_for_cores,
+                p.machines_for_bandwidth,
+                d.shards,
+                p.machines,
+            );
+        }
+        let _ = writeln!(
+            s,
+            "\nExtrapolated, before headroom for peaks and failures. Where bandwidth binds, more \
+             batching (a longer window) or more shards lower the need; the cost rows above price core \
+             time only."
+        );
+    }
+}
 
 /// "1.13× the cost of X" / "7.05× cheaper than X".
 fn relative(ours: f64, theirs: f64, name: &str) -> String {
@@ -1748,6 +2131,15 @@ fn fmt_bytes(b: f64) -> String {
 }
 
 /// USD per client-week in the paper's style ($0.001822).
+fn fmt_clients(n: f64) -> String {
+    let e = n.log10().round();
+    if n > 0.0 && (n - 10f64.powf(e)).abs() < 1e-9 * n {
+        format!("10^{e}")
+    } else {
+        group_thousands(&format!("{n:.0}"))
+    }
+}
+
 fn fmt_usd(v: f64) -> String {
     if v >= 1e-4 {
         format!("${v:.6}")
@@ -1801,6 +2193,7 @@ mod tests {
             db_bytes,
             seconds,
             source: format!("synthetic {db_bytes}"),
+            setup_seconds: None,
         }
     }
 
@@ -1812,6 +2205,8 @@ mod tests {
                 measured_here: None,
                 pir_bench_files: vec!["a/b33.json".into(), "b35.json".into()],
             },
+            batch: None,
+            build: None,
         }
     }
 
@@ -2023,7 +2418,19 @@ mod tests {
         assert_eq!(chrome.source, RowSource::QuotedChrome);
         assert_eq!(chrome.total_bytes_per_week, Some(2.3 * PAPER_MB));
         assert!(chrome.total_usd_per_client_week.is_none());
-        assert_eq!(r.rows.len(), 8);
+        assert_eq!(r.rows.len(), 9);
+        // Without a batch curve or build rates: the real filter unbatched,
+        // bills without fixed costs.
+        let real = &r.rows[2];
+        assert!(real.scheme.contains("real filter"), "{}", real.scheme);
+        assert!((4.6..4.8).contains(&(r.real_filter_db_bytes as f64 / GIB)));
+        assert!(r.fixed.is_none() && r.batch.is_none());
+        assert_eq!(r.bills.len(), 2);
+        for b in &r.bills {
+            assert_eq!((b.expected_batch, b.fixed_usd_per_week), (1.0, 0.0));
+            let want = real.total_usd_per_client_week.unwrap() * b.clients;
+            assert!((b.total_usd_per_week - want).abs() < 1e-9 * want);
+        }
 
         // JSON round trip.
         let json = serde_json::to_string(&r).unwrap();
@@ -2045,6 +2452,75 @@ mod tests {
         assert!(md.contains("assumed linear in database bytes from the largest point (4 GiB) to the target (8 GiB, 2× further)"), "{md}");
         assert_eq!(back.timings, r.timings);
         assert!(render_svg(&r).contains("server times from pir-bench files"));
+    }
+
+    #[test]
+    fn batching_and_fixed_costs_enter_the_rows_and_the_bill() {
+        let pts = [pt(1e6, 0.002), pt(1e8, 0.03), pt(1e9, 0.25)];
+        let mut t = times(&pts);
+        t.batch = Some(crate::scale::BatchCurve {
+            db_bytes: 1e9,
+            points: [(1usize, 1.0), (4, 0.5), (16, 0.25)]
+                .iter()
+                .map(|&(k, r)| crate::scale::BatchPoint {
+                    k,
+                    batch_seconds: 0.25 * r * k as f64,
+                    per_query_ratio: r,
+                })
+                .collect(),
+            source: "synthetic curve".into(),
+        });
+        t.build = Some(crate::scale::BuildRates {
+            ns_per_entry_filter: 7.0,
+            filter_source: "synthetic build".into(),
+            setup_bytes_per_core_second: 3e8,
+            setup_source: "synthetic setup".into(),
+        });
+        let prices = Prices::default();
+        let r = build_report(&measured(), &t, &prices, 36).unwrap();
+        // measured, 2^36, real filter, batched at 10^8 and at 10^9, quoted.
+        assert_eq!(r.rows.len(), 11);
+        let fixed = r.fixed.as_ref().unwrap();
+        let audits = measured().audits_per_client_week;
+        for (b, row) in r.bills.iter().zip(&r.rows[3..5]) {
+            let rate = crate::scale::per_database_rate(b.clients, audits, DEFAULT_FILTERS);
+            let k = (1.0 + rate * crate::scale::DEFAULT_BATCH_WINDOW_S).min(16.0);
+            assert!((b.expected_batch - k).abs() < 1e-9);
+            assert_eq!(b.batch_ratio, r.batch.as_ref().unwrap().ratio(k));
+            assert!(
+                row.scheme.contains("cross-client batches"),
+                "{}",
+                row.scheme
+            );
+            // Batching lowers computation by exactly the ratio.
+            let unbatched = r.rows[2].computation_usd.unwrap();
+            assert!((row.computation_usd.unwrap() - unbatched * b.batch_ratio).abs() < 1e-12);
+            assert_eq!(b.fixed_usd_per_week, fixed.usd_per_week);
+            let total = row.total_usd_per_client_week.unwrap() * b.clients + fixed.usd_per_week;
+            assert!((b.total_usd_per_week - total).abs() < 1e-6 * total);
+            assert!((b.usd_per_million_clients_week - total / b.clients * 1e6).abs() < 1e-6);
+        }
+        // Larger populations batch more and pay less per client.
+        assert!(r.bills[1].expected_batch > r.bills[0].expected_batch);
+        assert!(r.bills[1].usd_per_million_clients_week < r.bills[0].usd_per_million_clients_week);
+        let d = r
+            .deployment
+            .as_ref()
+            .expect("machines sized from the fixed costs");
+        assert!(d.shards >= 1 && d.populations.len() == 2);
+        let md = render_markdown(&r);
+        for needle in [
+            "## Machines",
+            "## Cross-client batching (measured here)",
+            "## Fixed costs per week (shared by all clients)",
+            "## The whole weekly bill at the real filter size",
+            "synthetic curve",
+            "synthetic build",
+            &fmt_money(fixed.usd_per_week),
+            &fmt_money(r.bills[1].usd_per_million_clients_week),
+        ] {
+            assert!(md.contains(needle), "{needle} missing:\n{md}");
+        }
     }
 
     #[test]
@@ -2106,10 +2582,16 @@ mod tests {
     #[test]
     fn sizes_measured_here_by_default_only_without_files() {
         let f = [PathBuf::from("b35.json")];
-        assert_eq!(measure_bits_for(None, &[]), DEFAULT_MEASURE_BITS);
-        assert!(measure_bits_for(None, &f).is_empty());
-        assert_eq!(measure_bits_for(Some(&[18, 20]), &f), [18, 20]);
-        assert_eq!(measure_bits_for(Some(&[22]), &[]), [22]);
+        assert_eq!(measure_bits_for(None, Some(26), &[]), [20, 22, 24, 26]);
+        assert_eq!(measure_bits_for(None, Some(36), &[]).last(), Some(&36));
+        // Without a ceiling: up to what fits comfortably here, at most 2^35.
+        let here = measure_bits_for(None, None, &[]);
+        let top = *here.last().unwrap();
+        assert!((20..=DEFAULT_MAX_MEASURE_BITS).contains(&top), "{here:?}");
+        assert!(measure_bits_for(None, None, &f).is_empty());
+        assert!(measure_bits_for(None, Some(30), &f).is_empty());
+        assert_eq!(measure_bits_for(Some(&[18, 20]), None, &f), [18, 20]);
+        assert_eq!(measure_bits_for(Some(&[22]), None, &[]), [22]);
     }
 
     #[test]

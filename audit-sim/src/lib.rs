@@ -17,6 +17,7 @@
 
 pub mod cost;
 pub mod error;
+pub mod scale;
 pub mod sim;
 
 pub use error::{Error, Result};

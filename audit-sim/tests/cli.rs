@@ -118,6 +118,10 @@ fn measured_here_names_the_cpu_next_to_the_files() {
         "16",
         "--trials",
         "1",
+        "--batch-ks",
+        "1,2",
+        "--build-entries",
+        "4096",
         "--pir-bench",
         b35.to_str().unwrap(),
     ]);
@@ -128,6 +132,16 @@ fn measured_here_names_the_cpu_next_to_the_files() {
     assert_eq!((here.log2_bits, here.trials), (vec![16], 1));
     assert_eq!(r.timings.pir_bench_files, [b35.display().to_string()]);
     assert_eq!(r.fit_points.len(), 2);
+    // Batching and the fixed costs are measured here too, and say so.
+    let batch = r.batch.as_ref().expect("batch curve measured here");
+    assert_eq!(batch.points.iter().map(|p| p.k).collect::<Vec<_>>(), [1, 2]);
+    assert!(batch
+        .source
+        .starts_with(&format!("measured here on {}", here.cpu)));
+    let build = r.build_rates.as_ref().expect("build rates measured here");
+    assert!(build.filter_source.contains("4096 random leaves"));
+    assert!(r.fixed.as_ref().is_some_and(|f| f.usd_per_week > 0.0));
+    assert!(md.contains("## The whole weekly bill at the real filter size"));
     assert!(
         md.contains(&format!("measured here on {} (", here.cpu)),
         "{md}"

@@ -108,10 +108,23 @@ pub struct CostArgs {
     #[arg(long, default_value = "sim")]
     out: PathBuf,
     /// Database sizes (log2 bits) to time answers at on this machine, in
-    /// process, for the fit [default without --pir-bench: 20,22,24,26,28,30;
-    /// with --pir-bench: none].
+    /// process, for the fit [default without --pir-bench: every other size
+    /// from 2^20 up to the largest that fits comfortably in this machine's
+    /// memory (at most 2^35); with --pir-bench: none].
     #[arg(long, value_delimiter = ',')]
     measure_bits: Option<Vec<u32>>,
+    /// Go further (or stay smaller) than the comfortable default: measure
+    /// up to 2^B bits (e.g. 36 for the paper's 8 GiB; needs ~2.3× that in
+    /// free memory).
+    #[arg(long, value_name = "B")]
+    max_measure_bits: Option<u32>,
+    /// Batch sizes whose single-core pass is timed at the largest measured
+    /// database, to price cross-client batching (empty: none).
+    #[arg(long, value_delimiter = ',', default_value = "1,2,4,8,16")]
+    batch_ks: Vec<usize>,
+    /// Entries of the filter-build measurement behind the daily build cost.
+    #[arg(long, default_value_t = audit_sim::scale::DEFAULT_BUILD_ENTRIES)]
+    build_entries: u64,
     /// Answers timed per measured size.
     #[arg(long, default_value_t = 3)]
     trials: usize,
@@ -125,6 +138,9 @@ pub struct CostArgs {
     /// USD per core-second.
     #[arg(long, default_value_t = 1.5e-5)]
     usd_per_core_second: f64,
+    /// USD per GiB-hour of server memory (fixed costs).
+    #[arg(long, default_value_t = cost::DEFAULT_USD_PER_GIB_HOUR)]
+    usd_per_gib_hour: f64,
     /// Extrapolation target: log2 of the filter size in bits.
     #[arg(long, default_value_t = 36)]
     target_db_bits: u32,
@@ -173,12 +189,17 @@ pub fn cost_report(a: &CostArgs) -> anyhow::Result<cost::CostReport> {
     let sim: SimReport = serde_json::from_slice(
         &std::fs::read(&a.sim).with_context(|| format!("reading {}", a.sim.display()))?,
     )?;
-    let measure_bits = cost::measure_bits_for(a.measure_bits.as_deref(), &a.pir_bench);
-    let times = cost::answer_times(&measure_bits, a.trials, &a.pir_bench)?;
+    let measure_bits =
+        cost::measure_bits_for(a.measure_bits.as_deref(), a.max_measure_bits, &a.pir_bench);
+    let mut times = cost::answer_times(&measure_bits, a.trials, &a.pir_bench)?;
     eprintln!("server answer times {}", times.source.describe());
+    if times.source.measured_here.is_some() {
+        cost::measure_scale(&mut times, &a.batch_ks, a.build_entries, a.trials)?;
+    }
     let prices = Prices {
         usd_per_outbound_gb: a.usd_per_gb,
         usd_per_core_second: a.usd_per_core_second,
+        usd_per_gib_hour: a.usd_per_gib_hour,
     };
     let r = cost::build_report(&sim.measured, &times, &prices, a.target_db_bits)?;
     let paths = cost::write_report(&r, &a.out)?;
