@@ -34,9 +34,10 @@ pub const DEFAULT_BATCH_KS: [usize; 5] = [1, 2, 4, 8, 16];
 /// Largest batch a curve may hold (auditor-server's `max_batch` cap).
 pub const MAX_BATCH_K: usize = 64;
 /// How long a query may wait for others to the same database before the
-/// pass starts, in the batching model of [`expected_batch`] (the latency an
-/// audit can afford: audits run in the background, seconds late is fine).
-pub const DEFAULT_BATCH_WINDOW_S: f64 = 0.25;
+/// pass starts, in the batching model of [`expected_batch`]: the
+/// `batch_window_ms = 100` recommended for internet scale in
+/// docs/operator.md ("Batching") and set by the sharded Kubernetes overlay.
+pub const DEFAULT_BATCH_WINDOW_S: f64 = 0.1;
 /// Entries [`measure_filter_build`] inserts by default: 2^22, so each
 /// sampled filter (8·2^22 bits = 4 MiB) is past the per-core caches and
 /// bit setting pays for misses as it does at internet scale.
