@@ -5,6 +5,7 @@
 //! auditor-server build-epoch --database-url sqlite://ct-ingest.db --epoch-dir epochs
 //! auditor-server epoch plan --config auditor.toml --out specs/next.json   # sharded mode
 //! auditor-server build-epoch --config auditor.toml --shard-index 2 --epoch-spec specs/next.json
+//! auditor-server reports list --status received   # misbehaviour reports in the store
 //! auditor-server bench load --db-bits 30 --clients 1,4,16
 //! auditor-server bench build --entries 100000,1000000
 //! ```
@@ -79,10 +80,30 @@ enum Cmd {
         #[command(subcommand)]
         which: EpochCmd,
     },
+    /// Misbehaviour reports (POST /v1/reports) stored in the entry store.
+    Reports {
+        #[command(subcommand)]
+        which: ReportsCmd,
+    },
     /// Benchmarks (JSON on stdout).
     Bench {
         #[command(subcommand)]
         which: bench::BenchCmd,
+    },
+}
+
+#[derive(Subcommand)]
+enum ReportsCmd {
+    /// One line per report, oldest first: id, status (received, confirmed,
+    /// refuted), received at, log, leaf hash, SCT timestamp, entry kind,
+    /// epochs verified, confirmation attempts, the last attempt's note.
+    List {
+        /// Only reports with this status.
+        #[arg(long, value_parser = ["received", "confirmed", "refuted"])]
+        status: Option<String>,
+        /// At most this many.
+        #[arg(long, default_value_t = 1000)]
+        limit: u64,
     },
 }
 
@@ -296,6 +317,31 @@ async fn run(cli: &Cli, urls: &mut Vec<String>) -> anyhow::Result<()> {
             });
             println!("{}", serde_json::to_string_pretty(&summary)?);
             eprintln!("wrote {}", out.display());
+        }
+        Cmd::Reports {
+            which: ReportsCmd::List { status, limit },
+        } => {
+            let config = load_config(cli)?;
+            urls.push(config.database_url().to_owned());
+            let status = status
+                .as_deref()
+                .map(str::parse::<ct_store::ReportStatus>)
+                .transpose()?;
+            let store = ct_store::Store::connect(config.database_url())
+                .await
+                .with_context(|| {
+                    format!(
+                        "opening the entry store {}",
+                        redact_url(config.database_url())
+                    )
+                })?;
+            let lines = auditor_server::reports::list(&store, status, *limit).await;
+            store.close().await;
+            let lines = lines?;
+            for l in &lines {
+                println!("{l}");
+            }
+            eprintln!("{} report(s)", lines.len());
         }
         Cmd::Bench { which } => {
             let out = bench::run(which).await?;
