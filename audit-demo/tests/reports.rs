@@ -110,7 +110,10 @@ async fn an_omitted_sct_is_reported_verified_stored_and_confirmed_with_the_log()
         .collect();
     assert!(reports.len() >= 2, "{} reports", reports.len());
     let report = reports[0].clone();
-    assert_eq!(report.not_found_in_epochs, vec![first_epoch, first_epoch + 1]);
+    assert_eq!(
+        report.not_found_in_epochs,
+        vec![first_epoch, first_epoch + 1]
+    );
 
     // 2. Refusals, each with its stable code (nothing is stored).
     let mut cases: Vec<(&str, Vec<u8>, u16, &str)> = Vec::new();
@@ -248,13 +251,16 @@ async fn an_omitted_sct_is_reported_verified_stored_and_confirmed_with_the_log()
             (ReportStatus::Refuted, 2)
         ]
     );
-    let confirmed = auditor_server::reports::list(&store, Some(ReportStatus::Confirmed), 10)
-        .await?;
+    let confirmed =
+        auditor_server::reports::list(&store, Some(ReportStatus::Confirmed), 10).await?;
     assert_eq!(confirmed.len(), 2);
 
     // 7. The operator's metrics count what arrived.
     server.service.build_and_publish(None).await?;
-    let metrics = reqwest::get(format!("{base}/metrics")).await?.text().await?;
+    let metrics = reqwest::get(format!("{base}/metrics"))
+        .await?
+        .text()
+        .await?;
     for line in [
         "auditor_reports_received_total{result=\"accepted\"} 2",
         "auditor_reports_received_total{result=\"duplicate\"} 1",

@@ -402,3 +402,199 @@ pub async fn list(
         })
         .collect())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::routes::{app, Limits};
+    use crate::state::Registry;
+    use audit_proto::api::ErrorBody;
+    use tower::ServiceExt as _;
+
+    fn state(dir: &std::path::Path, reports: ReportsConfig) -> AppState {
+        let config = crate::Config {
+            database_url: Some(format!(
+                "sqlite://{}?mode=rwc",
+                dir.join("store.db").display()
+            )),
+            epoch_dir: dir.join("epochs"),
+            reports,
+            ..crate::Config::default()
+        };
+        let mut metrics = Metrics::new();
+        let rm = ReportMetrics::register(&mut metrics);
+        let st = AppState::new(
+            Arc::new(Registry::new(Duration::from_secs(1))),
+            metrics,
+            Limits {
+                max_concurrent: 1,
+                timeout: Duration::from_secs(1),
+                body_timeout: Duration::from_secs(1),
+            },
+        );
+        match Intake::new(&config, rm).unwrap() {
+            Some(i) => st.with_reports(Arc::new(i)),
+            None => st,
+        }
+    }
+
+    async fn post(
+        st: &AppState,
+        content_type: &str,
+        body: Vec<u8>,
+    ) -> (u16, Option<String>, HeaderMap, String) {
+        let req = axum::http::Request::post("/v1/reports")
+            .header(header::CONTENT_TYPE, content_type)
+            .header(header::CONTENT_LENGTH, body.len())
+            .body(Body::from(body))
+            .unwrap();
+        let resp = app(st.clone()).oneshot(req).await.unwrap();
+        let status = resp.status().as_u16();
+        let headers = resp.headers().clone();
+        let bytes = axum::body::to_bytes(resp.into_body(), 1 << 16)
+            .await
+            .unwrap();
+        let text = String::from_utf8_lossy(&bytes).into_owned();
+        let code = serde_json::from_slice::<ErrorBody>(&bytes)
+            .ok()
+            .map(|b| b.error);
+        (status, code, headers, text)
+    }
+
+    fn report_json() -> Vec<u8> {
+        serde_json::to_vec(&MisbehaviourReport {
+            version: 1,
+            log_id: audit_proto::LogId::new([1; 32]),
+            sct_timestamp_ms: 1,
+            mmd_s: 60,
+            sct: "c2N0".into(), // base64 of "sct"
+            kind: audit_proto::report::EntryKind::X509,
+            chain: vec!["bGVhZg==".into()], // "leaf"
+            leaf_hash: LeafHash::new([2; 32]),
+            not_found_in_epochs: vec![1, 2],
+            auditor: "http://a".into(),
+            reported_at_ms: 3,
+        })
+        .unwrap()
+    }
+
+    #[tokio::test]
+    async fn junk_is_refused_with_stable_codes_before_any_work() {
+        let dir = tempfile::tempdir().unwrap();
+        let st = state(
+            dir.path(),
+            ReportsConfig {
+                per_ip_burst: 100,
+                global_per_minute: 100,
+                ..ReportsConfig::default()
+            },
+        );
+        let json = "application/json";
+        let cases: Vec<(&str, &str, Vec<u8>, u16, &str)> = vec![
+            (
+                "type",
+                "text/plain",
+                report_json(),
+                415,
+                "unsupported_media_type",
+            ),
+            ("not json", json, b"{nope".to_vec(), 400, "bad_report"),
+            ("empty", json, Vec::new(), 400, "bad_report"),
+            (
+                "too large",
+                json,
+                vec![b' '; MAX_REPORT_BYTES + 1],
+                413,
+                "report_too_large",
+            ),
+            // A well-formed report of a log the store does not know.
+            ("unknown log", json, report_json(), 422, "unknown_log"),
+        ];
+        for (what, ct, body, status, code) in cases {
+            let (s, c, _, text) = post(&st, ct, body).await;
+            assert_eq!((s, c.as_deref()), (status, Some(code)), "{what}: {text}");
+        }
+        // Nothing was stored; every refusal was counted by its code.
+        let store = ct_store::Store::connect(&format!(
+            "sqlite://{}?mode=rwc",
+            dir.path().join("store.db").display()
+        ))
+        .await
+        .unwrap();
+        assert!(store.reports(None, 10).await.unwrap().is_empty());
+        let m = st.reports.as_ref().unwrap().metrics.received.clone();
+        assert_eq!(m.with_label_values(&["bad_report"]).get(), 2);
+        assert_eq!(m.with_label_values(&["unknown_log"]).get(), 1);
+        assert_eq!(m.with_label_values(&["accepted"]).get(), 0);
+    }
+
+    #[tokio::test]
+    async fn the_rate_limit_answers_429_with_retry_after() {
+        let dir = tempfile::tempdir().unwrap();
+        let st = state(
+            dir.path(),
+            ReportsConfig {
+                per_ip_burst: 100,
+                global_per_minute: 2,
+                ..ReportsConfig::default()
+            },
+        );
+        for _ in 0..2 {
+            let (s, c, _, _) = post(&st, "application/json", b"{}".to_vec()).await;
+            assert_eq!((s, c.as_deref()), (400, Some("bad_report")));
+        }
+        let (s, c, h, _) = post(&st, "application/json", b"{}".to_vec()).await;
+        assert_eq!((s, c.as_deref()), (429, Some("rate_limited")));
+        assert_eq!(h.get(header::RETRY_AFTER).unwrap(), "30");
+        // The unread body closes the connection.
+        assert_eq!(h.get(header::CONNECTION).unwrap(), "close");
+    }
+
+    #[tokio::test]
+    async fn disabled_reports_are_not_found() {
+        let dir = tempfile::tempdir().unwrap();
+        let st = state(
+            dir.path(),
+            ReportsConfig {
+                enabled: false,
+                ..ReportsConfig::default()
+            },
+        );
+        let (s, c, _, _) = post(&st, "application/json", report_json()).await;
+        assert_eq!((s, c.as_deref()), (404, Some("not_found")));
+    }
+
+    #[tokio::test]
+    async fn an_unreachable_store_is_503() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut st = state(dir.path(), ReportsConfig::default());
+        // A store URL nothing answers at.
+        let config = crate::Config {
+            database_url: Some("postgres://u@127.0.0.1:1/none".into()),
+            epoch_dir: dir.path().join("epochs"),
+            ..crate::Config::default()
+        };
+        let mut metrics = Metrics::new();
+        let rm = ReportMetrics::register(&mut metrics);
+        st.reports = Intake::new(&config, rm).unwrap().map(Arc::new);
+        let (s, c, h, _) = post(&st, "application/json", report_json()).await;
+        assert_eq!((s, c.as_deref()), (503, Some("reports_unavailable")));
+        assert_eq!(h.get(header::RETRY_AFTER).unwrap(), "30");
+    }
+
+    #[test]
+    fn limits_are_validated() {
+        assert!(ReportsConfig::default().validate().is_ok());
+        let zero = ReportsConfig {
+            max_concurrent: 0,
+            ..ReportsConfig::default()
+        };
+        assert!(zero.validate().is_err());
+        let off = ReportsConfig {
+            enabled: false,
+            ..zero
+        };
+        assert!(off.validate().is_ok());
+        assert!(report_results().any(|r| r == "leaf_present"));
+    }
+}
