@@ -674,10 +674,18 @@ pub async fn run_once(config: &Config, opts: &IngestOptions) -> Result<RunSummar
     let results = ingest_logs(&store, &http, &logs, opts).await;
     // A report check that cannot read or write the store is logged; the
     // ingestion it follows stands.
+    // Only logs that answered this run are asked (a 404 from a log whose
+    // API did not work at all would say nothing about the leaf).
+    let answered: Vec<SelectedLog> = logs
+        .iter()
+        .zip(&results)
+        .filter(|(_, r)| r.is_ok())
+        .map(|(l, _)| l.clone())
+        .collect();
     let reports = match crate::reports::confirm_reports(
         &store,
         &http,
-        &logs,
+        &answered,
         opts.now_s.map_or_else(ct_core::civil::unix_now_ms, |s| {
             u64::try_from(s).unwrap_or(0).saturating_mul(1000)
         }),

@@ -22,7 +22,8 @@
 //!   be confirmed this way (expired entries are pruned); its report stays
 //!   `received` with a note.
 //!
-//! A report of a log this ingester does not select stays `received`.
+//! A report of a log this ingester does not select, or whose ingestion
+//! failed in this run, stays `received`.
 
 use ct_core::loglist::LogApi;
 use ct_core::merkle::verify_inclusion;
@@ -135,7 +136,9 @@ async fn check_one(
     let Some(log) = logs.iter().find(|l| l.info.log_id == rep.log_id) else {
         return Ok(Some((
             CheckOutcome::Undecided,
-            "the log is not among the logs this ingester selects".into(),
+            "the log is not among the logs this ingester selects, or its ingestion failed \
+             in this run"
+                .into(),
         )));
     };
     let state = store.log_state(&rep.log_id).await?;
