@@ -213,7 +213,7 @@ fn check_chain(chain: &[Vec<u8>]) -> Result<(), Refusal> {
     let mut certs = Vec::with_capacity(chain.len());
     for (i, der) in chain.iter().enumerate() {
         match X509Certificate::from_der(der) {
-            Ok((rest, c)) if rest.is_empty() => certs.push(c),
+            Ok(([], c)) => certs.push(c),
             Ok(_) => {
                 return Err(refuse(
                     ErrorCode::BadChain,
