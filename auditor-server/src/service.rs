@@ -273,6 +273,7 @@ impl Service {
             self.config.epoch.keep,
         )
         .await;
+        self.refresh_report_counts(&store).await;
         store.close().await;
         let (_, epoch) = built?;
         let id = epoch.manifest.epoch;
