@@ -383,3 +383,49 @@ fn absent_in(
     }
     Ok(any.then_some(false))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ct_testlog::{TestLog, TestLogConfig};
+
+    fn code(r: Result<(), Refusal>) -> Option<ErrorCode> {
+        r.err().map(|(c, _)| c)
+    }
+
+    #[tokio::test]
+    async fn chains_are_checked_link_by_link() {
+        let a = TestLog::start(TestLogConfig::default()).await.unwrap();
+        let b = TestLog::start(TestLogConfig::default()).await.unwrap();
+        let e = a.add_entries(1, 1.0).await.unwrap().remove(0);
+        let (leaf, issuer) = (e.cert_der.clone(), e.issuer_der.clone());
+        assert_eq!(code(check_chain(&[leaf.clone(), issuer.clone()])), None);
+        assert_eq!(code(check_chain(std::slice::from_ref(&leaf))), None);
+        let (_, l) = X509Certificate::from_der(&leaf).unwrap();
+        let (_, i) = X509Certificate::from_der(&issuer).unwrap();
+        assert_eq!(issuer_signed(&l, &i), Ok(true), "ECDSA P-256 is checked");
+        // Another CA: refused (its name or its signature).
+        assert_eq!(
+            code(check_chain(&[leaf.clone(), b.issuer_der()])),
+            Some(ErrorCode::BadChain)
+        );
+        // A leaf whose signature was altered.
+        let mut bad = leaf.clone();
+        let n = bad.len();
+        bad[n - 1] ^= 1;
+        assert_eq!(
+            code(check_chain(&[bad, issuer.clone()])),
+            Some(ErrorCode::BadChain)
+        );
+        // Trailing bytes, and bytes that are no certificate.
+        let mut long = leaf.clone();
+        long.push(0);
+        assert_eq!(code(check_chain(&[long])), Some(ErrorCode::BadChain));
+        assert_eq!(
+            code(check_chain(&[b"junk".to_vec()])),
+            Some(ErrorCode::BadChain)
+        );
+        a.shutdown().await;
+        b.shutdown().await;
+    }
+}
