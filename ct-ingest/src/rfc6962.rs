@@ -331,4 +331,32 @@ mod tests {
         assert!(check_extra_data(LogEntryType::Precert, &[0, 0, 0, 0, 0, 0]).is_err());
         assert!(check_extra_data(LogEntryType::Precert, &[0, 0, 0]).is_err());
     }
+
+    #[test]
+    fn proof_by_hash_bodies_are_checked() {
+        let h = "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=";
+        let ok = format!(r#"{{"leaf_index":5,"audit_path":["{h}","{h}"]}}"#);
+        let (index, path) = parse_proof_by_hash(ok.as_bytes()).unwrap();
+        assert_eq!((index, path.len()), (5, 2));
+        assert_eq!(path[0], [0u8; 32]);
+        let empty = parse_proof_by_hash(br#"{"leaf_index":0,"audit_path":[]}"#).unwrap();
+        assert!(empty.1.is_empty());
+        let long = format!(
+            r#"{{"leaf_index":1,"audit_path":[{}]}}"#,
+            vec![format!("\"{h}\""); MAX_PROOF_LEN + 1].join(",")
+        );
+        for bad in [
+            &b"{}"[..],
+            br#"{"leaf_index":-1,"audit_path":[]}"#,
+            br#"{"leaf_index":1,"audit_path":["AAAA"]}"#,
+            br#"{"leaf_index":1,"audit_path":["!!"]}"#,
+            long.as_bytes(),
+        ] {
+            assert!(
+                parse_proof_by_hash(bad).is_err(),
+                "{}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+    }
 }
