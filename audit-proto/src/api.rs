@@ -60,11 +60,37 @@ pub enum ErrorCode {
     Unavailable,
     /// 500: an unexpected failure inside the server.
     Internal,
+    /// 413: a report body longer than [`crate::report::MAX_REPORT_BYTES`].
+    ReportTooLarge,
+    /// 400: not a report of the required form ([`crate::report`]).
+    BadReport,
+    /// 429: too many reports from this address, or in total; retry after
+    /// `Retry-After` seconds.
+    RateLimited,
+    /// 422: the report names a log this auditor does not track (or whose
+    /// key it does not hold).
+    UnknownLog,
+    /// 422: the chain does not hold together (a certificate does not
+    /// parse, or the issuer did not sign the leaf).
+    BadChain,
+    /// 422: the SCT does not parse, or its signature does not verify with
+    /// the log's key over the leaf rebuilt from the chain.
+    BadSct,
+    /// 422: the leaf rebuilt from the chain and SCT has another hash than
+    /// the report states.
+    LeafHashMismatch,
+    /// 422: a named epoch is not one this auditor holds, or its coverage of
+    /// the log does not reach the SCT's timestamp plus the MMD.
+    EpochNotCovering,
+    /// 422: the leaf is in a named epoch's set, or in the auditor's store.
+    LeafPresent,
+    /// 503: this auditor cannot take reports now (its store is unreachable).
+    ReportsUnavailable,
 }
 
 impl ErrorCode {
     /// Every code, in the order of the protocol's error table.
-    pub const ALL: [ErrorCode; 20] = [
+    pub const ALL: [ErrorCode; 30] = [
         ErrorCode::BadEpoch,
         ErrorCode::UnknownEpoch,
         ErrorCode::UnknownDb,
@@ -85,6 +111,30 @@ impl ErrorCode {
         ErrorCode::NoEpoch,
         ErrorCode::Unavailable,
         ErrorCode::Internal,
+        ErrorCode::ReportTooLarge,
+        ErrorCode::BadReport,
+        ErrorCode::RateLimited,
+        ErrorCode::UnknownLog,
+        ErrorCode::BadChain,
+        ErrorCode::BadSct,
+        ErrorCode::LeafHashMismatch,
+        ErrorCode::EpochNotCovering,
+        ErrorCode::LeafPresent,
+        ErrorCode::ReportsUnavailable,
+    ];
+
+    /// The codes only `POST /v1/reports` answers with.
+    pub const REPORT_ONLY: [ErrorCode; 10] = [
+        ErrorCode::ReportTooLarge,
+        ErrorCode::BadReport,
+        ErrorCode::RateLimited,
+        ErrorCode::UnknownLog,
+        ErrorCode::BadChain,
+        ErrorCode::BadSct,
+        ErrorCode::LeafHashMismatch,
+        ErrorCode::EpochNotCovering,
+        ErrorCode::LeafPresent,
+        ErrorCode::ReportsUnavailable,
     ];
 
     /// The code as sent in [`ErrorBody::error`].
@@ -110,6 +160,16 @@ impl ErrorCode {
             ErrorCode::NoEpoch => "no_epoch",
             ErrorCode::Unavailable => "unavailable",
             ErrorCode::Internal => "internal",
+            ErrorCode::ReportTooLarge => "report_too_large",
+            ErrorCode::BadReport => "bad_report",
+            ErrorCode::RateLimited => "rate_limited",
+            ErrorCode::UnknownLog => "unknown_log",
+            ErrorCode::BadChain => "bad_chain",
+            ErrorCode::BadSct => "bad_sct",
+            ErrorCode::LeafHashMismatch => "leaf_hash_mismatch",
+            ErrorCode::EpochNotCovering => "epoch_not_covering",
+            ErrorCode::LeafPresent => "leaf_present",
+            ErrorCode::ReportsUnavailable => "reports_unavailable",
         }
     }
 
@@ -122,18 +182,27 @@ impl ErrorCode {
             | ErrorCode::WrongSeed
             | ErrorCode::WrongShape
             | ErrorCode::RejectedQuery
-            | ErrorCode::BadBody => 400,
+            | ErrorCode::BadBody
+            | ErrorCode::BadReport => 400,
             ErrorCode::UnknownEpoch | ErrorCode::UnknownDb | ErrorCode::NotFound => 404,
             ErrorCode::MethodNotAllowed => 405,
             ErrorCode::BodyTimeout => 408,
             ErrorCode::WrongShard => 421,
-            ErrorCode::QueryTooLarge => 413,
+            ErrorCode::QueryTooLarge | ErrorCode::ReportTooLarge => 413,
             ErrorCode::UnsupportedMediaType => 415,
+            ErrorCode::UnknownLog
+            | ErrorCode::BadChain
+            | ErrorCode::BadSct
+            | ErrorCode::LeafHashMismatch
+            | ErrorCode::EpochNotCovering
+            | ErrorCode::LeafPresent => 422,
+            ErrorCode::RateLimited => 429,
             ErrorCode::Internal => 500,
             ErrorCode::Overloaded
             | ErrorCode::Timeout
             | ErrorCode::NoEpoch
-            | ErrorCode::Unavailable => 503,
+            | ErrorCode::Unavailable
+            | ErrorCode::ReportsUnavailable => 503,
         }
     }
 
@@ -189,6 +258,11 @@ mod tests {
         assert_eq!(ErrorCode::Internal.http_status(), 500);
         assert_eq!(ErrorCode::QueryTooLarge.http_status(), 413);
         assert_eq!(ErrorCode::WrongShard.http_status(), 421);
+        assert_eq!(ErrorCode::RateLimited.http_status(), 429);
+        assert_eq!(ErrorCode::LeafPresent.http_status(), 422);
+        for c in ErrorCode::REPORT_ONLY {
+            assert!(ErrorCode::ALL.contains(&c), "{c}");
+        }
         let body: ErrorBody = serde_json::from_str(
             r#"{"error":"wrong_shard","message":"m","shard_url":"http://s1"}"#,
         )

@@ -26,6 +26,10 @@ pub enum Error {
         /// What is wrong.
         why: &'static str,
     },
+    /// A misbehaviour report that is not of the required form
+    /// ([`crate::report`]).
+    #[error("invalid report: {0}")]
+    InvalidReport(String),
     /// A filter index or bit index outside the epoch's filters.
     #[error("{what} {index} out of range (< {len})")]
     OutOfRange {

@@ -9,6 +9,8 @@
 //!   into a checked form ("parse, don't validate"): salts and seeds are
 //!   decoded, the database layout is proven to cover every filter once.
 //! * [`shard`]: which base URL serves which database of a sharded epoch.
+//! * [`report`]: the misbehaviour report a client sends to
+//!   `POST /v1/reports`, parsed strictly.
 //! * [`api`]: the JSON error body of every 4xx/5xx answer, header names and
 //!   size limits of the HTTP API (`docs/protocol.md`).
 //!
@@ -23,6 +25,7 @@ pub mod filter;
 pub mod hex;
 pub mod ids;
 pub mod manifest;
+pub mod report;
 pub mod shard;
 
 pub use error::{Error, Result};

@@ -31,6 +31,13 @@
 //! header_timeout_ms = 10000  # a request head, from its first byte
 //! idle_timeout_ms = 30000  # keep-alive wait for the next request
 //!
+//! [reports]                # POST /v1/reports (crate::reports)
+//! enabled = true
+//! per_ip_per_hour = 10     # per client address (token bucket)
+//! per_ip_burst = 3
+//! global_per_minute = 60   # all clients together
+//! max_concurrent = 2       # reports being verified at once
+//!
 //! [shard]                  # see crate::shard and docs/operator.md
 //! index = 0                # this server is shard `index` of `count`
 //! count = 1                # database d belongs to shard d mod count
@@ -80,6 +87,9 @@ pub struct Config {
     /// Which databases of each epoch this server holds.
     #[serde(default)]
     pub shard: crate::shard::ShardConfig,
+    /// Misbehaviour reports (`POST /v1/reports`).
+    #[serde(default)]
+    pub reports: crate::reports::ReportsConfig,
 }
 
 /// `[epoch]`.
@@ -252,6 +262,7 @@ impl std::fmt::Debug for Config {
             .field("schedule", &self.schedule)
             .field("limits", &self.limits)
             .field("shard", &self.shard)
+            .field("reports", &self.reports)
             .finish()
     }
 }
@@ -328,6 +339,7 @@ impl Default for Config {
             schedule: ScheduleConfig::default(),
             limits: LimitsConfig::default(),
             shard: crate::shard::ShardConfig::default(),
+            reports: crate::reports::ReportsConfig::default(),
         }
     }
 }
@@ -483,6 +495,7 @@ impl Config {
             return bad("[limits] max_connections must be in 1..=1000000");
         }
         self.shard.validate(self.schedule()?.is_some())?;
+        self.reports.validate()?;
         Ok(())
     }
 

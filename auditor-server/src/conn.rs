@@ -190,6 +190,8 @@ impl AsyncWrite for Watched {
 struct Tracked {
     router: axum::Router,
     activity: Arc<Activity>,
+    /// The client's address (handlers read it as `ConnectInfo`).
+    peer: Option<std::net::SocketAddr>,
 }
 
 /// Marks a request finished when dropped (also if the handler is
@@ -207,7 +209,11 @@ impl hyper::service::Service<Request<Incoming>> for Tracked {
     type Error = Infallible;
     type Future = Pin<Box<dyn Future<Output = Result<Response<Body>, Infallible>> + Send>>;
 
-    fn call(&self, req: Request<Incoming>) -> Self::Future {
+    fn call(&self, mut req: Request<Incoming>) -> Self::Future {
+        if let Some(peer) = self.peer {
+            req.extensions_mut()
+                .insert(axum::extract::ConnectInfo(peer));
+        }
         self.activity.request_started();
         let guard = InFlight(self.activity.clone());
         let mut router = self.router.clone();
@@ -297,6 +303,7 @@ async fn serve_connection(
     mut stop: watch::Receiver<bool>,
 ) {
     let activity = Arc::new(Activity::new());
+    let peer = stream.peer_addr().ok();
     let io = TokioIo::new(Watched {
         stream,
         activity: activity.clone(),
@@ -304,6 +311,7 @@ async fn serve_connection(
     let service = Tracked {
         router,
         activity: activity.clone(),
+        peer,
     };
     let mut builder = hyper::server::conn::http1::Builder::new();
     // hyper's own head timer (started when it begins waiting for a head) as

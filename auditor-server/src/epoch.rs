@@ -795,6 +795,59 @@ fn read_bits(path: &Path, want: &BitsHeader) -> Result<Vec<u8>> {
     Ok(buf)
 }
 
+/// Reads bit `bit` of database `db`'s bitmap in the published epoch
+/// directory `dir` of `manifest` (misbehaviour reports,
+/// [`crate::reports`]): `None` if this server does not hold the file (a
+/// shard holds only its own databases). The header must name this epoch,
+/// database and size; the checksum is not recomputed (that would read the
+/// whole file), loading the epoch checked it.
+pub fn read_db_bit(dir: &Path, manifest: &Manifest, db: u32, bit: u64) -> Result<Option<bool>> {
+    use std::io::{Read as _, Seek as _, SeekFrom};
+    let spec = manifest
+        .dbs
+        .get(db as usize)
+        .ok_or_else(|| Error::Internal(format!("no database {db} in the manifest")))?;
+    if bit >= spec.bits {
+        return Err(Error::Internal(format!(
+            "bit {bit} beyond database {db}'s {} bits",
+            spec.bits
+        )));
+    }
+    let path = dir.join(bits_name(db as usize));
+    let mut f = match std::fs::File::open(&path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(io(&path)(e)),
+    };
+    let mut header = [0u8; BITS_HEADER];
+    f.read_exact(&mut header).map_err(io(&path))?;
+    let want = BitsHeader {
+        epoch: manifest.epoch,
+        db,
+        bits: spec.bits,
+        manifest: [0; 32],
+    }
+    .to_bytes();
+    if header[..BITS_HEADER - 32] != want[..BITS_HEADER - 32] {
+        return Err(corrupt(
+            &path,
+            "header (magic, epoch, database, size) does not match the manifest".into(),
+        ));
+    }
+    f.seek(SeekFrom::Start(BITS_HEADER as u64 + bit / 8))
+        .map_err(io(&path))?;
+    let mut byte = [0u8; 1];
+    f.read_exact(&mut byte).map_err(io(&path))?;
+    Ok(Some(byte[0] >> (bit % 8) & 1 == 1))
+}
+
+/// Reads the manifest of the published epoch directory `dir`.
+pub fn read_manifest(dir: &Path) -> Result<Manifest> {
+    let path = dir.join(MANIFEST_FILE);
+    let json = read_capped(&path, MAX_MANIFEST_FILE)?;
+    Manifest::from_json(&json).map_err(|e| corrupt(&path, e.to_string()))
+}
+
 /// Unix time in seconds (the workspace's one clock helper).
 pub use ct_core::civil::unix_now_s;
 

@@ -11,6 +11,8 @@
 //!   pool, off the async runtime.
 //! * [`routes`]: the axum router (`/v1/manifest`, `/v1/epochs/{e}/dbs/{d}/query`,
 //!   `/healthz`, `/metrics`), JSON errors, request limits.
+//! * [`reports`]: misbehaviour reports (`POST /v1/reports`): limits,
+//!   verification against the store and the epochs, storage, listing.
 //! * [`conn`]: the accept loop, header and idle timeouts, the connection
 //!   cap.
 //! * [`memory`]: what an epoch's databases need, checked against the
@@ -39,6 +41,7 @@ pub mod memory;
 pub mod metrics;
 pub mod objstore;
 pub mod plan;
+pub mod reports;
 pub mod routes;
 pub mod service;
 pub mod shard;

@@ -80,7 +80,7 @@ pub fn query_outcomes() -> impl Iterator<Item = &'static str> {
                 !matches!(
                     c,
                     ErrorCode::NotFound | ErrorCode::MethodNotAllowed | ErrorCode::NoEpoch
-                )
+                ) && !ErrorCode::REPORT_ONLY.contains(c)
             })
             .map(ErrorCode::as_str),
     )
@@ -233,6 +233,15 @@ impl Metrics {
             m.queries.with_label_values(&[outcome]);
         }
         m
+    }
+
+    /// Registers a further collector (e.g. [`crate::reports::ReportMetrics`])
+    /// in this registry; its names join [`Metrics::names`].
+    pub fn register(&mut self, c: Box<dyn prometheus::core::Collector>) {
+        self.names
+            .extend(c.desc().iter().map(|d| d.fq_name.clone()));
+        // Callers register distinct constant names.
+        let _ = self.registry.register(c);
     }
 
     /// Names of every registered metric (histograms by their base name),

@@ -65,6 +65,9 @@ pub struct AppState {
     pub limits: Limits,
     /// Answer slots (`limits.max_concurrent` permits).
     pub slots: Arc<Semaphore>,
+    /// Misbehaviour reports (`POST /v1/reports`); `None`: refused with
+    /// 404 `not_found`.
+    pub reports: Option<Arc<crate::reports::Intake>>,
 }
 
 impl AppState {
@@ -75,7 +78,14 @@ impl AppState {
             metrics,
             slots: Arc::new(Semaphore::new(limits.max_concurrent)),
             limits,
+            reports: None,
         }
+    }
+
+    /// Takes misbehaviour reports with `intake`.
+    pub fn with_reports(mut self, intake: Arc<crate::reports::Intake>) -> AppState {
+        self.reports = Some(intake);
+        self
     }
 }
 
@@ -114,7 +124,7 @@ pub struct ApiError {
 }
 
 impl ApiError {
-    fn new(code: ErrorCode, message: impl Into<String>) -> ApiError {
+    pub(crate) fn new(code: ErrorCode, message: impl Into<String>) -> ApiError {
         ApiError {
             code,
             message: message.into(),
@@ -128,6 +138,23 @@ impl ApiError {
     /// The stable error code.
     pub fn code(&self) -> &'static str {
         self.code.as_str()
+    }
+
+    /// With a `Retry-After` of `seconds`.
+    pub(crate) fn retry_after(mut self, seconds: u64) -> ApiError {
+        self.retry_after = Some(seconds);
+        self
+    }
+
+    /// Answered with `Connection: close` (the body was left unread).
+    pub(crate) fn closing(mut self) -> ApiError {
+        self.close = true;
+        self
+    }
+
+    /// The code.
+    pub(crate) fn error_code(&self) -> ErrorCode {
+        self.code
     }
 }
 
@@ -159,6 +186,10 @@ pub fn app(state: AppState) -> Router {
     Router::new()
         .route("/v1/manifest", get(manifest))
         .route("/v1/epochs/{epoch}/dbs/{db}/query", post(query))
+        .route(
+            audit_proto::report::REPORTS_PATH,
+            post(crate::reports::submit),
+        )
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics_text))
@@ -282,7 +313,11 @@ fn path_error(rejection: &PathRejection) -> ApiError {
 
 /// Reads a body of at most `max` bytes (`declared`: its `Content-Length`,
 /// if any, already checked against `max`). Errors are the handler's.
-async fn read_body(body: Body, max: usize, declared: Option<u64>) -> Result<Vec<u8>, ApiError> {
+pub(crate) async fn read_body(
+    body: Body,
+    max: usize,
+    declared: Option<u64>,
+) -> Result<Vec<u8>, ApiError> {
     let mut buf = Vec::with_capacity(declared.map_or(0, |d| d.min(max as u64) as usize));
     let mut stream = body.into_data_stream();
     while let Some(chunk) = stream.next().await {
@@ -520,7 +555,7 @@ fn wrong_shard(ep: &ServedEpoch, db: usize) -> ApiError {
     }
 }
 
-fn too_large(max: usize) -> ApiError {
+pub(crate) fn too_large(max: usize) -> ApiError {
     ApiError::new(
         ErrorCode::QueryTooLarge,
         format!("query bodies for this database are at most {max} bytes"),

@@ -77,17 +77,23 @@ impl Service {
             Some(url) => Some(Objects::open(url)?),
             None => None,
         };
-        let state = AppState::new(
+        let mut metrics = Metrics::new();
+        let report_metrics = crate::reports::ReportMetrics::register(&mut metrics);
+        let intake = crate::reports::Intake::new(&config, report_metrics)?;
+        let mut state = AppState::new(
             Arc::new(Registry::new(Duration::from_secs(
                 config.epoch.grace_seconds,
             ))),
-            Metrics::new(),
+            metrics,
             Limits {
                 max_concurrent: config.limits.max_concurrent_queries,
                 timeout: Duration::from_secs(config.limits.request_timeout_seconds),
                 body_timeout: Duration::from_millis(config.limits.body_timeout_ms),
             },
         );
+        if let Some(i) = intake {
+            state = state.with_reports(Arc::new(i));
+        }
         Ok(Service {
             batch: BatchConfig {
                 window: Duration::from_millis(config.limits.batch_window_ms),
@@ -233,11 +239,22 @@ impl Service {
         let store = ct_store::Store::connect(self.config.database_url()).await?;
         let now = now_s.unwrap_or_else(epoch::unix_now_s);
         let built = epoch::build_next(&store, &self.dir, bp, self.config.epoch.keep, now).await;
+        self.refresh_report_counts(&store).await;
         store.close().await;
         let (_, epoch) = built?;
         let id = epoch.manifest.epoch;
         self.publish(epoch)?;
         Ok(id)
+    }
+
+    /// Refreshes `auditor_reports{status}` with `store` (failures are
+    /// logged: the gauge is informative).
+    async fn refresh_report_counts(&self, store: &ct_store::Store) {
+        if let Some(i) = &self.state.reports {
+            if let Err(e) = i.refresh_counts_from(store).await {
+                tracing::warn!(error = %error_chain(&e), "counting misbehaviour reports failed");
+            }
+        }
     }
 
     /// The memory budget of a new epoch: the configured one, less what
@@ -276,6 +293,7 @@ impl Service {
             self.config.epoch.keep,
         )
         .await;
+        self.refresh_report_counts(&store).await;
         store.close().await;
         let (_, epoch) = built?;
         let id = epoch.manifest.epoch;
@@ -433,6 +451,16 @@ impl Service {
                     // Failures are counted and logged by build_and_publish.
                     if let Ok(id) = svc.build_and_publish(None).await {
                         tracing::info!(epoch = id, "scheduled epoch built");
+                    }
+                }
+            }));
+        }
+        if let Some(intake) = self.state.reports.clone() {
+            tasks.push(tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(Duration::from_secs(60)).await;
+                    if let Err(e) = intake.refresh_if_connected().await {
+                        tracing::warn!(error = %error_chain(&e), "counting misbehaviour reports failed");
                     }
                 }
             }));

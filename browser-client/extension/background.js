@@ -7,7 +7,10 @@
 // Storage (storage.local):
 //   config      {auditorUrl, logListUrl, testingSampleAll}
 //   queue       pending audits, the JSON string of browser-client's PendingQueue
-//   reports     misbehaviour reports (array of objects)
+//   reports     misbehaviour reports (array of objects, the wire form of
+//               POST /v1/reports)
+//   reportsSent leaf hash -> {at, auditor, result} for reports the user chose
+//               to send (popup button), or {at, auditor, error}
 //   logList     {url, fetchedAt, text}: cached log list (refreshed daily)
 //   manifest    {auditor, fetchedAt, text}: the last manifest (for the popup)
 //   usage       {days: {"YYYY-MM-DD": {audits, logged, manifests, up, down}}}: the last 8 days
@@ -554,7 +557,9 @@ function confidenceOf(manifestText) {
 async function popupState() {
   await wasmReady;
   const now = Date.now();
-  const got = await api.storage.local.get(["config", "status", "reports", "manifest", "usage", "audits", "hosts", "logList"]);
+  const got = await api.storage.local.get([
+    "config", "status", "reports", "reportsSent", "manifest", "usage", "audits", "hosts", "logList",
+  ]);
   const config = { ...DEFAULT_CONFIG, ...(got.config ?? {}) };
   const auditor = auditorBase(config);
   const raw = await loadQueue();
@@ -609,6 +614,7 @@ async function popupState() {
       log_id: r.log_id,
       reported_at_ms: r.reported_at_ms,
       not_found_in_epochs: r.not_found_in_epochs,
+      sent: got.reportsSent?.[r.leaf_hash] ?? null,
     })),
     unauditable: {
       badSignature: got.status?.sctsBadSignature ?? 0,
@@ -618,6 +624,48 @@ async function popupState() {
     lastRunAt: got.status?.lastRunAt ?? null,
     lastError: got.status?.lastError ?? null,
   };
+}
+
+// The fields of a report as POST /v1/reports takes it (audit-proto's
+// MisbehaviourReport; the auditor refuses unknown fields).
+const REPORT_FIELDS = [
+  "version", "log_id", "sct_timestamp_ms", "mmd_s", "sct", "kind", "chain",
+  "leaf_hash", "not_found_in_epochs", "auditor", "reported_at_ms",
+];
+
+// Sends the stored report of `leafHash` to the auditor, only when the user
+// asked for it (`consent`: the popup's button): the report names the
+// site's certificate, which an audit never reveals. Records the outcome in
+// reportsSent.
+async function sendReport(leafHash, consent) {
+  if (consent !== true) throw new Error("a report is sent only when the user asks for it in the popup");
+  const config = await getConfig();
+  const auditor = auditorBase(config);
+  if (!auditor) throw new Error("no auditor configured");
+  const { reports } = await api.storage.local.get("reports");
+  const report = (reports ?? []).find((r) => r.leaf_hash === leafHash);
+  if (!report) throw new Error(`no report for ${leafHash}`);
+  const body = {};
+  for (const k of REPORT_FIELDS) body[k] = report[k];
+  const url = `${auditor}/v1/reports`;
+  let outcome;
+  try {
+    const resp = await fetchOk(url, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify(body),
+    });
+    const receipt = await resp.json();
+    outcome = { at: Date.now(), auditor, result: receipt.duplicate ? "already reported" : "received" };
+  } catch (e) {
+    outcome = { at: Date.now(), auditor, error: String(e?.message ?? e) };
+  }
+  await serial(async () => {
+    const { reportsSent } = await api.storage.local.get("reportsSent");
+    await api.storage.local.set({ reportsSent: { ...(reportsSent ?? {}), [leafHash]: outcome } });
+  });
+  if (outcome.error) throw new Error(outcome.error);
+  return outcome;
 }
 
 // ---- Events ---------------------------------------------------------------
@@ -665,6 +713,10 @@ api.runtime.onMessage.addListener((msg, _sender, sendResponse) => {
       return reply(runAudits());
     case "popup-state":
       return reply(popupState());
+    case "send-report":
+      // Only the popup's "Send report to the auditor" button sends this,
+      // with consent: true, after the user clicked it.
+      return reply(sendReport(msg.leaf_hash, msg.consent));
     case "add-certificate":
       // A certificate the user chose on the options page: all its auditable
       // embedded SCTs are queued.

@@ -1,5 +1,7 @@
 // Toolbar popup: this week's audits and bytes, the pending queue and why
-// each item waits, anything NOT FOUND or reported, the auditor and epoch.
+// each item waits, anything NOT FOUND or reported (with a button that
+// sends a report to the auditor, the only way one is ever sent), the
+// auditor and epoch.
 // The background computes it all ("popup-state"); settings stay on the
 // options page.
 
@@ -82,14 +84,14 @@ function render(s) {
   p.textContent = "";
   const ul = el("ul");
   for (const r of s.reports) {
-    ul.append(
-      el(
-        "li",
-        `REPORTED: ${r.host ?? short(r.leaf_hash)}: not found in epochs ${r.not_found_in_epochs.join(", ")} ` +
-          `(${time(r.reported_at_ms)}; details and download in Settings)`,
-        "bad",
-      ),
+    const li = el(
+      "li",
+      `REPORTED: ${r.host ?? short(r.leaf_hash)}: not found in epochs ${r.not_found_in_epochs.join(", ")} ` +
+        `(${time(r.reported_at_ms)}; details and download in Settings)`,
+      "bad",
     );
+    li.append(reportControls(r));
+    ul.append(li);
   }
   // NOT FOUND answers still waiting for their re-check: the latest per
   // certificate (a second NOT FOUND is a report, listed above).
@@ -137,6 +139,42 @@ function render(s) {
   } else if (s.testingSampleAll) {
     q.append(el("div", "Testing: every new connection is sampled.", "muted"));
   }
+}
+
+// Sending a report is the user's decision: it tells the auditor which
+// site's certificate this is (an audit never does). Nothing is sent until
+// the button is clicked.
+function reportControls(r) {
+  const box = el("div");
+  if (r.sent && !r.sent.error) {
+    box.append(el("div", `Sent to ${r.sent.auditor} on ${time(r.sent.at)}: ${r.sent.result}.`, "muted"));
+    return box;
+  }
+  box.append(
+    el(
+      "div",
+      "The log promised to publish this certificate and did not. Sending the report lets the " +
+        "auditor check it and take it to the log's operator, but it names this site's " +
+        "certificate, so the auditor learns that you saw this site. Nothing is sent unless you click.",
+      "muted",
+    ),
+  );
+  if (r.sent?.error) box.append(el("div", `Sending failed: ${r.sent.error}`, "bad"));
+  const b = el("button", "Send report to the auditor");
+  b.className = "send-report";
+  b.dataset.leaf = r.leaf_hash;
+  b.onclick = async () => {
+    b.disabled = true;
+    b.textContent = "sending…";
+    try {
+      await send({ type: "send-report", leaf_hash: r.leaf_hash, consent: true });
+    } catch (_) {
+      /* recorded in reportsSent; refresh shows it */
+    }
+    refresh();
+  };
+  box.append(b);
+  return box;
 }
 
 async function refresh() {

@@ -278,6 +278,29 @@ impl Auditor {
         };
         Ok((bit, stats))
     }
+
+    /// Sends a misbehaviour report to `POST /v1/reports` and returns the
+    /// auditor's receipt. The report names the site's certificate: send it
+    /// only with the user's consent (`sct-audit check --send-report`, the
+    /// extension's popup button).
+    pub async fn send_report(
+        &self,
+        report: &audit_proto::report::MisbehaviourReport,
+    ) -> Result<audit_proto::report::ReportReceipt> {
+        let url = format!("{}{}", self.base, audit_proto::report::REPORTS_PATH);
+        let body = serde_json::to_vec(report).map_err(|e| Error::Invalid(e.to_string()))?;
+        let (resp, _) = self
+            .send(|| {
+                self.http
+                    .post(&url)
+                    .header("content-type", "application/json")
+                    .body(body.clone())
+            })
+            .await?;
+        let body = read_capped(resp, 64 << 10).await?;
+        serde_json::from_slice(&body)
+            .map_err(|e| Error::Invalid(format!("the auditor's report receipt: {e}")))
+    }
 }
 
 impl Auditor {

@@ -69,15 +69,9 @@ impl AuditPolicy {
     }
 }
 
-/// How the log's leaf was rebuilt.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum EntryKind {
-    /// SCT embedded in the certificate: a `precert_entry`.
-    Precert,
-    /// SCT delivered by TLS or OCSP: an `x509_entry`.
-    X509,
-}
+/// How the log's leaf was rebuilt (defined with the report's wire form in
+/// `audit-proto`).
+pub use audit_proto::report::EntryKind;
 
 /// An SCT waiting to be audited (or re-checked).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -256,35 +250,9 @@ pub enum AuditResult {
     },
 }
 
-/// Evidence that a log did not publish an entry it promised (an SCT),
-/// verifiable by anyone with the log list: the SCT's signature over the
-/// rebuilt leaf proves the promise; the leaf hash is absent from the log
-/// (check with the log's `get-proof-by-hash` or a monitor's copy).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct MisbehaviourReport {
-    /// Report format version (1).
-    pub version: u32,
-    /// Log ID (base64 in JSON).
-    pub log_id: LogId,
-    /// SCT timestamp (ms).
-    pub sct_timestamp_ms: u64,
-    /// The log's MMD (s).
-    pub mmd_s: u64,
-    /// The SCT (TLS encoding), base64.
-    pub sct: String,
-    /// Leaf kind.
-    pub kind: EntryKind,
-    /// Certificate chain, leaf first (DER, base64).
-    pub chain: Vec<String>,
-    /// RFC 6962 leaf hash that should be in the log (hex in JSON).
-    pub leaf_hash: LeafHash,
-    /// Epochs whose sets did not contain it.
-    pub not_found_in_epochs: Vec<u64>,
-    /// The auditor that answered.
-    pub auditor: String,
-    /// When the report was made (ms).
-    pub reported_at_ms: u64,
-}
+/// Evidence that a log did not publish an entry it promised: the body of
+/// `POST /v1/reports` (versioned JSON, defined in `audit-proto`).
+pub use audit_proto::report::MisbehaviourReport;
 
 /// What recording a result did.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -454,7 +422,7 @@ impl PendingQueue {
                 Some(first) if epoch > first => {
                     let p = self.items.remove(index);
                     Ok(Recorded::Report(Box::new(MisbehaviourReport {
-                        version: 1,
+                        version: audit_proto::report::REPORT_VERSION,
                         log_id: p.log_id,
                         sct_timestamp_ms: p.sct_timestamp_ms,
                         mmd_s: p.mmd_s,

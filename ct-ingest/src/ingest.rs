@@ -400,6 +400,8 @@ pub async fn ingest_log(
             kind,
         })
         .await?;
+    // The auditor verifies the SCTs of misbehaviour reports with it.
+    store.set_log_key(&log_id, info.key.spki_der()).await?;
     let ep = LogEndpoint::new(
         http.clone(),
         log.limits.concurrency,
@@ -651,6 +653,9 @@ pub struct RunSummary {
     pub logs: Vec<(SelectedLog, Result<IngestReport>)>,
     /// Entries removed by the expiry prune after ingesting.
     pub pruned: u64,
+    /// Misbehaviour reports checked with their logs after ingesting
+    /// ([`crate::reports`]).
+    pub reports: Vec<crate::reports::ReportCheck>,
     /// HTTP traffic of the run: (requests, body bytes, retries, failed requests).
     pub http: (u64, u64, u64, u64),
 }
@@ -667,6 +672,32 @@ pub async fn run_once(config: &Config, opts: &IngestOptions) -> Result<RunSummar
     let logs = config.select_logs(&list, now_s)?;
     let store = Store::connect(config.database_url()).await?;
     let results = ingest_logs(&store, &http, &logs, opts).await;
+    // A report check that cannot read or write the store is logged; the
+    // ingestion it follows stands.
+    // Only logs that answered this run are asked (a 404 from a log whose
+    // API did not work at all would say nothing about the leaf).
+    let answered: Vec<SelectedLog> = logs
+        .iter()
+        .zip(&results)
+        .filter(|(_, r)| r.is_ok())
+        .map(|(l, _)| l.clone())
+        .collect();
+    let reports = match crate::reports::confirm_reports(
+        &store,
+        &http,
+        &answered,
+        opts.now_s.map_or_else(ct_core::civil::unix_now_ms, |s| {
+            u64::try_from(s).unwrap_or(0).saturating_mul(1000)
+        }),
+    )
+    .await
+    {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::error!(error = %crate::error::chain(&e), "checking misbehaviour reports failed");
+            Vec::new()
+        }
+    };
     let pruned = match store
         .prune_expired(opts.now_s.unwrap_or_else(unix_now_s))
         .await
@@ -688,6 +719,7 @@ pub async fn run_once(config: &Config, opts: &IngestOptions) -> Result<RunSummar
     Ok(RunSummary {
         logs: logs.into_iter().zip(results).collect(),
         pruned,
+        reports,
         http: (
             load(&c.requests),
             load(&c.bytes),

@@ -21,6 +21,7 @@
 //! | [`rfc6962`] | `get-sth`, `get-sth-consistency`, `get-entries` client | RFC 6962 §4 |
 //! | [`static_ct`] | checkpoint, data and hash tile client; tile-based prefix proofs | c2sp.org/static-ct-api, c2sp.org/tlog-tiles |
 //! | [`ingest`] | per-log ingestion: download, verify against the signed head, commit with the frontier | see `docs/ingest.md` |
+//! | [`reports`] | confirming the auditor's misbehaviour reports with the logs (`get-proof-by-hash`, or the stored verified prefix) | RFC 6962 §4.5 |
 //! | [`metrics`] | run counters and per-log gauges in the Prometheus text format | |
 //! | [`signal`] | stop requests (Ctrl-C, SIGTERM) for `ct-ingest run` | |
 //! | `bench` (feature `bench`, off by default) | end-to-end ingestion benchmark against a local test log (`ct-testlog`) | |
@@ -35,6 +36,7 @@ pub mod error;
 pub mod http;
 pub mod ingest;
 pub mod metrics;
+pub mod reports;
 pub mod rfc6962;
 pub mod signal;
 pub mod static_ct;

@@ -42,6 +42,8 @@ struct Metrics {
     http_retries: AtomicU64,
     http_errors: AtomicU64,
     log_errors: AtomicU64,
+    /// Misbehaviour report checks: confirmed, refuted, undecided.
+    report_checks: [AtomicU64; 3],
     logs: Mutex<BTreeMap<String, LogGauges>>,
 }
 
@@ -68,6 +70,14 @@ pub fn record_run(summary: &RunSummary, now_ms: u64) {
     m.http_bytes.fetch_add(bytes, Ordering::Relaxed);
     m.http_retries.fetch_add(retries, Ordering::Relaxed);
     m.http_errors.fetch_add(errors, Ordering::Relaxed);
+    for c in &summary.reports {
+        let i = match c.outcome {
+            crate::reports::CheckOutcome::Confirmed => 0,
+            crate::reports::CheckOutcome::Refuted => 1,
+            crate::reports::CheckOutcome::Undecided => 2,
+        };
+        m.report_checks[i].fetch_add(1, Ordering::Relaxed);
+    }
     let mut logs = m.logs.lock().unwrap_or_else(|p| p.into_inner());
     for (log, res) in &summary.logs {
         let key = hex(&log.info.log_id);
@@ -177,6 +187,21 @@ pub fn render_prometheus() -> String {
             v.load(Ordering::Relaxed)
         );
     }
+    let name = "ct_ingest_report_checks_total";
+    let _ = writeln!(
+        out,
+        "# HELP {name} Misbehaviour reports checked with their log, by outcome.\n# TYPE {name} counter"
+    );
+    for (outcome, v) in ["confirmed", "refuted", "undecided"]
+        .iter()
+        .zip(&m.report_checks)
+    {
+        let _ = writeln!(
+            out,
+            "{name}{{outcome=\"{outcome}\"}} {}",
+            v.load(Ordering::Relaxed)
+        );
+    }
     let process_gauges: [(&str, &str, &AtomicU64); 3] = [
         (
             "ct_ingest_up",
@@ -250,6 +275,7 @@ mod tests {
         assert!(text.contains("# TYPE ct_ingest_runs_failed_total counter"));
         assert!(text.contains("# TYPE ct_ingest_up gauge"));
         assert!(text.contains("ct_ingest_http_bytes_total "));
+        assert!(text.contains("ct_ingest_report_checks_total{outcome=\"confirmed\"} "));
         assert_eq!(label("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
     }
 }

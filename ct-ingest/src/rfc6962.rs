@@ -1,5 +1,6 @@
 //! Client of the RFC 6962 §4 API (`<url>/ct/v1/...`): `get-sth`,
-//! `get-sth-consistency`, `get-entries`.
+//! `get-sth-consistency`, `get-entries`, and `get-proof-by-hash` (for
+//! confirming misbehaviour reports, [`crate::reports`]).
 //!
 //! Every response is parsed as hostile input: the body is size-capped by
 //! [`LogEndpoint`], JSON must have the expected shape, base64 must decode,
@@ -56,6 +57,15 @@ struct RawEntry<'a> {
     #[serde(borrow)]
     extra_data: Cow<'a, str>,
 }
+
+#[derive(Deserialize)]
+struct ProofByHashJson {
+    leaf_index: u64,
+    audit_path: Vec<String>,
+}
+
+/// Largest `get-proof-by-hash` body accepted.
+pub const MAX_PROOF_JSON_LEN: usize = 64 << 10;
 
 #[derive(Deserialize)]
 struct ConsistencyJson {
@@ -115,6 +125,70 @@ impl Rfc6962Client {
         let resp = self.ep.get(&url, usize::MAX).await?;
         parse_get_entries(&resp.body, start, end - start)
     }
+}
+
+impl Rfc6962Client {
+    /// `get-proof-by-hash?hash=..&tree_size=..` (RFC 6962 §4.5): the leaf's
+    /// index and audit path in the tree of `tree_size`, or `None` when the
+    /// log answers 404 (it holds no leaf with that hash in that tree).
+    /// Whether the path proves anything is for
+    /// [`ct_core::merkle::verify_inclusion`].
+    pub async fn get_proof_by_hash(
+        &self,
+        leaf_hash: &Hash,
+        tree_size: u64,
+    ) -> Result<Option<(u64, Vec<Hash>)>> {
+        use base64::Engine as _;
+        let b64 = base64::engine::general_purpose::STANDARD.encode(leaf_hash);
+        // Standard base64 in a query string: '+', '/' and '=' escaped.
+        let hash = b64
+            .replace('+', "%2B")
+            .replace('/', "%2F")
+            .replace('=', "%3D");
+        let url = format!(
+            "{}get-proof-by-hash?hash={hash}&tree_size={tree_size}",
+            self.prefix
+        );
+        match self.ep.get(&url, MAX_PROOF_JSON_LEN).await {
+            Ok(resp) => parse_proof_by_hash(&resp.body).map(Some),
+            Err(Error::Http { status: 404, .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// Parses a `get-proof-by-hash` body: the leaf index and the audit path
+/// (32-byte hashes, at most [`MAX_PROOF_LEN`]).
+pub fn parse_proof_by_hash(body: &[u8]) -> Result<(u64, Vec<Hash>)> {
+    let j: ProofByHashJson =
+        serde_json::from_slice(body).map_err(|source| ct_core::Error::Json {
+            what: "get-proof-by-hash response",
+            source,
+        })?;
+    if j.audit_path.len() > MAX_PROOF_LEN {
+        return Err(ct_core::Error::TooLarge {
+            what: "audit path",
+            len: j.audit_path.len(),
+            max: MAX_PROOF_LEN,
+        }
+        .into());
+    }
+    let path = j
+        .audit_path
+        .iter()
+        .map(|h| {
+            let b = decode_base64(h, "audit path hash", HASH_LEN)?;
+            <Hash>::try_from(b.as_slice()).map_err(|_| {
+                ct_core::Error::TooSmall {
+                    what: "audit path hash",
+                    len: b.len(),
+                    min: HASH_LEN,
+                }
+                .into()
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok((j.leaf_index, path))
 }
 
 /// Parses a `get-sth-consistency` body.
@@ -256,5 +330,33 @@ mod tests {
         assert!(check_extra_data(LogEntryType::Precert, &[0, 0, 1, 9, 0, 0, 0]).is_ok());
         assert!(check_extra_data(LogEntryType::Precert, &[0, 0, 0, 0, 0, 0]).is_err());
         assert!(check_extra_data(LogEntryType::Precert, &[0, 0, 0]).is_err());
+    }
+
+    #[test]
+    fn proof_by_hash_bodies_are_checked() {
+        let h = "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=";
+        let ok = format!(r#"{{"leaf_index":5,"audit_path":["{h}","{h}"]}}"#);
+        let (index, path) = parse_proof_by_hash(ok.as_bytes()).unwrap();
+        assert_eq!((index, path.len()), (5, 2));
+        assert_eq!(path[0], [0u8; 32]);
+        let empty = parse_proof_by_hash(br#"{"leaf_index":0,"audit_path":[]}"#).unwrap();
+        assert!(empty.1.is_empty());
+        let long = format!(
+            r#"{{"leaf_index":1,"audit_path":[{}]}}"#,
+            vec![format!("\"{h}\""); MAX_PROOF_LEN + 1].join(",")
+        );
+        for bad in [
+            &b"{}"[..],
+            br#"{"leaf_index":-1,"audit_path":[]}"#,
+            br#"{"leaf_index":1,"audit_path":["AAAA"]}"#,
+            br#"{"leaf_index":1,"audit_path":["!!"]}"#,
+            long.as_bytes(),
+        ] {
+            assert!(
+                parse_proof_by_hash(bad).is_err(),
+                "{}",
+                String::from_utf8_lossy(bad)
+            );
+        }
     }
 }

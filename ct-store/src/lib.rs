@@ -24,6 +24,11 @@
 //! verified position, so a crash never leaves entries without the position
 //! or the position without the entries. See `docs/storage.md`.
 //!
+//! Misbehaviour reports that the auditor verified live in the `reports`
+//! table ([`Store::insert_report`], [`Store::reports`]); the logs' public
+//! keys the auditor verifies them with in `logs.public_key`
+//! ([`Store::set_log_key`], [`Store::log_key`]).
+//!
 //! Database URLs are checked without connecting by [`DatabaseUrl::parse`]
 //! and shown without their password by [`redact_url`] (and
 //! `DatabaseUrl`'s `Display`); no [`StoreError`] message contains a
@@ -206,6 +211,9 @@ macro_rules! with_dialect {
         }
     };
 }
+
+mod reports;
+pub use reports::{NewReport, ReportStatus, StoredReport, MAX_PUBLIC_KEY_BYTES};
 
 /// Handle on the entry store; cheap to clone (a connection pool).
 #[derive(Clone, Debug)]

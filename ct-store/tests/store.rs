@@ -18,7 +18,10 @@ use std::collections::HashSet;
 use std::error::Error;
 use std::time::Instant;
 
-use ct_store::{Commit, Coverage, Entry, FaultPlan, LogKind, LogMeta, Store, StoreError};
+use ct_store::{
+    Commit, Coverage, Entry, FaultPlan, LogKind, LogMeta, NewReport, ReportStatus, Store,
+    StoreError,
+};
 use futures_util::TryStreamExt;
 use sha2::{Digest, Sha256};
 
@@ -749,6 +752,103 @@ async fn active_set_iteration_case(store: &Store, _db: &TestDb) -> TestResult {
     Ok(())
 }
 on_all_backends!(active_set_iteration, active_set_iteration_case);
+
+async fn reports_and_log_keys_case(store: &Store, _db: &TestDb) -> TestResult {
+    // Log keys: unknown log refused, NULL until recorded, then read back.
+    assert!(matches!(
+        store.log_key(&log_id(1)).await,
+        Err(StoreError::UnknownLog(_))
+    ));
+    store.upsert_log(&meta(1)).await?;
+    assert_eq!(store.log_key(&log_id(1)).await?, None);
+    store.set_log_key(&log_id(1), b"spki").await?;
+    assert_eq!(
+        store.log_key(&log_id(1)).await?.as_deref(),
+        Some(&b"spki"[..])
+    );
+    assert!(store.set_log_key(&log_id(1), &[]).await.is_err());
+    assert!(matches!(
+        store.set_log_key(&log_id(2), b"k").await,
+        Err(StoreError::UnknownLog(_))
+    ));
+
+    // Leaf lookup in one log's stored entries.
+    let batch = entries(1, 0..20, LATER);
+    store
+        .commit(
+            Commit::new(&log_id(1), 20, &root(20))
+                .entries(&batch)
+                .ingested_until_ms(1)
+                .now_s(NOW),
+        )
+        .await?;
+    let e = &batch[7];
+    assert!(
+        store
+            .contains_leaf(&log_id(1), &e.leaf_hash, e.sct_timestamp_ms, LATER)
+            .await?
+    );
+    assert!(
+        !store
+            .contains_leaf(&log_id(1), &[9; 32], e.sct_timestamp_ms, LATER)
+            .await?
+    );
+    assert!(
+        !store
+            .contains_leaf(&log_id(2), &e.leaf_hash, e.sct_timestamp_ms, LATER)
+            .await?
+    );
+
+    // Reports: inserted once per (log, leaf), listed, counted, checked.
+    let report = |leaf: u8| NewReport {
+        log_id: log_id(1),
+        leaf_hash: [leaf; 32],
+        sct_timestamp_ms: 1_700_000_000_000,
+        mmd_s: 86_400,
+        kind: "precert".into(),
+        sct: vec![0, 1, 2],
+        chain: vec![vec![0x30; 500], vec![0x31; 70_000]],
+        epochs: vec![3, 4],
+        not_after: LATER,
+        received_at_ms: 1_800_000_000_000,
+    };
+    assert!(store.insert_report(&report(1)).await?);
+    assert!(!store.insert_report(&report(1)).await?, "duplicate");
+    assert!(store.insert_report(&report(2)).await?);
+    let all = store.reports(None, 10).await?;
+    assert_eq!(all.len(), 2);
+    assert_eq!(all[0].report, report(1));
+    assert_eq!(all[0].status, ReportStatus::Received);
+    assert_eq!((all[0].attempts, all[0].checked_at_ms), (0, None));
+    store
+        .record_report_check(all[1].id, ReportStatus::Confirmed, "absent", 7)
+        .await?;
+    store
+        .record_report_check(all[0].id, ReportStatus::Received, "log unreachable", 8)
+        .await?;
+    let pending = store.reports(Some(ReportStatus::Received), 10).await?;
+    assert_eq!(pending.len(), 1);
+    assert_eq!(pending[0].attempts, 1);
+    assert_eq!(pending[0].note.as_deref(), Some("log unreachable"));
+    let confirmed = store.reports(Some(ReportStatus::Confirmed), 10).await?;
+    assert_eq!(confirmed[0].report.leaf_hash, [2; 32]);
+    assert_eq!(confirmed[0].checked_at_ms, Some(7));
+    assert_eq!(store.reports(None, 1).await?.len(), 1);
+    assert_eq!(
+        store.report_counts().await?,
+        vec![
+            (ReportStatus::Received, 1),
+            (ReportStatus::Confirmed, 1),
+            (ReportStatus::Refuted, 0)
+        ]
+    );
+    assert!(store
+        .record_report_check(999, ReportStatus::Refuted, "", 1)
+        .await
+        .is_err());
+    Ok(())
+}
+on_all_backends!(reports_and_log_keys, reports_and_log_keys_case);
 
 async fn coverage_case(store: &Store, _db: &TestDb) -> TestResult {
     assert!(store.coverage().await?.is_empty());

@@ -8,6 +8,7 @@
 //! auditor-server epoch prepare --object-store s3://bucket/prefix        # coordinator
 //! auditor-server serve --shard-index 2 --object-store s3://bucket/prefix
 //! auditor-server epoch publish --object-store s3://bucket/prefix --timeout-seconds 14400
+//! auditor-server reports list --status received   # misbehaviour reports in the store
 //! auditor-server bench load --db-bits 30 --clients 1,4,16
 //! auditor-server bench build --entries 100000,1000000
 //! ```
@@ -87,10 +88,30 @@ enum Cmd {
         #[command(subcommand)]
         which: EpochCmd,
     },
+    /// Misbehaviour reports (POST /v1/reports) stored in the entry store.
+    Reports {
+        #[command(subcommand)]
+        which: ReportsCmd,
+    },
     /// Benchmarks (JSON on stdout).
     Bench {
         #[command(subcommand)]
         which: bench::BenchCmd,
+    },
+}
+
+#[derive(Subcommand)]
+enum ReportsCmd {
+    /// One line per report, oldest first: id, status (received, confirmed,
+    /// refuted), received at, log, leaf hash, SCT timestamp, entry kind,
+    /// epochs verified, confirmation attempts, the last attempt's note.
+    List {
+        /// Only reports with this status.
+        #[arg(long, value_parser = ["received", "confirmed", "refuted"])]
+        status: Option<String>,
+        /// At most this many.
+        #[arg(long, default_value_t = 1000)]
+        limit: u64,
     },
 }
 
@@ -400,6 +421,31 @@ async fn run(cli: &Cli, urls: &mut Vec<String>) -> anyhow::Result<()> {
             let config = load_config(cli)?;
             let objects = open_objects(&config)?;
             publish(&objects, *id, *timeout_seconds, *poll_seconds).await?;
+        }
+        Cmd::Reports {
+            which: ReportsCmd::List { status, limit },
+        } => {
+            let config = load_config(cli)?;
+            urls.push(config.database_url().to_owned());
+            let status = status
+                .as_deref()
+                .map(str::parse::<ct_store::ReportStatus>)
+                .transpose()?;
+            let store = ct_store::Store::connect(config.database_url())
+                .await
+                .with_context(|| {
+                    format!(
+                        "opening the entry store {}",
+                        redact_url(config.database_url())
+                    )
+                })?;
+            let lines = auditor_server::reports::list(&store, status, *limit).await;
+            store.close().await;
+            let lines = lines?;
+            for l in &lines {
+                println!("{l}");
+            }
+            eprintln!("{} report(s)", lines.len());
         }
         Cmd::Bench { which } => {
             let out = bench::run(which).await?;

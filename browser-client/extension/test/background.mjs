@@ -19,7 +19,8 @@
 // host access; an audit round answers every logged one logged; the popup's
 // state (week's audits and bytes, why each item waits, NOT FOUND); omitted
 // SCTs not found in two epochs become misbehaviour reports with the badge
-// showing their number. Prints a JSON summary; non-zero exit on failure.
+// showing their number; a report is sent to the auditor only with the
+// popup's consent, and the auditor accepts it (a repeat is a duplicate). Prints a JSON summary; non-zero exit on failure.
 // Needs an auditor that publishes a new epoch now and then (demo-server
 // --epoch-interval).
 
@@ -382,6 +383,22 @@ try {
   );
   const popup2 = await call({ type: "popup-state" });
   check(popup2.reports.length === reports.length && popup2.queue.length === 0, "popup: reports or queue wrong after the re-check");
+  // Reports leave only with the user's consent (the popup's button).
+  check(data.reportsSent === undefined, "a report was sent without the user asking");
+  if (reports.length) {
+    const leaf = reports[0].leaf_hash;
+    const refused = await sendMessage({ type: "send-report", leaf_hash: leaf });
+    check(refused?.ok === false && data.reportsSent === undefined, "send-report without consent was not refused");
+    const sent = await call({ type: "send-report", leaf_hash: leaf, consent: true });
+    check(sent.result === "received", `send-report: ${JSON.stringify(sent)}`);
+    const again = await call({ type: "send-report", leaf_hash: leaf, consent: true });
+    check(again.result === "already reported", `send-report again: ${JSON.stringify(again)}`);
+    const popup3 = await call({ type: "popup-state" });
+    const shown = popup3.reports.find((r) => r.leaf_hash === leaf);
+    check(shown?.sent?.result === "already reported", `popup: sent report ${JSON.stringify(shown)}`);
+    check(popup3.reports.filter((r) => r.sent).length === 1, "popup: a report shown sent that was not");
+    result.report_sent = sent;
+  }
   Object.assign(result, {
     epochs: [epoch1, data.status.lastEpoch],
     queued: { by_hand: added.queued, via_connections: conn.length },

@@ -91,6 +91,11 @@ enum Cmd {
         /// Clock for the MMD decision (ms since the Unix epoch; default now).
         #[arg(long)]
         now_ms: Option<u64>,
+        /// Send a misbehaviour report, if the audit produces one, to the
+        /// auditor (`POST /v1/reports`). The report names the certificate:
+        /// without this flag it is only printed.
+        #[arg(long)]
+        send_report: bool,
     },
 }
 
@@ -216,6 +221,7 @@ async fn main() -> anyhow::Result<()> {
             server,
             queue,
             now_ms: now,
+            send_report,
         } => {
             let now = now.unwrap_or_else(now_ms);
             let (list, chain, checked) = load(&cert).await?;
@@ -273,7 +279,24 @@ async fn main() -> anyhow::Result<()> {
                         }
                     ),
                     Outcome::Misbehaviour(r) => {
-                        println!("MISBEHAVIOUR REPORT:\n{}", serde_json::to_string_pretty(r)?)
+                        println!("MISBEHAVIOUR REPORT:\n{}", serde_json::to_string_pretty(r)?);
+                        if send_report {
+                            match auditor.send_report(r).await {
+                                Ok(receipt) => println!(
+                                    "report sent to {}: {}{}",
+                                    auditor.base(),
+                                    receipt.status,
+                                    if receipt.duplicate { " (already reported)" } else { "" }
+                                ),
+                                Err(e) => eprintln!("sct-audit: the report was not accepted: {e}"),
+                            }
+                        } else {
+                            println!(
+                                "not sent (it names the certificate): pass --send-report, or POST the JSON above to {}{}",
+                                auditor.base(),
+                                audit_proto::report::REPORTS_PATH
+                            );
+                        }
                     }
                     _ => {}
                 }
