@@ -32,7 +32,9 @@
 //!
 //! Persistence: an epoch is built in `.building-<id>` and published by
 //! renaming it to `epoch-<id>` after every file is fsynced, so a reader sees
-//! either nothing or a complete epoch. Each artifact carries a SHA-256
+//! either nothing or a complete epoch. What a builder killed mid-build
+//! leaves behind is removed at the next start-up or prune
+//! ([`crate::builddir`]). Each artifact carries a SHA-256
 //! trailer; a restarted server reloads the newest epoch without
 //! recomputing A1·D (`pir_core::server::Server::from_hint`).
 //!
@@ -804,9 +806,14 @@ impl EpochDir {
         self.root.join(format!("epoch-{id:012}"))
     }
 
-    /// Starts building epoch `id`: an empty private directory.
+    /// Starts building epoch `id`: an empty private directory, claimed by
+    /// this process until [`EpochDir::commit`] (or a failed build's
+    /// removal) releases it ([`crate::builddir`]). Fails if another living
+    /// process is building `id` here; a directory left by a dead builder
+    /// is removed.
     pub fn begin(&self, id: u64) -> Result<PathBuf> {
         let tmp = self.root.join(format!(".building-{id:012}"));
+        crate::builddir::claim(&tmp)?;
         if tmp.exists() {
             std::fs::remove_dir_all(&tmp).map_err(io(&tmp))?;
         }
@@ -825,19 +832,22 @@ impl EpochDir {
             )));
         }
         std::fs::rename(tmp, &dst).map_err(io(&dst))?;
+        crate::builddir::release(tmp);
         std::fs::File::open(&self.root)
             .and_then(|d| d.sync_all())
             .map_err(io(&self.root))?;
         Ok(dst)
     }
 
-    /// Deletes all but the newest `keep` epochs and stale build dirs.
+    /// Deletes all but the newest `keep` epochs, and the build directories
+    /// of dead builders ([`EpochDir::remove_stale_builds`]).
     pub fn prune(&self, keep: usize) -> Result<()> {
         let ids = self.list()?;
         for id in ids.iter().take(ids.len().saturating_sub(keep)) {
             let p = self.path(*id);
             std::fs::remove_dir_all(&p).map_err(io(&p))?;
         }
+        self.remove_stale_builds()?;
         Ok(())
     }
 }
@@ -888,6 +898,7 @@ where
             if let Err(rm) = std::fs::remove_dir_all(&tmp) {
                 tracing::warn!(dir = %tmp.display(), error = %rm, "could not remove a failed build");
             }
+            crate::builddir::release(&tmp);
             return Err(e);
         }
     };

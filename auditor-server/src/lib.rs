@@ -3,6 +3,8 @@
 //! §6–7) and answers hintless YPIR single-bit queries on them over HTTP
 //! (YPIR Construction 3.1, §4.3 batching).
 //!
+//! * [`builddir`]: which process owns a `.building-*` directory;
+//!   removing those of builders that died.
 //! * [`epoch`]: snapshot → salts → filters → PIR databases → DBSetup →
 //!   persisted artifacts; loading them back.
 //! * [`state`]: the served epochs (current + previous during a grace
@@ -29,6 +31,7 @@
 
 pub mod batch;
 pub mod bench;
+pub mod builddir;
 pub mod config;
 pub mod conn;
 pub mod epoch;
