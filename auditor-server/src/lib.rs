@@ -23,6 +23,7 @@
 //!   of n").
 //! * [`service`]: start-up, scheduled builds, reloads, graceful shutdown.
 //! * [`bench`](mod@bench): the load and build benchmarks.
+//! * [`soak`]: the load run with junk (`bench soak`).
 //!
 //! The wire contract lives in `audit-proto` and `docs/protocol.md`.
 #![warn(unreachable_pub)]
@@ -42,6 +43,7 @@ pub mod plan;
 pub mod routes;
 pub mod service;
 pub mod shard;
+pub mod soak;
 pub mod state;
 
 pub use config::Config;
