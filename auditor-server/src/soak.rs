@@ -3,10 +3,13 @@
 //!
 //! The server runs as a child process (this executable, `serve`) under a
 //! lowered descriptor limit (`ulimit -n`, [`SoakArgs::server_nofile`]),
-//! reloading epochs from its epoch directory every second. This process
-//! builds the epochs (one PIR database of 2^db_bits bits over synthetic
-//! leaf hashes, fresh salts and seeds each time), publishes one every
-//! [`SoakArgs::epoch_every`] seconds into that directory, and drives:
+//! reloading epochs from its epoch directory every second, as a server
+//! does whose epochs are built elsewhere (`auditor-server build-epoch`).
+//! This process builds the epochs beforehand (one PIR database of
+//! 2^db_bits bits over synthetic leaf hashes, fresh salts and seeds each
+//! time, so that its builds do not compete with the server for the cores
+//! during the run), publishes one every [`SoakArgs::epoch_every`] seconds
+//! into that directory, and drives:
 //!
 //! * **honest clients** ([`SoakArgs::clients`]), each in a closed loop:
 //!   fetch the manifest (again every 10 s, and when the epoch is no longer
@@ -95,8 +98,8 @@ pub struct SoakArgs {
     /// The server's header, idle and body timeouts (ms).
     #[arg(long, value_delimiter = ',', default_value = "10000,30000,20000")]
     pub timeouts_ms: Vec<u64>,
-    /// Tiny sizes for CI: 2^18-bit epochs, 8 clients, 10 s phases, a new
-    /// epoch every 8 s, 8 slow bodies and heads, a server limit of 128
+    /// Tiny sizes for CI: 2^16-bit epochs, 8 clients, 8 s phases, a new
+    /// epoch every 4 s, 8 slow bodies and heads, a server limit of 128
     /// descriptors, 1-2 s timeouts.
     #[arg(long)]
     pub tiny: bool,
@@ -105,11 +108,11 @@ pub struct SoakArgs {
 impl SoakArgs {
     fn tiny(mut self) -> SoakArgs {
         if self.tiny {
-            self.db_bits = 18;
+            self.db_bits = 16;
             self.clients = 8;
-            self.phase_seconds = 10;
+            self.phase_seconds = 8;
             self.warmup_seconds = 2;
-            self.epoch_every = 8;
+            self.epoch_every = 4;
             self.slow_drip = 8;
             self.slowloris = 8;
             self.idle = 0;
@@ -150,6 +153,11 @@ pub struct PhaseReport {
     pub stale_epoch: usize,
     /// Decoded bits that differ from the clear filter.
     pub wrong_bits: usize,
+    /// Queries whose connection failed (reset, closed), retried once on a
+    /// new connection; a second failure counts as failed.
+    pub connection_errors_retried: usize,
+    /// Some of those connection errors.
+    pub connection_error_samples: Vec<String>,
     /// Epochs the honest clients queried.
     pub epochs_seen: Vec<u64>,
     /// The server's largest resident set (MiB), sampled twice a second.
@@ -203,7 +211,7 @@ pub struct SoakReport {
     /// Epochs published during the run (after the first).
     pub epochs_published: usize,
     /// Seconds each build took in this process (filters + DBSetup +
-    /// persist).
+    /// persist), before the run.
     pub build_s: Vec<f64>,
     /// The server's descriptor limit.
     pub server_nofile: u64,
@@ -368,6 +376,8 @@ struct PhaseAcc {
     open_max: i64,
     fds_max: usize,
     samples: Vec<String>,
+    transport_retried: usize,
+    transport_samples: Vec<String>,
 }
 
 /// Shared run state.
@@ -452,7 +462,7 @@ pub async fn run(args: &SoakArgs) -> Result<SoakReport> {
         coverage: Vec::new(),
     });
     let bp = BuildParams::from_config(&config)?;
-    let n_queries = if args.tiny { 16 } else { 128 };
+    let n_queries = if args.tiny { 16 } else { 64 };
     let epochs: EpochMap = Arc::new(RwLock::new(HashMap::new()));
     eprintln!(
         "building epoch 1 (2^{} bits, {entries} entries)…",
@@ -470,6 +480,22 @@ pub async fn run(args: &SoakArgs) -> Result<SoakReport> {
         .unwrap_or_else(|p| p.into_inner())
         .insert(1, Arc::new(data));
     dir.commit(1, &out)?;
+    // The epochs published during the run, built beforehand so that the
+    // run measures the server (loading and swapping epochs under load),
+    // not this process's builds competing with it for the cores.
+    let swaps = (args.warmup_seconds + 2 * args.phase_seconds) / args.epoch_every.max(1);
+    let mut build_s = vec![first_build_s];
+    let mut prebuilt = Vec::new();
+    for id in 2..=swaps + 1 {
+        eprintln!("building epoch {id} of {}…", swaps + 1);
+        let (dir, snap, bp) = (dir.clone(), snap.clone(), bp.clone());
+        let (out, data, secs, _) =
+            tokio::task::spawn_blocking(move || build_one(&dir, id, &snap, &bp, n_queries))
+                .await
+                .map_err(internal)??;
+        build_s.push(secs);
+        prebuilt.push((id, out, data));
+    }
 
     // The server, under its own descriptor limit.
     let cfg_path = tmp.path().join("auditor.toml");
@@ -544,11 +570,10 @@ pub async fn run(args: &SoakArgs) -> Result<SoakReport> {
         junk_on: AtomicBool::new(false),
         open_now: AtomicU64::new(0),
     });
-    let result = drive(&run, &args, pid, &dir, snap, bp, n_queries, idle_conns).await;
+    let result = drive(&run, &args, pid, &dir, prebuilt, idle_conns).await;
     let _ = child.kill();
     let _ = child.wait();
-    let (build_s, published) = result?;
-    let _ = first_build_s;
+    let published = result?;
 
     // Report.
     let names = ["warm-up", "without junk", "with junk"];
@@ -575,6 +600,8 @@ pub async fn run(args: &SoakArgs) -> Result<SoakReport> {
             retried_503: acc.retried_503,
             stale_epoch: acc.stale_epoch,
             wrong_bits: acc.wrong_bits,
+            connection_errors_retried: acc.transport_retried,
+            connection_error_samples: acc.transport_samples,
             epochs_seen: acc.epochs.iter().copied().collect(),
             server_max_rss_mib: acc.max_rss_kib as f64 / 1024.0,
             open_connections_max: acc.open_max,
@@ -645,20 +672,17 @@ pub async fn run(args: &SoakArgs) -> Result<SoakReport> {
     })
 }
 
-/// The run itself: clients, samplers, junk and epoch swaps through the
-/// phases. Returns the build times and the number of epochs published
-/// after the first.
-#[allow(clippy::too_many_arguments)]
+/// The run itself: clients, samplers, junk and epoch swaps (publishing
+/// the `prebuilt` epochs one by one) through the phases. Returns the
+/// number of epochs published after the first.
 async fn drive(
     run: &Arc<Run>,
     args: &SoakArgs,
     pid: u32,
     dir: &EpochDir,
-    snap: Arc<Snapshot>,
-    bp: BuildParams,
-    n_queries: usize,
+    prebuilt: Vec<(u64, PathBuf, EpochData)>,
     idle_conns: usize,
-) -> Result<(Vec<f64>, usize)> {
+) -> Result<usize> {
     let mut tasks = Vec::new();
     // Wait for epoch 1.
     let probe = reqwest::Client::builder()
@@ -727,33 +751,17 @@ async fn drive(
     // Honest clients.
     for c in 0..args.clients {
         let run = run.clone();
-        tasks.push(tokio::spawn(async move { honest(run, c).await }));
+        let idle_ms = args.timeouts_ms[1];
+        tasks.push(tokio::spawn(async move { honest(run, c, idle_ms).await }));
     }
     // Epoch swaps.
     let swaps = {
         let run = run.clone();
         let (dir, every) = (dir.clone(), args.epoch_every);
         tokio::spawn(async move {
-            let mut build_s = Vec::new();
             let mut published = 0usize;
             let mut next_at = Instant::now() + Duration::from_secs(every);
-            let mut id = 1u64;
-            while !run.done() {
-                id += 1;
-                let (d, s, b) = (dir.clone(), snap.clone(), bp.clone());
-                let built =
-                    tokio::task::spawn_blocking(move || build_one(&d, id, &s, &b, n_queries))
-                        .await
-                        .map_err(internal)
-                        .and_then(|r| r);
-                let (out, data, secs, _) = match built {
-                    Ok(b) => b,
-                    Err(e) => {
-                        eprintln!("soak: building epoch {id} failed: {e}");
-                        return (build_s, published);
-                    }
-                };
-                build_s.push(secs);
+            for (id, out, data) in prebuilt {
                 tokio::time::sleep_until(next_at.into()).await;
                 if run.done() {
                     break;
@@ -765,12 +773,12 @@ async fn drive(
                 }
                 if let Err(e) = dir.commit(id, &out).and_then(|_| dir.prune(3)) {
                     eprintln!("soak: publishing epoch {id} failed: {e}");
-                    return (build_s, published);
+                    return published;
                 }
                 published += 1;
                 next_at += Duration::from_secs(every);
             }
-            (build_s, published)
+            published
         })
     };
     // Phases.
@@ -826,15 +834,17 @@ async fn drive(
     for t in tasks {
         t.abort();
     }
-    let (build_s, published) = swaps.await.map_err(internal)?;
-    Ok((build_s, published))
+    swaps.await.map_err(internal)
 }
 
 /// One honest client.
-async fn honest(run: Arc<Run>, seed: usize) {
+async fn honest(run: Arc<Run>, seed: usize, idle_ms: u64) {
+    // A kept-alive connection is not reused once the server may be closing
+    // it (its idle timeout), as browsers do.
     let http = match reqwest::Client::builder()
         .timeout(Duration::from_secs(120))
         .pool_max_idle_per_host(1)
+        .pool_idle_timeout(Duration::from_millis(idle_ms / 2))
         .build()
     {
         Ok(h) => h,
@@ -843,6 +853,7 @@ async fn honest(run: Arc<Run>, seed: usize) {
     let mut rng = Rng::new();
     rng.0 ^= seed as u64;
     let mut manifest: Option<(u64, Instant)> = None;
+    let mut retried = false;
     while !run.done() {
         let phase = run.phase.load(Ordering::Relaxed);
         let fail = |why: String| {
@@ -907,9 +918,26 @@ async fn honest(run: Arc<Run>, seed: usize) {
             .send()
             .await;
         let resp = match sent {
-            Ok(r) => r,
+            Ok(r) => {
+                retried = false;
+                r
+            }
+            Err(e) if !retried => {
+                // A connection error: retried once on a new connection,
+                // as a browser would, and counted apart.
+                retried = true;
+                run.acc(phase, |a| {
+                    a.transport_retried += 1;
+                    if a.transport_samples.len() < 10 {
+                        a.transport_samples
+                            .push(format!("epoch {epoch}: {}", chain(&e)));
+                    }
+                });
+                continue;
+            }
             Err(e) => {
-                fail(format!("epoch {epoch}: {}", chain(&e)));
+                retried = false;
+                fail(format!("epoch {epoch} (after a retry): {}", chain(&e)));
                 continue;
             }
         };
@@ -1209,7 +1237,7 @@ pub fn summary(r: &SoakReport) -> String {
     for p in &r.phases {
         s += &format!(
             "  {:<13} {:>7} queries, {:>6.1} q/s, p50 {:>7.1} ms, p99 {:>7.1} ms, max {:>7.1} ms; failed {}, \
-             503 retried {}, stale epoch {}, wrong bits {}; server RSS ≤ {:.0} MiB, open connections ≤ {}, fds ≤ {}\n",
+             503 retried {}, connection errors retried {}, stale epoch {}, wrong bits {}; server RSS ≤ {:.0} MiB, open connections ≤ {}, fds ≤ {}\n",
             p.phase,
             p.queries,
             p.qps,
@@ -1218,6 +1246,7 @@ pub fn summary(r: &SoakReport) -> String {
             p.max_ms,
             p.failed,
             p.retried_503,
+            p.connection_errors_retried,
             p.stale_epoch,
             p.wrong_bits,
             p.server_max_rss_mib,
