@@ -103,7 +103,7 @@ enum Answer {
     /// The honest answer's header (version, seed id) over random bytes.
     HeaderThenRandom,
     /// The honest answer to another client's query for the same bit.
-    OtherQuerysAnswer,
+    AnotherQuerys,
     /// An empty 200.
     Empty,
     /// A JSON error body with status 200.
@@ -213,7 +213,7 @@ async fn handle(fake: Arc<Fake>, method: Method, uri: Uri, body: Bytes) -> Respo
             }
             Err(e) => (StatusCode::BAD_REQUEST, e.to_string()).into_response(),
         },
-        Answer::OtherQuerysAnswer => {
+        Answer::AnotherQuerys => {
             let m = &current.manifest;
             let spec = &m.dbs[0];
             let shape = DbShape {
@@ -354,7 +354,7 @@ async fn garbage_answers_give_errors_and_retries_never_not_found() -> Result<(),
         Answer::RandomRightLength,
         Answer::RandomWrongLength,
         Answer::HeaderThenRandom,
-        Answer::OtherQuerysAnswer,
+        Answer::AnotherQuerys,
         Answer::Empty,
         Answer::JsonWith200,
         Answer::Html500,
@@ -391,7 +391,7 @@ async fn garbage_answers_give_errors_and_retries_never_not_found() -> Result<(),
     // noise is refused): more tries, never a bit.
     for _ in 0..5 {
         let mut q = queue(None);
-        fake.script(&[], &[Answer::OtherQuerysAnswer; 1 + EPOCH_RETRIES]);
+        fake.script(&[], &[Answer::AnotherQuerys; 1 + EPOCH_RETRIES]);
         assert!(step(&auditor, &mut q).await.is_err());
         assert!(q.items[0].not_found_in.is_none());
     }
