@@ -7,6 +7,8 @@
 //!   time; queries/s, p50/p99 latency and mean batch size per level, plus
 //!   the in-process answer time of the same database for comparison
 //!   (HTTP + batching overhead as a ratio).
+//! * `bench soak`: honest clients and junk for minutes against a `serve`
+//!   process ([`crate::soak`]; figures in docs/reliability.md).
 //! * `bench build`: a SQLite store filled with n synthetic entries, then
 //!   snapshot → filters → DBSetup → persist, and a reload of the persisted
 //!   epoch (what a restart costs).
@@ -48,6 +50,10 @@ pub enum BenchCmd {
         #[arg(long, default_value_t = 0)]
         threads: usize,
     },
+    /// Honest clients verifying every bit, with junk mixed in, against a
+    /// `serve` process under a lowered descriptor limit, a new epoch every
+    /// minute ([`crate::soak`]).
+    Soak(crate::soak::SoakArgs),
     /// Epoch build time from a store of n entries.
     Build {
         /// Store sizes.
@@ -72,6 +78,11 @@ pub async fn run(cmd: &BenchCmd) -> Result<serde_json::Value> {
             )
             .await?,
         ),
+        BenchCmd::Soak(args) => {
+            let report = crate::soak::run(args).await?;
+            eprintln!("{}", crate::soak::summary(&report));
+            serde_json::to_value(report)
+        }
         BenchCmd::Build { entries } => {
             let mut out = Vec::new();
             for &n in entries {

@@ -32,7 +32,9 @@
 //!
 //! Persistence: an epoch is built in `.building-<id>` and published by
 //! renaming it to `epoch-<id>` after every file is fsynced, so a reader sees
-//! either nothing or a complete epoch. Each artifact carries a SHA-256
+//! either nothing or a complete epoch. What a builder killed mid-build
+//! leaves behind is removed at the next start-up or prune
+//! ([`crate::builddir`]). Each artifact carries a SHA-256
 //! trailer; a restarted server reloads the newest epoch without
 //! recomputing A1·D (`pir_core::server::Server::from_hint`).
 //!
@@ -526,7 +528,9 @@ pub fn build_planned(
         let hint_path = out.join(hint_name(id));
         let mut f =
             std::io::BufWriter::new(std::fs::File::create(&hint_path).map_err(io(&hint_path))?);
-        server.write_hint(&mut f)?;
+        server
+            .write_hint(&mut f)
+            .map_err(|e| hint_write_error(&hint_path, e))?;
         let f = f.into_inner().map_err(|e| Error::Io {
             path: hint_path.display().to_string(),
             source: e.into_error(),
@@ -593,7 +597,7 @@ pub fn load_epoch(
             bits: spec.bits,
             manifest: digest,
         };
-        let bitmap = read_bits(&bpath, &header)?;
+        let bitmap = read_bits(&bpath, &header, &mpath)?;
         let db = BitDatabase::from_bitmap_owned(spec.bits, bitmap)?.into_database();
         let shape = db.shape();
         if shape
@@ -673,6 +677,18 @@ fn hint_name(id: usize) -> String {
     format!("db-{id:04}.hint")
 }
 
+/// A failed hint write as an I/O error naming the file (pir-core's error
+/// keeps the kind, e.g. `StorageFull`, but knows no path).
+fn hint_write_error(path: &Path, e: pir_core::Error) -> Error {
+    match e {
+        pir_core::Error::Io { kind, message } => Error::Io {
+            path: path.display().to_string(),
+            source: std::io::Error::new(kind, message),
+        },
+        e => e.into(),
+    }
+}
+
 fn corrupt(path: &Path, why: String) -> Error {
     Error::Corrupt {
         path: path.display().to_string(),
@@ -740,8 +756,10 @@ fn write_bits(path: &Path, header: &BitsHeader, bitmap: &[u8]) -> Result<()> {
     f.sync_all().map_err(io(path))
 }
 
-/// Reads the bitmap of a file whose header must equal `want`.
-fn read_bits(path: &Path, want: &BitsHeader) -> Result<Vec<u8>> {
+/// Reads the bitmap of a file whose header must equal `want`, taken from
+/// the manifest at `manifest` (named in the errors: either file may be the
+/// wrong one).
+fn read_bits(path: &Path, want: &BitsHeader, manifest: &Path) -> Result<Vec<u8>> {
     let body = want.bits.div_ceil(8);
     let len = BITS_HEADER as u64 + body + 32;
     let mut buf = read_capped(path, len)?;
@@ -773,18 +791,34 @@ fn read_bits(path: &Path, want: &BitsHeader) -> Result<Vec<u8>> {
         &data[BITS_HEADER - 32..BITS_HEADER],
     );
     if fields != &expected[..BITS_HEADER - 32] {
+        let le = |r: std::ops::Range<usize>| {
+            let mut b = [0u8; 8];
+            b[..r.len()].copy_from_slice(&fields[r]);
+            u64::from_le_bytes(b)
+        };
         return Err(corrupt(
             path,
-            "header (epoch, database, size) does not match the manifest".into(),
+            format!(
+                "header (epoch {}, database {}, {} bits) does not match {} (epoch {}, \
+                 database {}, {} bits): a file of another epoch or database",
+                le(8..16),
+                le(16..20),
+                le(20..28),
+                manifest.display(),
+                want.epoch,
+                want.db,
+                want.bits
+            ),
         ));
     }
     if bound != want.manifest {
         return Err(corrupt(
             path,
             format!(
-                "built for another manifest: manifest.json has SHA-256 {}, this \
-                 database was built with {} (manifest.json changed after the \
-                 build, or belongs to another one)",
+                "built for another manifest: {} has SHA-256 {}, this database was \
+                 built with {} (the manifest changed after the build, or belongs to \
+                 another one)",
+                manifest.display(),
                 audit_proto::hex::encode(&want.manifest),
                 audit_proto::hex::encode(bound)
             ),
@@ -903,9 +937,14 @@ impl EpochDir {
         self.root.join(format!("epoch-{id:012}"))
     }
 
-    /// Starts building epoch `id`: an empty private directory.
+    /// Starts building epoch `id`: an empty private directory, claimed by
+    /// this process until [`EpochDir::commit`] (or a failed build's
+    /// removal) releases it ([`crate::builddir`]). Fails if another living
+    /// process is building `id` here; a directory left by a dead builder
+    /// is removed.
     pub fn begin(&self, id: u64) -> Result<PathBuf> {
         let tmp = self.root.join(format!(".building-{id:012}"));
+        crate::builddir::claim(&tmp)?;
         if tmp.exists() {
             std::fs::remove_dir_all(&tmp).map_err(io(&tmp))?;
         }
@@ -924,19 +963,22 @@ impl EpochDir {
             )));
         }
         std::fs::rename(tmp, &dst).map_err(io(&dst))?;
+        crate::builddir::release(tmp);
         std::fs::File::open(&self.root)
             .and_then(|d| d.sync_all())
             .map_err(io(&self.root))?;
         Ok(dst)
     }
 
-    /// Deletes all but the newest `keep` epochs and stale build dirs.
+    /// Deletes all but the newest `keep` epochs, and the build directories
+    /// of dead builders ([`EpochDir::remove_stale_builds`]).
     pub fn prune(&self, keep: usize) -> Result<()> {
         let ids = self.list()?;
         for id in ids.iter().take(ids.len().saturating_sub(keep)) {
             let p = self.path(*id);
             std::fs::remove_dir_all(&p).map_err(io(&p))?;
         }
+        self.remove_stale_builds()?;
         Ok(())
     }
 }
@@ -987,6 +1029,7 @@ where
             if let Err(rm) = std::fs::remove_dir_all(&tmp) {
                 tracing::warn!(dir = %tmp.display(), error = %rm, "could not remove a failed build");
             }
+            crate::builddir::release(&tmp);
             return Err(e);
         }
     };
@@ -1100,13 +1143,16 @@ mod tests {
             manifest: [7; 32],
         };
         write_bits(&p, &h, &bitmap).unwrap();
-        assert_eq!(read_bits(&p, &h).unwrap(), bitmap);
+        assert_eq!(
+            read_bits(&p, &h, Path::new("manifest.json")).unwrap(),
+            bitmap
+        );
         for other in [
             BitsHeader { epoch: 4, ..h },
             BitsHeader { db: 0, ..h },
             BitsHeader { bits: 792, ..h },
         ] {
-            assert!(read_bits(&p, &other).is_err());
+            assert!(read_bits(&p, &other, Path::new("manifest.json")).is_err());
         }
         let err = read_bits(
             &p,
@@ -1114,6 +1160,7 @@ mod tests {
                 manifest: [8; 32],
                 ..h
             },
+            Path::new("manifest.json"),
         )
         .unwrap_err()
         .to_string();
@@ -1121,7 +1168,10 @@ mod tests {
         let mut raw = std::fs::read(&p).unwrap();
         raw[70] ^= 1;
         std::fs::write(&p, &raw).unwrap();
-        assert!(matches!(read_bits(&p, &h), Err(Error::Corrupt { .. })));
+        assert!(matches!(
+            read_bits(&p, &h, Path::new("manifest.json")),
+            Err(Error::Corrupt { .. })
+        ));
     }
 
     /// A format-1 file (no manifest digest) is refused with a message that
@@ -1146,10 +1196,14 @@ mod tests {
             bits: 800,
             manifest: [0; 32],
         };
-        let err = read_bits(&p, &h).unwrap_err().to_string();
+        let err = read_bits(&p, &h, Path::new("manifest.json"))
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("format 1") && err.contains("rebuild"), "{err}");
         std::fs::write(&p, b"garbage").unwrap();
-        let err = read_bits(&p, &h).unwrap_err().to_string();
+        let err = read_bits(&p, &h, Path::new("manifest.json"))
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("bad magic"), "{err}");
     }
 }

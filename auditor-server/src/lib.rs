@@ -3,6 +3,8 @@
 //! §6–7) and answers hintless YPIR single-bit queries on them over HTTP
 //! (YPIR Construction 3.1, §4.3 batching).
 //!
+//! * [`builddir`]: which process owns a `.building-*` directory;
+//!   removing those of builders that died.
 //! * [`epoch`]: snapshot → salts → filters → PIR databases → DBSetup →
 //!   persisted artifacts; loading them back.
 //! * [`state`]: the served epochs (current + previous during a grace
@@ -25,6 +27,7 @@
 //!   of n").
 //! * [`service`]: start-up, scheduled builds, reloads, graceful shutdown.
 //! * [`bench`](mod@bench): the load and build benchmarks.
+//! * [`soak`]: the load run with junk (`bench soak`).
 //!
 //! The wire contract lives in `audit-proto` and `docs/protocol.md`.
 #![warn(unreachable_pub)]
@@ -33,6 +36,7 @@
 
 pub mod batch;
 pub mod bench;
+pub mod builddir;
 pub mod config;
 pub mod conn;
 pub mod epoch;
@@ -45,6 +49,7 @@ pub mod reports;
 pub mod routes;
 pub mod service;
 pub mod shard;
+pub mod soak;
 pub mod state;
 
 pub use config::Config;

@@ -52,6 +52,23 @@ pub struct Service {
     timeout_seen: std::sync::atomic::AtomicU64,
 }
 
+/// Refuses an epoch loaded from the directory of epoch `id` whose
+/// manifest names another epoch (a directory renamed or copied by hand):
+/// its files are consistent among themselves, but clients would be told
+/// another id than the one it was published under.
+fn check_dir_id(dir: &std::path::Path, id: u64, epoch: Epoch) -> Result<Epoch> {
+    if epoch.manifest.epoch != id {
+        return Err(Error::Corrupt {
+            path: dir.join(epoch::MANIFEST_FILE).display().to_string(),
+            why: format!(
+                "names epoch {}, but lies in the directory of epoch {id} (renamed or copied?)",
+                epoch.manifest.epoch
+            ),
+        });
+    }
+    Ok(epoch)
+}
+
 /// Longest delay between retries of the start-up build.
 const MAX_BUILD_RETRY: Duration = Duration::from_secs(300);
 
@@ -173,7 +190,10 @@ impl Service {
                 tokio::task::spawn_blocking(move || epoch::load_epoch(&path, &shard, &budget))
                     .await
                     .map_err(|e| Error::Internal(e.to_string()))?;
-            match loaded.and_then(|epoch| self.publish(epoch)) {
+            match loaded
+                .and_then(|epoch| check_dir_id(&self.dir.path(id), id, epoch))
+                .and_then(|epoch| self.publish(epoch))
+            {
                 Ok(_) => break,
                 Err(e) => {
                     let why = error_chain(&e);
@@ -369,6 +389,11 @@ impl Service {
             epoch_dir = %self.dir.root().display(),
             "auditor-server starting"
         );
+        // Build directories of builders killed mid-build (this process's
+        // previous life included) are never loaded; free their space.
+        if let Err(e) = self.dir.remove_stale_builds() {
+            tracing::warn!(error = %error_chain(&e), "could not remove stale build directories");
+        }
         let served = match self.reload().await {
             Ok(s) => s,
             Err(e) => {

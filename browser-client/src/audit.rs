@@ -183,9 +183,11 @@ pub struct ReadyRun {
     pub epoch_retired: bool,
 }
 
-/// How many times an audit step refetches the manifest when the epoch it
-/// was probing is retired under it (epochs rotate daily; two rotations
-/// during one step mean something else is wrong).
+/// How many times an audit step refetches the manifest and tries again
+/// when the epoch it was probing is retired under it (epochs rotate daily;
+/// two rotations during one step mean something else is wrong), or when
+/// the auditor's manifest or answer could not be used (a network error, an
+/// error status, an answer that does not decode).
 pub const EPOCH_RETRIES: usize = 2;
 
 /// Whether `e` is the auditor saying the queried epoch is no longer served.
@@ -292,7 +294,15 @@ pub async fn run_ready(
 /// Queues the auditable SCTs of `chain[0]` and runs every ready audit of
 /// `queue` against the auditor's current epoch (one fresh random filter
 /// per audit). Returns what happened, including queued audits from earlier
-/// calls; the caller saves the queue.
+/// calls; the caller saves the queue — also when this returns an error.
+///
+/// An answer that cannot be used — garbage, a wrong length, an answer
+/// under another epoch's seed, an error status — is never read as a bit:
+/// the step fetches the manifest again and retries, up to
+/// [`EPOCH_RETRIES`] times, then returns the error. The audit stays queued
+/// as it was (results recorded before the error stay recorded in `queue`),
+/// so a hostile or broken auditor yields errors and retries, never a
+/// `NotFound`.
 pub async fn audit_now(
     auditor: &Auditor,
     queue: &mut PendingQueue,
@@ -312,9 +322,17 @@ pub async fn audit_now(
     }
     let mut stats = Vec::new();
     for attempt in 0..=EPOCH_RETRIES {
-        let (manifest, _) = auditor.manifest().await?;
-        let prober = Prober::new(Arc::new(manifest));
-        let run = run_ready(auditor, &prober, queue, now_ms).await?;
+        let step = async {
+            let (manifest, _) = auditor.manifest().await?;
+            let prober = Prober::new(Arc::new(manifest));
+            run_ready(auditor, &prober, queue, now_ms).await
+        }
+        .await;
+        let run = match step {
+            Ok(run) => run,
+            Err(_) if attempt < EPOCH_RETRIES => continue,
+            Err(e) => return Err(e),
+        };
         stats.extend(run.ran.iter().map(|a| a.stats));
         out.extend(run.ran.into_iter().map(|a| a.outcome));
         if !run.epoch_retired || attempt == EPOCH_RETRIES {

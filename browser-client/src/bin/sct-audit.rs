@@ -242,8 +242,11 @@ async fn main() -> anyhow::Result<()> {
                 }
                 None => PendingQueue::new(),
             };
-            let (outcomes, _) = audit_now(&auditor, &mut q, &chain, &checked, now).await?;
+            // Saved also after an error: audits queued or recorded before
+            // it are kept, and the failed one is retried next time.
+            let done = audit_now(&auditor, &mut q, &chain, &checked, now).await;
             q.save()?;
+            let (outcomes, _) = done?;
             for o in &outcomes {
                 let log_id = o.log_id();
                 let name = list
