@@ -26,7 +26,7 @@ pub mod manifest;
 pub mod shard;
 
 pub use error::{Error, Result};
-pub use filter::{bit_index, FilterSpec, Salt};
+pub use filter::{bit_index, FilterSpec, HashVersion, Salt};
 pub use ids::{LeafHash, LogId};
 pub use manifest::{DbSpec, LogCoverage, Manifest, PirSpec, Probe};
 pub use shard::{ShardMap, ShardRule};

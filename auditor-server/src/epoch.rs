@@ -59,7 +59,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
-use audit_proto::filter::{FilterSpec, Salt};
+use audit_proto::filter::FilterSpec;
 use audit_proto::manifest::{
     encode_log_id, DbLayout, LogCoverage, Manifest, ManifestParts, PirSpec,
 };
@@ -252,16 +252,6 @@ fn bar(show: bool, len: u64, what: &str) -> ProgressBar {
     pb
 }
 
-/// Sets filter `salt`'s bit for every hash in `words` (the filter's
-/// `bits / 64` words).
-fn fill_filter(salt: &Salt, bits: u64, hashes: &[[u8; 32]], words: &mut [u8]) {
-    let hasher = audit_proto::filter::FilterHasher::new(salt);
-    for h in hashes {
-        let b = hasher.bit(h, bits);
-        words[(b / 8) as usize] |= 1 << (b % 8);
-    }
-}
-
 /// What fixes an epoch's manifest besides the snapshot's leaf hashes:
 /// its id, times, coverage, seeds and shard map.
 #[derive(Clone, Debug)]
@@ -417,9 +407,11 @@ pub fn build_planned(
     };
     let manifest_json = manifest.to_json();
     let digest = manifest_digest(&manifest_json);
-    let salts = &manifest.filter.salts;
     let mut servers: Vec<Option<Server>> = (0..manifest.dbs.len()).map(|_| None).collect();
     let pb = bar(bp.progress, own_filters, "hashing into filters");
+    let t = Instant::now();
+    let mut bitmaps = crate::fill::fill_databases(&manifest, own, hashes, &pb)?;
+    report.filters_s += t.elapsed().as_secs_f64();
     let mut set_bits = 0u64;
     for &d in own {
         let id = d as usize;
@@ -429,19 +421,11 @@ pub fn build_planned(
                 manifest.dbs.len()
             ))
         })?;
-        let (first, bits) = (spec.first_filter, spec.bits);
+        let bits = spec.bits;
         let t = Instant::now();
-        // zeroed and advised for huge pages before the filters write it, so
-        // the database needs no page collapse later
-        let mut bitmap = pir_core::mem::zeroed_huge::<u8>((bits / 8) as usize);
-        let chunk = (filter_bits / 8) as usize;
-        bitmap
-            .par_chunks_mut(chunk)
-            .enumerate()
-            .for_each(|(j, words)| {
-                fill_filter(&salts[first as usize + j], filter_bits, hashes, words);
-                pb.inc(1);
-            });
+        let bitmap = bitmaps[id]
+            .take()
+            .ok_or_else(|| Error::Internal(format!("database {d} listed twice")))?;
         set_bits += bitmap
             .par_iter()
             .map(|b| u64::from(b.count_ones()))

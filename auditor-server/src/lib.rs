@@ -33,6 +33,7 @@ pub mod config;
 pub mod conn;
 pub mod epoch;
 pub mod error;
+mod fill;
 pub mod memory;
 pub mod metrics;
 pub mod plan;
