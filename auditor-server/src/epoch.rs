@@ -187,8 +187,12 @@ pub struct BuildReport {
     pub dbs: usize,
     /// Total bytes of the databases built.
     pub db_bytes: u64,
-    /// Seconds hashing entries into filters (SHA-256, all cores).
+    /// Seconds hashing entries into filters (all cores).
     pub filters_s: f64,
+    /// CPU seconds of the process while hashing into filters (user +
+    /// system, all threads; 0 where not measurable).
+    #[serde(default)]
+    pub filters_cpu_s: f64,
     /// Seconds in YPIR DBSetup.
     pub setup_s: f64,
     /// Seconds writing artifacts (including fsync).
@@ -409,9 +413,12 @@ pub fn build_planned(
     let digest = manifest_digest(&manifest_json);
     let mut servers: Vec<Option<Server>> = (0..manifest.dbs.len()).map(|_| None).collect();
     let pb = bar(bp.progress, own_filters, "hashing into filters");
-    let t = Instant::now();
+    let (t, cpu) = (Instant::now(), crate::fill::cpu_seconds());
     let mut bitmaps = crate::fill::fill_databases(&manifest, own, hashes, &pb)?;
     report.filters_s += t.elapsed().as_secs_f64();
+    report.filters_cpu_s = cpu
+        .zip(crate::fill::cpu_seconds())
+        .map_or(0.0, |(a, b)| b - a);
     let mut set_bits = 0u64;
     for &d in own {
         let id = d as usize;

@@ -120,6 +120,20 @@ pub(crate) fn fill_filters(
     Ok(())
 }
 
+/// CPU seconds this process has used (user + system, all threads), from
+/// `/proc/self/stat` in USER_HZ = 100 ticks; `None` where that is not
+/// readable (not Linux). On a shared machine this counts the core-seconds
+/// a build phase cost, which wall time × cores does not.
+pub(crate) fn cpu_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the parenthesised command name (which may hold spaces):
+    // state is field 3, utime and stime fields 14 and 15.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
+    Some(ticks as f64 / 100.0)
+}
+
 /// The V2 keys of `hashes`, [`LANES`] per [`KeyLanes`] (the last one
 /// padded with zero keys, whose bits are never set).
 fn entry_keys(keyer: &EntryKeyer, hashes: &[[u8; 32]]) -> Vec<KeyLanes> {
@@ -222,6 +236,19 @@ mod tests {
                     assert_eq!(map, &want, "{version:?} n={n} filter {}", first + j as u32);
                 }
             }
+        }
+    }
+
+    #[test]
+    fn cpu_seconds_advance() {
+        if let Some(a) = cpu_seconds() {
+            let t = std::time::Instant::now();
+            let mut x = 0u64;
+            while t.elapsed().as_millis() < 300 {
+                x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(7));
+            }
+            let b = cpu_seconds().unwrap();
+            assert!(b - a >= 0.05, "{a} → {b}");
         }
     }
 
