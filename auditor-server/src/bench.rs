@@ -53,6 +53,11 @@ pub enum BenchCmd {
         /// Store sizes.
         #[arg(long, value_delimiter = ',', default_value = "100000,1000000")]
         entries: Vec<u64>,
+        /// Number of filters a (default: the configuration's, 768). Each
+        /// filter costs the same per entry, so fewer filters measure the
+        /// per-insertion cost of a large |S| in less time and memory.
+        #[arg(long)]
+        filters: Option<u32>,
     },
 }
 
@@ -72,10 +77,10 @@ pub async fn run(cmd: &BenchCmd) -> Result<serde_json::Value> {
             )
             .await?,
         ),
-        BenchCmd::Build { entries } => {
+        BenchCmd::Build { entries, filters } => {
             let mut out = Vec::new();
             for &n in entries {
-                out.push(build(n).await?);
+                out.push(build(n, *filters).await?);
             }
             serde_json::to_value(out)
         }
@@ -424,7 +429,7 @@ fn peak_rss_bytes() -> u64 {
         .unwrap_or(0)
 }
 
-async fn build(n: u64) -> Result<BuildBench> {
+async fn build(n: u64, filters: Option<u32>) -> Result<BuildBench> {
     let load_before = load_avg();
     use ct_store::{Commit, Entry, LogKind, LogMeta, Store};
     let tmp = tempfile::tempdir().map_err(crate::error::io(std::path::Path::new("tmp")))?;
@@ -468,10 +473,19 @@ async fn build(n: u64) -> Result<BuildBench> {
     }
     let fill_store_s = t.elapsed().as_secs_f64();
     drop(hashes);
-    let config = Config {
+    let mut config = Config {
         epoch_dir: tmp.path().join("epochs"),
         ..Config::default()
     };
+    if let Some(a) = filters {
+        if a == 0 || a > audit_proto::filter::MAX_FILTERS {
+            return Err(Error::Config(format!(
+                "--filters must be in 1..={}",
+                audit_proto::filter::MAX_FILTERS
+            )));
+        }
+        config.epoch.filters = a;
+    }
     let dir = epoch::EpochDir::open(&config.epoch_dir)?;
     let mut bp = BuildParams::from_config(&config)?;
     bp.progress = std::io::IsTerminal::is_terminal(&std::io::stderr());
