@@ -315,7 +315,10 @@ fn chacha20_lanes_portable(keys: &KeyLanes, counter: u32) -> [[u32; LANES]; 16] 
     s[4..12].copy_from_slice(keys);
     s[12] = [counter; LANES];
     let init = s;
+    // One loop over the lanes per quarter round, indexing four state
+    // words: the shape the compiler turns into vector instructions.
     #[inline(always)]
+    #[allow(clippy::needless_range_loop)]
     fn q(s: &mut [[u32; LANES]; 16], a: usize, b: usize, c: usize, d: usize) {
         for l in 0..LANES {
             s[a][l] = s[a][l].wrapping_add(s[b][l]);

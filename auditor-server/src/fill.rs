@@ -24,6 +24,10 @@ use rayon::prelude::*;
 
 use crate::error::{Error, Result};
 
+/// A filter of one keystream block: its first word in the block, its
+/// bitmap.
+type BlockFilter<'a> = (usize, &'a mut [u8]);
+
 /// Filters per ChaCha20 block (16 words, two per filter).
 const PER_BLOCK: u32 = 8;
 
@@ -102,7 +106,7 @@ pub(crate) fn fill_filters(
             let keys = entry_keys(&EntryKeyer::new(key64), hashes);
             // Group the filters by keystream block: block g holds the
             // words of filters 8g..8g+8.
-            let mut groups: Vec<(u32, Vec<(usize, &mut [u8])>)> = Vec::new();
+            let mut groups: Vec<(u32, Vec<BlockFilter<'_>>)> = Vec::new();
             for (filter, map) in filters {
                 let (g, word) = (filter / PER_BLOCK, 2 * (filter % PER_BLOCK) as usize);
                 match groups.last_mut() {
@@ -160,13 +164,13 @@ const PREFETCH_AHEAD: usize = 4;
 /// Sets the bits of the `n` entries (keys in `keys`) in the filters of
 /// keystream block `g`: `maps` holds (first word of the filter in the
 /// block, its bitmap).
-fn fill_block_v2(keys: &[KeyLanes], n: usize, g: u32, maps: &mut [(usize, &mut [u8])], bits: u64) {
+fn fill_block_v2(keys: &[KeyLanes], n: usize, g: u32, maps: &mut [BlockFilter<'_>], bits: u64) {
     const F: usize = PER_BLOCK as usize;
     // Bit indexes of the last few blocks of entries, set once their lines
     // had time to arrive.
     let mut pending = [[[0u64; LANES]; F]; PREFETCH_AHEAD];
     let mut valid_of = [0usize; PREFETCH_AHEAD];
-    let apply = |maps: &mut [(usize, &mut [u8])], idx: &[[u64; LANES]; F], valid: usize| {
+    let apply = |maps: &mut [BlockFilter<'_>], idx: &[[u64; LANES]; F], valid: usize| {
         for ((_, map), idx) in maps.iter_mut().zip(idx) {
             for &b in &idx[..valid] {
                 map[(b / 8) as usize] |= 1 << (b % 8);
