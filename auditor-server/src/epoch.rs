@@ -5,9 +5,10 @@
 //! 1. [`snapshot`] reads per-log coverage *first*, then streams the active
 //!    leaf hashes: anything committed in between only adds entries, so
 //!    "every entry up to `ingested_until` is in S" stays true.
-//! 2. Only then are the a salts drawn from the OS CSPRNG (Prop. 6.2 needs
-//!    the hash functions chosen after S is fixed), and N = |S| rounded up to
-//!    a multiple of 8, so each filter of k·N bits is whole 64-bit words.
+//! 2. Only then is the seed of the a filter hash functions drawn from the
+//!    OS CSPRNG (Prop. 6.2 needs the hash functions chosen after S is
+//!    fixed), and N = |S| rounded up to a multiple of 8, so each filter of
+//!    k·N bits is whole 64-bit words. The bits are set by `fill`.
 //! 3. Filters are grouped into PIR databases ([`plan_dbs`]): consecutive
 //!    filters are concatenated until a database would exceed
 //!    `db_bits_target`. At internet scale (k·N ≈ 2^35.2) every filter is its
