@@ -29,7 +29,7 @@ pub mod report;
 pub mod shard;
 
 pub use error::{Error, Result};
-pub use filter::{bit_index, FilterSpec, Salt};
+pub use filter::{bit_index, FilterSpec, HashVersion, Salt};
 pub use ids::{LeafHash, LogId};
 pub use manifest::{DbSpec, FillRatio, LogCoverage, Manifest, PirSpec, Probe};
 pub use shard::{ShardMap, ShardRule};

@@ -59,6 +59,11 @@ pub enum BenchCmd {
         /// Store sizes.
         #[arg(long, value_delimiter = ',', default_value = "100000,1000000")]
         entries: Vec<u64>,
+        /// Number of filters a (default: the configuration's, 768). Each
+        /// filter costs the same per entry, so fewer filters measure the
+        /// per-insertion cost of a large |S| in less time and memory.
+        #[arg(long)]
+        filters: Option<u32>,
     },
 }
 
@@ -83,10 +88,10 @@ pub async fn run(cmd: &BenchCmd) -> Result<serde_json::Value> {
             eprintln!("{}", crate::soak::summary(&report));
             serde_json::to_value(report)
         }
-        BenchCmd::Build { entries } => {
+        BenchCmd::Build { entries, filters } => {
             let mut out = Vec::new();
             for &n in entries {
-                out.push(build(n).await?);
+                out.push(build(n, *filters).await?);
             }
             serde_json::to_value(out)
         }
@@ -395,15 +400,48 @@ pub struct BuildBench {
     pub build: epoch::BuildReport,
     /// Snapshot + build, seconds.
     pub epoch_total_s: f64,
-    /// SHA-256 filter insertions per second (a·|S| / filters_s).
+    /// Filter insertions per second (a·|S| / filters_s).
     pub hashes_per_s: f64,
+    /// CPU nanoseconds per insertion of one entry into one filter
+    /// (`build.filters_cpu_s` / (a·|S|)): core-seconds, whatever else
+    /// runs on the machine.
+    pub filter_cpu_ns_per_insert: f64,
+    /// Threads of the build pool.
+    pub threads: usize,
+    /// Peak resident set of the process so far (`VmHWM`, bytes; 0 where
+    /// not measurable): run one size per process for a per-size figure.
+    pub peak_rss_bytes: u64,
+    /// 1-minute load average before and after (`/proc/loadavg`).
+    pub load_avg: [f64; 2],
     /// DBSetup throughput, MB/s.
     pub setup_mb_per_s: f64,
     /// Seconds to load the persisted epoch (a restart).
     pub reload_s: f64,
 }
 
-async fn build(n: u64) -> Result<BuildBench> {
+/// The 1-minute load average (0 where not readable).
+fn load_avg() -> f64 {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// The process's peak resident set (`VmHWM`), bytes (0 where not
+/// readable).
+fn peak_rss_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            let line = s.lines().find(|l| l.starts_with("VmHWM:"))?;
+            let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+            Some(kb * 1024)
+        })
+        .unwrap_or(0)
+}
+
+async fn build(n: u64, filters: Option<u32>) -> Result<BuildBench> {
+    let load_before = load_avg();
     use ct_store::{Commit, Entry, LogKind, LogMeta, Store};
     let tmp = tempfile::tempdir().map_err(crate::error::io(std::path::Path::new("tmp")))?;
     let url = format!(
@@ -446,10 +484,19 @@ async fn build(n: u64) -> Result<BuildBench> {
     }
     let fill_store_s = t.elapsed().as_secs_f64();
     drop(hashes);
-    let config = Config {
+    let mut config = Config {
         epoch_dir: tmp.path().join("epochs"),
         ..Config::default()
     };
+    if let Some(a) = filters {
+        if a == 0 || a > audit_proto::filter::MAX_FILTERS {
+            return Err(Error::Config(format!(
+                "--filters must be in 1..={}",
+                audit_proto::filter::MAX_FILTERS
+            )));
+        }
+        config.epoch.filters = a;
+    }
     let dir = epoch::EpochDir::open(&config.epoch_dir)?;
     let mut bp = BuildParams::from_config(&config)?;
     bp.progress = std::io::IsTerminal::is_terminal(&std::io::stderr());
@@ -475,6 +522,11 @@ async fn build(n: u64) -> Result<BuildBench> {
         fill_store_s,
         snapshot_s,
         hashes_per_s: f64::from(report.filters) * n as f64 / report.filters_s.max(1e-9),
+        filter_cpu_ns_per_insert: report.filters_cpu_s * 1e9
+            / (f64::from(report.filters) * n as f64).max(1.0),
+        threads: rayon::current_num_threads(),
+        peak_rss_bytes: peak_rss_bytes(),
+        load_avg: [load_before, load_avg()],
         setup_mb_per_s: report.db_bytes as f64 / 1e6 / report.setup_s.max(1e-9),
         epoch_total_s,
         reload_s,

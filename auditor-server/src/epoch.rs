@@ -5,9 +5,10 @@
 //! 1. [`snapshot`] reads per-log coverage *first*, then streams the active
 //!    leaf hashes: anything committed in between only adds entries, so
 //!    "every entry up to `ingested_until` is in S" stays true.
-//! 2. Only then are the a salts drawn from the OS CSPRNG (Prop. 6.2 needs
-//!    the hash functions chosen after S is fixed), and N = |S| rounded up to
-//!    a multiple of 8, so each filter of k·N bits is whole 64-bit words.
+//! 2. Only then is the seed of the a filter hash functions drawn from the
+//!    OS CSPRNG (Prop. 6.2 needs the hash functions chosen after S is
+//!    fixed), and N = |S| rounded up to a multiple of 8, so each filter of
+//!    k·N bits is whole 64-bit words. The bits are set by `fill`.
 //! 3. Filters are grouped into PIR databases ([`plan_dbs`]): consecutive
 //!    filters are concatenated until a database would exceed
 //!    `db_bits_target`. At internet scale (k·N ≈ 2^35.2) every filter is its
@@ -61,7 +62,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
-use audit_proto::filter::{FilterSpec, Salt};
+use audit_proto::filter::FilterSpec;
 use audit_proto::manifest::{
     encode_log_id, DbLayout, FillRatio, LogCoverage, Manifest, ManifestParts, PirSpec,
 };
@@ -189,8 +190,12 @@ pub struct BuildReport {
     pub dbs: usize,
     /// Total bytes of the databases built.
     pub db_bytes: u64,
-    /// Seconds hashing entries into filters (SHA-256, all cores).
+    /// Seconds hashing entries into filters (all cores).
     pub filters_s: f64,
+    /// CPU seconds of the process while hashing into filters (user +
+    /// system, all threads; 0 where not measurable).
+    #[serde(default)]
+    pub filters_cpu_s: f64,
     /// Seconds in YPIR DBSetup.
     pub setup_s: f64,
     /// Seconds writing artifacts (including fsync).
@@ -252,16 +257,6 @@ fn bar(show: bool, len: u64, what: &str) -> ProgressBar {
     }
     pb.set_message(what.to_owned());
     pb
-}
-
-/// Sets filter `salt`'s bit for every hash in `words` (the filter's
-/// `bits / 64` words).
-fn fill_filter(salt: &Salt, bits: u64, hashes: &[[u8; 32]], words: &mut [u8]) {
-    let hasher = audit_proto::filter::FilterHasher::new(salt);
-    for h in hashes {
-        let b = hasher.bit(h, bits);
-        words[(b / 8) as usize] |= 1 << (b % 8);
-    }
 }
 
 /// What fixes an epoch's manifest besides the snapshot's leaf hashes:
@@ -370,12 +365,12 @@ pub fn sample_fill_ratio(
     let mut set = 0u64;
     for j in 0..n {
         words.fill(0);
-        fill_filter(
-            &manifest.filter.salts[j as usize],
-            filter_bits,
+        crate::fill::fill_filters(
+            &manifest.filter,
             hashes,
-            &mut words,
-        );
+            vec![(j, &mut words[..])],
+            &indicatif::ProgressBar::hidden(),
+        )?;
         set += words.iter().map(|b| u64::from(b.count_ones())).sum::<u64>();
     }
     Ok(FillRatio::from_counts(
@@ -447,41 +442,30 @@ pub fn build_planned(
         dbs: own.len(),
         ..Default::default()
     };
-    let salts = &manifest.filter.salts;
     let mut servers: Vec<Option<Server>> = (0..manifest.dbs.len()).map(|_| None).collect();
     // First every filter (their bits do not depend on the manifest's
     // bytes), so that the measured fill ratio can go into the manifest
     // before its digest is written into the bitmap files.
     let pb = bar(bp.progress, own_filters, "hashing into filters");
+    let (t, cpu) = (Instant::now(), crate::fill::cpu_seconds());
+    let mut filled = crate::fill::fill_databases(&manifest, own, hashes, &pb)?;
+    report.filters_cpu_s = cpu
+        .zip(crate::fill::cpu_seconds())
+        .map_or(0.0, |(a, b)| b - a);
     let mut set_bits = 0u64;
     let mut bitmaps = Vec::with_capacity(own.len());
     for &d in own {
-        let spec = manifest.dbs.get(d as usize).ok_or_else(|| {
-            Error::Config(format!(
-                "database {d} out of range (epoch {epoch} has {})",
-                manifest.dbs.len()
-            ))
-        })?;
-        let (first, bits) = (spec.first_filter, spec.bits);
-        let t = Instant::now();
-        // zeroed and advised for huge pages before the filters write it, so
-        // the database needs no page collapse later
-        let mut bitmap = pir_core::mem::zeroed_huge::<u8>((bits / 8) as usize);
-        let chunk = (filter_bits / 8) as usize;
-        bitmap
-            .par_chunks_mut(chunk)
-            .enumerate()
-            .for_each(|(j, words)| {
-                fill_filter(&salts[first as usize + j], filter_bits, hashes, words);
-                pb.inc(1);
-            });
+        let bitmap = filled
+            .get_mut(d as usize)
+            .and_then(Option::take)
+            .ok_or_else(|| Error::Internal(format!("database {d} listed twice")))?;
         set_bits += bitmap
             .par_iter()
             .map(|b| u64::from(b.count_ones()))
             .sum::<u64>();
-        report.filters_s += t.elapsed().as_secs_f64();
         bitmaps.push((d, bitmap));
     }
+    report.filters_s += t.elapsed().as_secs_f64();
     pb.finish_and_clear();
     let own_bits = filter_bits.saturating_mul(own_filters);
     report.fill_ratio = set_bits as f64 / own_bits.max(1) as f64;

@@ -41,6 +41,7 @@ pub mod config;
 pub mod conn;
 pub mod epoch;
 pub mod error;
+mod fill;
 pub mod memory;
 pub mod metrics;
 pub mod objstore;

@@ -14,7 +14,9 @@
 //! shard count or `db_bits_target` that would fit.
 //!
 //! While building, a server also holds the snapshot's leaf hashes (32
-//! bytes per entry of S, up to twice that while they are read) and, for
+//! bytes per entry of S, up to twice that while they are read, or while
+//! the filters are filled: then beside each hash its 32-byte ChaCha20 key
+//! of the filter hash) and, for
 //! the database being set up, DBSetup's transient buffers and the
 //! unrounded A1·D (released once the database's hint is written).
 

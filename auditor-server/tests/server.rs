@@ -195,11 +195,23 @@ async fn every_bit_of_a_filter_matches_the_clear_filter() -> TestResult {
     assert_eq!(m.logs[0].verified_tree_size, 40);
     assert_eq!(m.logs[0].mmd_s, 3600);
     assert_eq!(m.logs[0].log_id_bytes()?, p.log.log_id());
-    let distinct: HashSet<_> = m.filter.salts.iter().collect();
-    assert_eq!(distinct.len(), 768, "fresh, distinct salts");
+    assert_eq!(
+        m.filter.hash,
+        audit_proto::HashVersion::V2,
+        "new epochs use HASH_V2"
+    );
+    // The 768 filters map one entry to independent bits of 320: about
+    // 320·(1 − e^(−768/320)) ≈ 291 distinct ones (σ ≈ 4).
+    let h0 = hashes(&p)[0];
+    let distinct: HashSet<_> = (0..768).map(|f| m.filter.bit(f, &h0).unwrap()).collect();
+    assert!(
+        (265..=315).contains(&distinct.len()),
+        "{} distinct bits",
+        distinct.len()
+    );
 
     let hs = hashes(&p);
-    let filter = 1 + (u32::from(m.filter.salts[0].0[0]) % 766); // some filter in the middle
+    let filter = 1 + (u32::from(m.filter.salt_seed[0]) % 766); // some filter in the middle
     let clear = clear_filter(&m, filter, &hs);
     let ones = clear.iter().filter(|b| **b).count();
     assert!(ones > 0 && ones <= 40);
@@ -320,7 +332,14 @@ async fn epoch_swap_during_a_query_stream_loses_none() -> TestResult {
     let m2 = run.manifest().await?;
     assert_eq!(m2.epoch, 2);
     assert_eq!(m2.entries, 32);
-    assert_ne!(m2.filter.salts, m1.filter.salts, "fresh salts per epoch");
+    assert_ne!(
+        m2.filter.salt_seed, m1.filter.salt_seed,
+        "fresh salt seed per epoch"
+    );
+    assert_ne!(
+        m2.filter.entry_key, m1.filter.entry_key,
+        "fresh filter keys per epoch"
+    );
     assert_ne!(m2.dbs[0].seed, m1.dbs[0].seed, "fresh seeds per epoch");
     // The new certificates are members of epoch 2.
     for e in &more {
