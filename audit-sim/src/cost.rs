@@ -552,7 +552,7 @@ pub fn measure_scale(
     times.build = Some(crate::scale::BuildRates {
         ns_per_entry_filter: ns,
         filter_source: format!(
-            "measured here on {cpu}: {build_entries} random leaves into {} filters of 8·|S| bits on one core",
+            "measured here on {cpu}: {build_entries} random leaves into {} filters of 8·|S| bits with HASH_V2 on one core",
             crate::scale::DEFAULT_BUILD_FILTERS
         ),
         setup_bytes_per_core_second: largest.db_bytes / setup_s.max(1e-9),

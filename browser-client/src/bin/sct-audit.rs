@@ -289,7 +289,11 @@ async fn main() -> anyhow::Result<()> {
                                     "report sent to {}: {}{}",
                                     auditor.base(),
                                     receipt.status,
-                                    if receipt.duplicate { " (already reported)" } else { "" }
+                                    if receipt.duplicate {
+                                        " (already reported)"
+                                    } else {
+                                        ""
+                                    }
                                 ),
                                 Err(e) => eprintln!("sct-audit: the report was not accepted: {e}"),
                             }
