@@ -1700,13 +1700,15 @@ fn render_scale(s: &mut String, r: &CostReport) {
         let _ = writeln!(
             s,
             "Sized for {} machines (an assumption: the memory bandwidth of a whole machine cannot be \
-             measured from one core). Each shard keeps {} databases with room for a second epoch \
-             ({} % of its memory), so the epoch needs **{} shards**. Each shard streams the whole \
+             measured from one core). Each shard keeps {} databases with room for a second epoch and \
+             for the {} of leaf hashes and their keys it holds while building ({} % of its memory in \
+             all), so the epoch needs **{} shards**. Each shard streams the whole \
              snapshot ({} of leaf hashes: every filter holds every entry), {} a day from the object \
              store in all; the daily build takes **{} h of wall time** with every shard building its \
              own databases on all its cores.\n",
             md_escape(&m.name),
             d.databases_per_shard,
+            fmt_bytes(d.build_transient_bytes),
             fmt_sig(crate::scale::USABLE_MEMORY_FRACTION * 100.0, 3),
             d.shards,
             fmt_bytes(d.snapshot_bytes),

@@ -395,6 +395,9 @@ impl Default for MachineSize {
 pub const USABLE_MEMORY_FRACTION: f64 = 0.85;
 /// Bytes per leaf hash in the epoch snapshot object.
 pub const SNAPSHOT_BYTES_PER_ENTRY: f64 = 32.0;
+/// Bytes per entry a shard holds while it fills its filters: the leaf hash
+/// and its HASH_V2 ChaCha20 key (auditor-server's `memory` module).
+pub const BUILD_BYTES_PER_ENTRY: f64 = 64.0;
 
 /// Machines for one population.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -418,8 +421,12 @@ pub struct PopulationSize {
 pub struct Deployment {
     /// The machine.
     pub machine: MachineSize,
-    /// Databases one shard holds, with room for a second epoch.
+    /// Databases one shard holds, with room for a second epoch and the
+    /// build's snapshot.
     pub databases_per_shard: u32,
+    /// Bytes a shard holds while building beside its databases: every
+    /// leaf hash and its key ([`BUILD_BYTES_PER_ENTRY`] × |S|).
+    pub build_transient_bytes: f64,
     /// Shards (machines) memory alone needs.
     pub shards: u32,
     /// Bytes of one epoch's snapshot object (every shard streams all of
@@ -447,12 +454,14 @@ pub fn deployment(
         )));
     }
     let per_db = fixed.epoch_memory_bytes / f64::from(fixed.filters.max(1));
-    let usable = machine.memory_gib * GIB * USABLE_MEMORY_FRACTION;
+    let build_transient_bytes = fixed.entries as f64 * BUILD_BYTES_PER_ENTRY;
+    let usable = machine.memory_gib * GIB * USABLE_MEMORY_FRACTION - build_transient_bytes;
     let per_shard = (usable / (2.0 * per_db)).floor();
     if per_shard < 1.0 {
         return Err(Error::Invalid(format!(
-            "a {} GiB machine cannot hold two copies of one {}-byte database",
-            machine.memory_gib, per_db
+            "a {} GiB machine cannot hold the build's {} bytes of leaf hashes and keys and two \
+             copies of one {}-byte database",
+            machine.memory_gib, build_transient_bytes, per_db
         )));
     }
     let databases_per_shard = per_shard.min(f64::from(fixed.filters)) as u32;
@@ -478,6 +487,7 @@ pub fn deployment(
     Ok(Deployment {
         machine: machine.clone(),
         databases_per_shard,
+        build_transient_bytes,
         shards,
         snapshot_bytes,
         snapshot_bytes_per_day: snapshot_bytes * f64::from(shards),
@@ -607,8 +617,10 @@ mod tests {
         let d = deployment(&f, &m, &[(1e8, 100.0, 100.0), (1e9, 1000.0, 20_000.0)]).unwrap();
         let per_db = f.epoch_memory_bytes / 768.0;
         let n = f64::from(d.databases_per_shard);
-        assert!(2.0 * n * per_db <= 512.0 * GIB * USABLE_MEMORY_FRACTION);
-        assert!(2.0 * (n + 1.0) * per_db > 512.0 * GIB * USABLE_MEMORY_FRACTION);
+        let usable = 512.0 * GIB * USABLE_MEMORY_FRACTION - 64.0 * 5e9;
+        assert_eq!(d.build_transient_bytes, 64.0 * 5e9);
+        assert!(2.0 * n * per_db <= usable);
+        assert!(2.0 * (n + 1.0) * per_db > usable);
         assert_eq!(d.shards, 768u32.div_ceil(d.databases_per_shard));
         assert_eq!(d.snapshot_bytes, 5e9 * 32.0);
         assert_eq!(
