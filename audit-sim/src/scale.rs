@@ -264,8 +264,9 @@ pub fn measure_filter_build(entries: u64, filters: u32) -> Result<f64> {
             let out = chacha20_lanes(lanes, g);
             let live = (entries as usize - c * LANES).min(LANES);
             for (f, map) in maps.iter_mut().enumerate() {
-                for l in 0..live {
-                    let x = u64::from(out[2 * f][l]) | u64::from(out[2 * f + 1][l]) << 32;
+                let (lo, hi) = (&out[2 * f][..live], &out[2 * f + 1][..live]);
+                for (&lo, &hi) in lo.iter().zip(hi) {
+                    let x = u64::from(lo) | u64::from(hi) << 32;
                     let b = mul_shift(x, bits);
                     map[(b / 8) as usize] |= 1 << (b % 8);
                 }
