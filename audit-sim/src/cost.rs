@@ -1703,17 +1703,19 @@ fn render_scale(s: &mut String, r: &CostReport) {
              measured from one core). Each shard keeps {} databases with room for a second epoch and \
              for the {} of leaf hashes and their keys it holds while building ({} % of its memory in \
              all), so the epoch needs **{} shards**. Each shard streams the whole \
-             snapshot ({} of leaf hashes: every filter holds every entry), {} a day from the object \
-             store in all; the daily build takes **{} h of wall time** with every shard building its \
-             own databases on all its cores.\n",
+             snapshot ({} of leaf hashes: every filter holds every entry; {} at the machine's network \
+             rate), {} a day from the object store in all; the daily build's computation then takes \
+             **{} of wall time** with every shard building its own databases on all its cores (not \
+             counted: each shard also keys every entry, one SHA-256 per entry, beside its share).\n",
             md_escape(&m.name),
             d.databases_per_shard,
             fmt_bytes(d.build_transient_bytes),
             fmt_sig(crate::scale::USABLE_MEMORY_FRACTION * 100.0, 3),
             d.shards,
             fmt_bytes(d.snapshot_bytes),
+            fmt_seconds(d.snapshot_download_s),
             fmt_bytes(d.snapshot_bytes_per_day),
-            fmt_sig(d.build_wall_hours, 3),
+            fmt_seconds(d.build_compute_s),
         );
         let _ = writeln!(
             s,

@@ -378,15 +378,18 @@ pub struct MachineSize {
     /// Memory read bandwidth of the whole machine (GB/s) — an assumption
     /// (not measurable from here): all cores scanning at once share it.
     pub memory_gb_s: f64,
+    /// Network bandwidth (Gbit/s) for streaming the snapshot.
+    pub network_gbit_s: f64,
 }
 
 impl Default for MachineSize {
     fn default() -> Self {
         MachineSize {
-            name: "r6i.16xlarge-like (64 vCPUs, 512 GiB, 150 GB/s)".into(),
+            name: "r6i.16xlarge-like (64 vCPUs, 512 GiB, 150 GB/s of memory, 25 Gbit/s)".into(),
             memory_gib: 512.0,
             cores: 64.0,
             memory_gb_s: 150.0,
+            network_gbit_s: 25.0,
         }
     }
 }
@@ -435,9 +438,12 @@ pub struct Deployment {
     pub snapshot_bytes: f64,
     /// Bytes moved from the object store per day.
     pub snapshot_bytes_per_day: f64,
-    /// Wall hours of the daily build when every shard builds its own
-    /// databases on all its cores.
-    pub build_wall_hours: f64,
+    /// Wall seconds of the daily build's computation when every shard
+    /// builds its own databases on all its cores (a share of the filters
+    /// and DBSetup; the per-entry key is computed by every shard).
+    pub build_compute_s: f64,
+    /// Wall seconds for a shard to download the snapshot.
+    pub snapshot_download_s: f64,
     /// Per population.
     pub populations: Vec<PopulationSize>,
 }
@@ -468,8 +474,9 @@ pub fn deployment(
     let databases_per_shard = per_shard.min(f64::from(fixed.filters)) as u32;
     let shards = fixed.filters.div_ceil(databases_per_shard);
     let snapshot_bytes = fixed.entries as f64 * SNAPSHOT_BYTES_PER_ENTRY;
-    let build_wall_hours =
-        fixed.build_core_seconds_per_day / (f64::from(shards) * machine.cores) / 3600.0;
+    let build_compute_s = fixed.build_core_seconds_per_day / (f64::from(shards) * machine.cores);
+    let snapshot_download_s = fixed.entries as f64 * SNAPSHOT_BYTES_PER_ENTRY * 8.0
+        / (machine.network_gbit_s.max(1e-9) * 1e9);
     let populations = populations
         .iter()
         .map(|&(clients, cores, scan)| {
@@ -492,7 +499,8 @@ pub fn deployment(
         shards,
         snapshot_bytes,
         snapshot_bytes_per_day: snapshot_bytes * f64::from(shards),
-        build_wall_hours,
+        build_compute_s,
+        snapshot_download_s,
         populations,
     })
 }
@@ -628,8 +636,9 @@ mod tests {
             d.snapshot_bytes_per_day,
             d.snapshot_bytes * f64::from(d.shards)
         );
-        let wall = f.build_core_seconds_per_day / (f64::from(d.shards) * 64.0) / 3600.0;
-        assert!((d.build_wall_hours - wall).abs() < 1e-12);
+        let wall = f.build_core_seconds_per_day / (f64::from(d.shards) * 64.0);
+        assert!((d.build_compute_s - wall).abs() < 1e-9);
+        assert!((d.snapshot_download_s - 5e9 * 32.0 * 8.0 / 25e9).abs() < 1e-9);
         // 10^8: memory binds; 10^9: bandwidth (20,000 GB/s ÷ 150).
         assert_eq!(d.populations[0].machines, f64::from(d.shards));
         assert_eq!(d.populations[1].machines_for_cores, 16.0);
