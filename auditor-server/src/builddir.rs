@@ -19,7 +19,7 @@
 //!
 //! A lock file is unlinked only by a holder of its lock; a process that
 //! opened it just before and locks it just after would hold a lock on a
-//! file no longer in the directory, so [`claim`] checks that the file it
+//! file no longer in the directory, so `claim` checks that the file it
 //! locked is still the one at its path, and tries again if not.
 
 use std::collections::HashMap;
