@@ -283,14 +283,7 @@ async fn run(cli: &Cli, urls: &mut Vec<String>) -> anyhow::Result<()> {
             if config.shard.epoch_spec.is_some() && now.is_some() {
                 anyhow::bail!("--now does not apply with an epoch spec: its snapshot time does");
             }
-            let store = ct_store::Store::connect(config.database_url())
-                .await
-                .with_context(|| {
-                    format!(
-                        "opening the entry store {}",
-                        redact_url(config.database_url())
-                    )
-                })?;
+            let store = open_store(&config).await?;
             let dir = epoch::EpochDir::open(&config.epoch_dir)?;
             let mut bp = epoch::BuildParams::from_config(&config)?;
             bp.progress = std::io::IsTerminal::is_terminal(&std::io::stderr());
@@ -342,14 +335,7 @@ async fn run(cli: &Cli, urls: &mut Vec<String>) -> anyhow::Result<()> {
                 Some(id) => *id,
                 None => next_epoch_id(&out, &config)?,
             };
-            let store = ct_store::Store::connect(config.database_url())
-                .await
-                .with_context(|| {
-                    format!(
-                        "opening the entry store {}",
-                        redact_url(config.database_url())
-                    )
-                })?;
+            let store = open_store(&config).await?;
             let now = now.unwrap_or_else(epoch::unix_now_s);
             let spec = plan::plan_epoch(&store, &config, id, now).await;
             store.close().await;
@@ -388,14 +374,7 @@ async fn run(cli: &Cli, urls: &mut Vec<String>) -> anyhow::Result<()> {
                     in_store.max(on_disk).map_or(1, |n| n + 1)
                 }
             };
-            let store = ct_store::Store::connect(config.database_url())
-                .await
-                .with_context(|| {
-                    format!(
-                        "opening the entry store {}",
-                        redact_url(config.database_url())
-                    )
-                })?;
+            let store = open_store(&config).await?;
             let now = now.unwrap_or_else(epoch::unix_now_s);
             let snap = epoch::snapshot(&store, now).await;
             store.close().await;
@@ -431,14 +410,7 @@ async fn run(cli: &Cli, urls: &mut Vec<String>) -> anyhow::Result<()> {
                 .as_deref()
                 .map(str::parse::<ct_store::ReportStatus>)
                 .transpose()?;
-            let store = ct_store::Store::connect(config.database_url())
-                .await
-                .with_context(|| {
-                    format!(
-                        "opening the entry store {}",
-                        redact_url(config.database_url())
-                    )
-                })?;
+            let store = open_store(&config).await?;
             let lines = auditor_server::reports::list(&store, status, *limit).await;
             store.close().await;
             let lines = lines?;
@@ -453,6 +425,18 @@ async fn run(cli: &Cli, urls: &mut Vec<String>) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// Opens the entry store `config` names; errors name it without its password.
+async fn open_store(config: &Config) -> anyhow::Result<ct_store::Store> {
+    ct_store::Store::connect(config.database_url())
+        .await
+        .with_context(|| {
+            format!(
+                "opening the entry store {}",
+                redact_url(config.database_url())
+            )
+        })
 }
 
 fn open_objects(config: &Config) -> anyhow::Result<auditor_server::objstore::Objects> {
