@@ -40,6 +40,15 @@ pub(crate) struct SplitQuery {
     lo: Vec<i16>,
     hi: Vec<i16>,
     bytes: Vec<u8>,
+    /// Signed byte digits of c1 for the wide batch layout
+    /// ([`panels_wide`]): `c1[r] = Σ_k 2^{8k}·s_k[r] mod 2^32`, s_k in
+    /// [−128, 128), digit k of rows 4i..4i+3 at bytes 16i + 4k.. of it.
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+    quads: Vec<u8>,
+    /// `csum[b] = Σ_{r < 32b} c1[r] mod 2^32`: the offset correction of a
+    /// slice of whole 32-row blocks.
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+    csum: Vec<u32>,
     len: usize,
 }
 
@@ -53,7 +62,16 @@ impl SplitQuery {
         let mut lo = vec![0i16; padded];
         let mut hi = vec![0i16; padded];
         let mut bytes = vec![0u8; 4 * padded];
+        let mut quads = vec![0u8; 4 * padded];
+        let mut csum = vec![0u32; padded / 32 + 1];
         for (i, &c) in c1.iter().enumerate() {
+            let mut v = i64::from(c);
+            for k in 0..4 {
+                let d = v as u8 as i8;
+                quads[i / 4 * 16 + 4 * k + i % 4] = d as u8;
+                v = (v - i64::from(d)) >> 8;
+            }
+            csum[i / 32 + 1] = csum[i / 32 + 1].wrapping_add(c);
             let l = c as u16 as i16;
             lo[i] = l;
             hi[i] = (c.wrapping_sub(l as i32 as u32) >> 16) as u16 as i16;
@@ -62,10 +80,15 @@ impl SplitQuery {
                 bytes[at + 32 * k] = b;
             }
         }
+        for b in 1..csum.len() {
+            csum[b] = csum[b].wrapping_add(csum[b - 1]);
+        }
         SplitQuery {
             lo,
             hi,
             bytes,
+            quads,
+            csum,
             len: c1.len(),
         }
     }
@@ -162,6 +185,13 @@ fn panels_with(
     queries: &[SplitQuery],
     out: &mut [Vec<u32>],
 ) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if k == Kernel::Avx512Vnni && avx512_vnni() && queries.len() >= WIDE_MIN_BATCH {
+            panels_wide(view, p0, p1, queries, out, true);
+            return;
+        }
+    }
     let groups = view.tiled_cols / 8;
     for p in p0..p1 {
         if let [q] = queries {
@@ -223,6 +253,247 @@ fn panels_with(
                 }
                 g0 = g1;
             }
+        }
+    }
+}
+
+/// Smallest batch that takes the wide path ([`panels_wide`]).
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))] // the wide path is x86-64 only
+const WIDE_MIN_BATCH: usize = 2;
+
+/// Most rows of a wide slice: the transposed slice (16 bytes per row) and
+/// one group's digits (5 × 4 bytes per row) take 18 KiB of L1 at 512
+/// (128 and 256 rows measured 10–25 % slower in L2, 1024 and 2048 no
+/// faster).
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))] // the wide path is x86-64 only
+const WIDE_SLICE_ROWS: usize = 512;
+
+/// Most queries of one wide group: 4 accumulators each, 20 of the 32 zmm
+/// registers. In L1 the kernel runs at 0.90–0.97 of the `vpdpbusd` peak
+/// for groups of 3 to 5 and at 0.72 for 6 (24 accumulators), hence 5.
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))] // the wide path is x86-64 only
+const WIDE_GROUP: usize = 5;
+
+/// How many steps (slices of a tile pair) ahead of the transposition the
+/// database is prefetched into L2: 1 to 8 measured the same, none 20 %
+/// slower (batch of 8, B = 33).
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))] // the wide path is x86-64 only
+const WIDE_AHEAD_STEPS: usize = 2;
+
+/// Adds panels p0..p1 of the tiled region to `out[q][..tiled_cols]` for a
+/// batch (§4.3 cross-client batching), in the wide layout: each slice of
+/// up to [`WIDE_SLICE_ROWS`] rows of two neighbouring tiles (16 columns)
+/// is transposed once into 4-row × 16-column vectors ([`avx512::
+/// transpose_pair`]) in a scratch buffer that stays in L1, and every
+/// group of up to [`WIDE_GROUP`] queries then multiplies it with
+/// [`avx512::group_vnni`]: a record vector loaded from L1 feeds 4 `vpdpbusd`
+/// per query of the group, against 8 per load for the pair kernel
+/// ([`block_with2`]) reading its tiles from L2. The database is read once,
+/// in storage order (two tile streams of a panel side by side), and the
+/// slice two steps ahead is prefetched into L2 while the groups compute.
+/// `simd` false runs the scalar twins of both kernels (tests).
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))] // the wide path is x86-64 only
+fn panels_wide(
+    view: &View<'_>,
+    p0: usize,
+    p1: usize,
+    queries: &[SplitQuery],
+    out: &mut [Vec<u32>],
+    simd: bool,
+) {
+    let panel = view.panel;
+    let tiles = view.tiled_cols / 8;
+    if tiles == 0 {
+        return;
+    }
+    let slice = (1..=WIDE_SLICE_ROWS / 32)
+        .rev()
+        .map(|b| 32 * b)
+        .find(|s| panel.is_multiple_of(*s))
+        .unwrap_or(32);
+    let slices = panel / slice;
+    let pairs = tiles.div_ceil(2);
+    let ngroups = queries.len().div_ceil(WIDE_GROUP);
+    let mut scratch = vec![0u8; 16 * slice];
+    // Bytes of tile g's slice s in panel p.
+    let span = |p: usize, g: usize, s: usize| -> std::ops::Range<usize> {
+        let at = p * panel * view.tiled_cols + g * 8 * panel + s * 8 * slice;
+        at..at + 8 * slice
+    };
+    // The step `ahead` steps after (pair pr, slice s) of panel p, as its
+    // two tile spans (empty past the end of the tiled region).
+    let step_spans = |p: usize, pr: usize, s: usize, ahead: usize| -> [&[u8]; 2] {
+        let n = (p * pairs + pr) * slices + s + ahead;
+        let (p, rest) = (n / (pairs * slices), n % (pairs * slices));
+        if p >= view.panels() {
+            return [&[], &[]];
+        }
+        let (pr, s) = (rest / slices, rest % slices);
+        let b = if 2 * pr + 1 < tiles {
+            &view.data[span(p, 2 * pr + 1, s)]
+        } else {
+            &[][..]
+        };
+        [&view.data[span(p, 2 * pr, s)], b]
+    };
+    // Tile pairs outer, slices inner: the database is read in storage
+    // order. (Slices outer, which keeps one slice's digits in L1 across
+    // the panel, read 4 KiB pieces 16 KiB apart and was 3–8 % slower at
+    // B = 33.)
+    for p in p0..p1 {
+        for pr in 0..pairs {
+            let (ga, gb) = (2 * pr, 2 * pr + 1);
+            let cols = if gb < tiles { 16 } else { 8 };
+            // the next pair's partial sums (k lines, each in L3 since the
+            // last panel) on their way while this pair computes
+            for o in out.iter() {
+                crate::mem::prefetch(o, 16 * (pr + 1));
+            }
+            for s in 0..slices {
+                let r0 = p * panel + s * slice;
+                let a = &view.data[span(p, ga, s)];
+                let b = (gb < tiles).then(|| &view.data[span(p, gb, s)]);
+                for (blk, dst) in scratch.chunks_exact_mut(512).enumerate() {
+                    let ta: &[u8; 256] = a[256 * blk..256 * blk + 256].try_into().expect("block");
+                    let tb: Option<&[u8; 256]> =
+                        b.map(|b| b[256 * blk..256 * blk + 256].try_into().expect("block"));
+                    let dst: &mut [u8; 512] = dst.try_into().expect("512 bytes");
+                    wide_transpose(simd, ta, tb, dst);
+                }
+                let ahead = step_spans(p, pr, s, WIDE_AHEAD_STEPS);
+                for (gi, (qs, os)) in queries
+                    .chunks(queries.len().div_ceil(ngroups))
+                    .zip(out.chunks_mut(queries.len().div_ceil(ngroups)))
+                    .enumerate()
+                {
+                    let share = [
+                        line_share(ahead[0], ngroups, gi),
+                        line_share(ahead[1], ngroups, gi),
+                    ];
+                    let mut sums = [[0u32; 16]; WIDE_GROUP];
+                    for (sum, o) in sums.iter_mut().zip(os.iter()) {
+                        sum[..cols].copy_from_slice(&o[16 * pr..16 * pr + cols]);
+                    }
+                    let mut quads: [&[u8]; WIDE_GROUP] = [&[]; WIDE_GROUP];
+                    let mut corr = [0u32; WIDE_GROUP];
+                    for ((d, c), q) in quads.iter_mut().zip(corr.iter_mut()).zip(qs) {
+                        *d = &q.quads[4 * r0..4 * (r0 + slice)];
+                        *c = q.csum[(r0 + slice) / 32]
+                            .wrapping_sub(q.csum[r0 / 32])
+                            .wrapping_mul(128);
+                    }
+                    let n = qs.len();
+                    wide_group(
+                        simd,
+                        &scratch,
+                        &quads[..n],
+                        &corr[..n],
+                        share,
+                        &mut sums[..n],
+                    );
+                    for (sum, o) in sums.iter().zip(os.iter_mut()) {
+                        o[16 * pr..16 * pr + cols].copy_from_slice(&sum[..cols]);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// [`avx512::transpose_pair`] or its scalar twin.
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))] // the wide path is x86-64 only
+fn wide_transpose(simd: bool, a: &[u8; 256], b: Option<&[u8; 256]>, dst: &mut [u8; 512]) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if simd && avx512() {
+            // SAFETY: avx512f and avx512bw were detected at runtime.
+            unsafe { avx512::transpose_pair(a, b, dst) };
+            return;
+        }
+    }
+    let _ = simd;
+    transpose_scalar(a, b.unwrap_or(&[0; 256]), dst);
+}
+
+/// Scalar twin of [`avx512::transpose_pair`]: byte x of column j of
+/// vector t is row 4t + x of column j, plus 128.
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))] // the wide path is x86-64 only
+fn transpose_scalar(a: &[u8; 256], b: &[u8; 256], dst: &mut [u8; 512]) {
+    for t in 0..8 {
+        for j in 0..16 {
+            let tile = if j < 8 { a } else { b };
+            for x in 0..4 {
+                dst[64 * t + 4 * j + x] = tile[32 * (j % 8) + 4 * t + x] ^ 0x80;
+            }
+        }
+    }
+}
+
+/// [`avx512::group_vnni`] for a group of 1..=[`WIDE_GROUP`] queries, or
+/// its scalar twin.
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))] // the wide path is x86-64 only
+fn wide_group(
+    simd: bool,
+    scratch: &[u8],
+    quads: &[&[u8]],
+    corr: &[u32],
+    ahead: [&[u8]; 2],
+    out: &mut [[u32; 16]],
+) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if simd && avx512_vnni() {
+            macro_rules! call {
+                ($q:literal) => {{
+                    let quads: [&[u8]; $q] = quads.try_into().expect("group size");
+                    let corr: [u32; $q] = corr.try_into().expect("group size");
+                    let out: &mut [[u32; 16]; $q] = out.try_into().expect("group size");
+                    let out: [&mut [u32; 16]; $q] = {
+                        let mut it = out.iter_mut();
+                        std::array::from_fn(|_| it.next().expect("group size"))
+                    };
+                    // SAFETY: avx512f, avx512bw and avx512vnni were
+                    // detected at runtime; every quads slice holds 16
+                    // bytes per 64 bytes of scratch (the caller takes 4
+                    // bytes per row of the slice).
+                    unsafe { avx512::group_vnni::<$q>(scratch, quads, corr, ahead, out) }
+                }};
+            }
+            match quads.len() {
+                1 => call!(1),
+                2 => call!(2),
+                3 => call!(3),
+                4 => call!(4),
+                5 => call!(5),
+                6 => call!(6),
+                n => unreachable!("a wide group of {n} queries"),
+            }
+            return;
+        }
+    }
+    let _ = (simd, ahead);
+    group_scalar(scratch, quads, corr, out);
+}
+
+/// Scalar twin of [`avx512::group_vnni`] (same digits, offset records and
+/// correction).
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))] // the wide path is x86-64 only
+fn group_scalar(scratch: &[u8], quads: &[&[u8]], corr: &[u32], out: &mut [[u32; 16]]) {
+    for ((q, &c), o) in quads.iter().zip(corr).zip(out.iter_mut()) {
+        for (j, o) in o.iter_mut().enumerate() {
+            let mut acc = 0u32;
+            for (i, v) in scratch.chunks_exact(64).enumerate() {
+                for k in 0..4 {
+                    let mut dot = 0i32;
+                    for x in 0..4 {
+                        let u = i32::from(v[4 * j + x]);
+                        let s = i32::from(q[16 * i + 4 * k + x] as i8);
+                        dot += u * s;
+                    }
+                    acc = acc.wrapping_add((dot as u32) << (8 * k));
+                }
+            }
+            *o = o.wrapping_add(acc).wrapping_sub(c);
         }
     }
 }
@@ -356,6 +627,7 @@ fn tile_with(
     let panel = view.panel;
     let rows = q.rows(p * panel, (p + 1) * panel);
     let base = p * panel * view.tiled_cols;
+    prefetch_head(out);
     for (k_out, g) in (g0..g1).enumerate() {
         let share = line_share(ahead, g1 - g0, k_out);
         // The partial sums of a panel sweep through ℓ2 words (256 KiB at
@@ -386,6 +658,8 @@ fn tile_with2(
     let rows = q.map(|q| q.rows(p * panel, (p + 1) * panel));
     let base = p * panel * view.tiled_cols;
     let [oa, ob] = out;
+    prefetch_head(oa);
+    prefetch_head(ob);
     for (k_out, g) in (g0..g1).enumerate() {
         let share = line_share(ahead, g1 - g0, k_out);
         if k_out.is_multiple_of(2) {
@@ -448,6 +722,17 @@ const SLICE_ROWS: usize = 512;
 
 /// How far ahead of the current tile its partial sums are prefetched.
 const OUT_PREFETCH_WORDS: usize = 8 * 16;
+
+/// Prefetches the first [`OUT_PREFETCH_WORDS`] partial sums of `out`, the
+/// ones the lookahead inside the tile loops does not reach. A batch's turn
+/// covers only 64 words per query (one run), so without this its partial
+/// sums, which sweep through k·ℓ2 words per panel (8 MiB at k = 64,
+/// ℓ2 = 2^15) and live in L3, were read with a demand miss per tile.
+fn prefetch_head(out: &[u32]) {
+    for w in (0..out.len().min(OUT_PREFETCH_WORDS)).step_by(16) {
+        crate::mem::prefetch(out, w);
+    }
+}
 
 /// `out[c] += Σ_r c1[r]·D[r][c] mod 2^32` for one tile of 8 columns ×
 /// `q.lo.len()` rows (a multiple of 32) in 32-row blocks, prefetching the

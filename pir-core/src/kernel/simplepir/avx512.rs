@@ -337,3 +337,137 @@ columns_body!(columns_bw, "avx512f,avx512bw", |a, d, q| _mm512_add_epi32(
     a,
     _mm512_madd_epi16(d, q)
 ));
+
+/// Transposes one 32-row block of two tiles into the wide layout of a
+/// batch (see `panels_wide`): `a` and `b` are the tiles' 256-byte blocks
+/// (8 columns × 32 rows each, column-major inside the block), `b` absent
+/// for a last, unpaired tile (its columns read as zero). Writes 8 vectors
+/// of 64 bytes to `dst`: vector t holds rows 4t..4t+3 of the 16 columns,
+/// 4 bytes per column (lane j = column j), each record offset to unsigned
+/// (d + 128, i.e. d ^ 0x80) so that it can be `vpdpbusd`'s unsigned
+/// operand. Three rounds of `vpermt2d` (8 each) move dwords: pairs of
+/// column pairs, then halves of 8 columns, then the two tiles.
+///
+/// # Safety
+/// The caller must have checked avx512f and avx512bw at runtime.
+#[target_feature(enable = "avx512f,avx512bw")]
+pub(super) unsafe fn transpose_pair(a: &[u8; 256], b: Option<&[u8; 256]>, dst: &mut [u8; 512]) {
+    // R[m]: dword t = column 2m, rows 4t..4t+3; dword 8 + t = column 2m + 1.
+    let mut r = [_mm512_setzero_si512(); 8];
+    for (m, v) in r.iter_mut().enumerate().take(4) {
+        // SAFETY: m < 4, so the load reads bytes [64m, 64m + 64) of `a`.
+        *v = unsafe { _mm512_loadu_si512(a.as_ptr().add(64 * m) as *const __m512i) };
+    }
+    if let Some(b) = b {
+        for (m, v) in r.iter_mut().skip(4).enumerate() {
+            // SAFETY: m < 4, so the load reads bytes [64m, 64m + 64) of `b`.
+            *v = unsafe { _mm512_loadu_si512(b.as_ptr().add(64 * m) as *const __m512i) };
+        }
+    }
+    // Round 1: columns 4n..4n+3 of row quads 0..3 (lo) and 4..7 (hi),
+    // dword 4t' + c = column 4n + c of quad t' (+4 for hi).
+    let i1lo = _mm512_setr_epi32(0, 8, 16, 24, 1, 9, 17, 25, 2, 10, 18, 26, 3, 11, 19, 27);
+    let i1hi = _mm512_setr_epi32(4, 12, 20, 28, 5, 13, 21, 29, 6, 14, 22, 30, 7, 15, 23, 31);
+    let mut s = [[_mm512_setzero_si512(); 2]; 4];
+    for (n, sn) in s.iter_mut().enumerate() {
+        sn[0] = _mm512_permutex2var_epi32(r[2 * n], i1lo, r[2 * n + 1]);
+        sn[1] = _mm512_permutex2var_epi32(r[2 * n], i1hi, r[2 * n + 1]);
+    }
+    // Round 2: 8 columns (half h) of two quads, dword 8t'' + c;
+    // u[h][j] holds quads 2j, 2j + 1 of columns 8h..8h+7.
+    let i2a = _mm512_setr_epi32(0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23);
+    let i2b = _mm512_setr_epi32(8, 9, 10, 11, 24, 25, 26, 27, 12, 13, 14, 15, 28, 29, 30, 31);
+    let mut u = [[_mm512_setzero_si512(); 4]; 2];
+    for (h, uh) in u.iter_mut().enumerate() {
+        let (x, y) = (s[2 * h], s[2 * h + 1]);
+        uh[0] = _mm512_permutex2var_epi32(x[0], i2a, y[0]);
+        uh[1] = _mm512_permutex2var_epi32(x[0], i2b, y[0]);
+        uh[2] = _mm512_permutex2var_epi32(x[1], i2a, y[1]);
+        uh[3] = _mm512_permutex2var_epi32(x[1], i2b, y[1]);
+    }
+    // Round 3: the 16 columns of one quad.
+    let i3e = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23);
+    let i3o = _mm512_setr_epi32(8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
+    let bias = _mm512_set1_epi8(-128);
+    for t in 0..8 {
+        let idx = if t % 2 == 0 { i3e } else { i3o };
+        let v = _mm512_permutex2var_epi32(u[0][t / 2], idx, u[1][t / 2]);
+        let v = _mm512_xor_si512(v, bias);
+        // SAFETY: t < 8, so the store covers bytes [64t, 64t + 64) of the
+        // 512-byte `dst`.
+        unsafe { _mm512_storeu_si512(dst.as_mut_ptr().add(64 * t) as *mut __m512i, v) };
+    }
+}
+
+/// The batch kernel of the wide layout: `Q` queries (1 ≤ Q ≤ 6) over a
+/// slice of transposed rows (`rows` of [`transpose_pair`]'s vectors, one
+/// per 4 rows × 16 columns). Each query's c1 is split into four signed
+/// byte digits, `c1[r] = Σ_k 2^{8k}·s_k[r] mod 2^32`, stored per 4-row
+/// quad as 16 bytes (`quads[q]`: digit k of rows 4i..4i+3 at 16i + 4k),
+/// so one `vpdpbusd` with an embedded `{1to16}` broadcast of those 4
+/// bytes multiplies a quad of all 16 columns by one digit: each 64-byte
+/// record vector feeds 4·Q `vpdpbusd` from 4·Q accumulators (24 at
+/// Q = 6, beside the record vector, within the 32 zmm registers). As the
+/// records are offset by +128, `Σ_k 2^{8k}·Σ_r s_k[r]·(d[r] + 128)` =
+/// `Σ_r c1[r]·d[r] + 128·Σ_r c1[r]`, and the caller's `corr[q]` (128 ×
+/// that slice's Σ c1, mod 2^32) is subtracted. Adds the 16 column sums
+/// to `out[q]`; prefetches the lines of both `ahead` spans into L2,
+/// spread over the quads.
+///
+/// # Safety
+/// The caller must have checked avx512f, avx512bw and avx512vnni at
+/// runtime; `scratch` holds 64·n bytes and every `quads[q]` 16·n bytes.
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+pub(super) unsafe fn group_vnni<const Q: usize>(
+    scratch: &[u8],
+    quads: [&[u8]; Q],
+    corr: [u32; Q],
+    ahead: [&[u8]; 2],
+    out: [&mut [u32; 16]; Q],
+) {
+    let n = scratch.len() / 64;
+    assert!(quads.iter().all(|q| q.len() == 16 * n));
+    let ahead_lines = ahead[0].len().max(ahead[1].len()).div_ceil(64);
+    // one line of each span every `step` quads: spread evenly, as a burst
+    // would fill the miss buffers and stall the loads
+    let step = n.div_ceil(ahead_lines.max(1)).max(1);
+    let zero = _mm512_setzero_si512();
+    let mut acc = [[zero; 4]; Q];
+    let sp = scratch.as_ptr();
+    let qp: [*const u8; Q] = quads.map(|q| q.as_ptr());
+    let mut i0 = 0;
+    let mut line = 0;
+    while i0 < n {
+        for span in ahead {
+            if 64 * line < span.len() {
+                // SAFETY: a prefetch is a hint that never faults; the
+                // address is inside `span` anyway.
+                unsafe { _mm_prefetch::<_MM_HINT_T1>(span.as_ptr().add(64 * line) as *const i8) };
+            }
+        }
+        line += 1;
+        for i in i0..(i0 + step).min(n) {
+            // SAFETY: i < n, so bytes [64i, 64i + 64) of the scratch and
+            // [16i, 16i + 16) of every quads slice are in bounds
+            // (asserted above).
+            unsafe {
+                let d = _mm512_loadu_si512(sp.add(64 * i) as *const __m512i);
+                for q in 0..Q {
+                    for (k, a) in acc[q].iter_mut().enumerate() {
+                        let s = (qp[q].add(16 * i + 4 * k) as *const i32).read_unaligned();
+                        *a = _mm512_dpbusd_epi32(*a, d, _mm512_set1_epi32(s));
+                    }
+                }
+            }
+        }
+        i0 += step;
+    }
+    for ((a, c), o) in acc.iter().zip(corr).zip(out) {
+        let v = _mm512_sub_epi32(combine_limbs(a), _mm512_set1_epi32(c as i32));
+        // SAFETY: `o` is 16 u32s, exactly one 512-bit vector.
+        unsafe {
+            let p = o.as_mut_ptr() as *mut __m512i;
+            _mm512_storeu_si512(p, _mm512_add_epi32(_mm512_loadu_si512(p), v));
+        }
+    }
+}

@@ -30,7 +30,7 @@ fn simd_kernel_matches_scalar_reference() {
         let cm: Vec<u8> = (0..ell1 * ell2).map(|_| lcg(&mut s) as u8).collect();
         let db = Database::from_column_major(DbShape { ell1, ell2 }, 8, cm.clone()).unwrap();
         let view = View::of(&db);
-        for nq in [1, 2, 3] {
+        for nq in [1, 2, 3, 7, 13] {
             let qs: Vec<Vec<u32>> = (0..nq)
                 .map(|_| (0..ell1).map(|_| lcg(&mut s) as u32).collect())
                 .collect();
@@ -46,6 +46,22 @@ fn simd_kernel_matches_scalar_reference() {
                 let mut twin = vec![vec![7u32; ell2]; nq];
                 answer_with(k, &view, &split, &mut twin);
                 assert_eq!(twin, out, "{ell1}x{ell2}, {nq} queries via {k:?}");
+            }
+            // the wide batch path with its scalar twins, and with the SIMD
+            // kernels where the CPU has them
+            for simd in [false, true] {
+                let mut wide = vec![vec![7u32; ell2]; nq];
+                for o in wide.iter_mut() {
+                    o[..view.tiled_cols].fill(0);
+                }
+                panels_wide(&view, 0, view.panels(), &split, &mut wide, simd);
+                for (w, o) in wide.iter().zip(&out) {
+                    assert_eq!(
+                        w[..view.tiled_cols],
+                        o[..view.tiled_cols],
+                        "{ell1}x{ell2}, {nq} queries, wide simd={simd}"
+                    );
+                }
             }
         }
     }
@@ -189,6 +205,38 @@ fn tile_kernel_compute_rate() {
             }
             best_single = best_single.min(t.elapsed().as_secs_f64());
         }
+        // the wide batch kernel: groups of 1..=WIDE_GROUP queries over a
+        // 512-row transposed slice in L1 (`panels_wide`)
+        if k == Kernel::Avx512Vnni {
+            let scratch: Vec<u8> = (0..64 * 128).map(|_| lcg(&mut s) as u8).collect();
+            let digits: Vec<Vec<u8>> = (0..WIDE_GROUP)
+                .map(|_| (0..16 * 128).map(|_| lcg(&mut s) as u8).collect())
+                .collect();
+            let quads: Vec<&[u8]> = digits.iter().map(|d| &d[..]).collect();
+            let mut sums = [[0u32; 16]; WIDE_GROUP];
+            for g in 1..=WIDE_GROUP {
+                let mut best = f64::INFINITY;
+                for _ in 0..5 {
+                    let t = std::time::Instant::now();
+                    for _ in 0..reps {
+                        wide_group(
+                            true,
+                            &scratch,
+                            &quads[..g],
+                            &[0; WIDE_GROUP][..g],
+                            [&[], &[]],
+                            &mut sums[..g],
+                        );
+                    }
+                    best = best.min(t.elapsed().as_secs_f64());
+                }
+                std::hint::black_box(&sums);
+                eprintln!(
+                    "{k:?}: wide group of {g} in L1: {:.2} of peak",
+                    (reps * g * scratch.len()) as f64 / best / peak.macs_per_second
+                );
+            }
+        }
         std::hint::black_box(&o);
         let macs = (2 * reps * tile.len()) as f64;
         eprintln!(
@@ -205,5 +253,85 @@ fn tile_kernel_compute_rate() {
             macs / best2 / 1e9,
             macs / best2 / peak.macs_per_second,
         );
+    }
+}
+
+#[test]
+fn wide_kernels_match_scalar_twins() {
+    let mut s = 31;
+    // the digits: c1 at every limb extreme, and random
+    let mut c1: Vec<u32> = (0..512).map(|_| lcg(&mut s) as u32).collect();
+    for (i, c) in [
+        u32::MAX,
+        0,
+        0x8080_8080,
+        0x7f7f_7f7f,
+        0x7fff_ffff,
+        0x8000_0000,
+        0x0000_0080,
+        0xff80_7f01,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        c1[i] = c;
+    }
+    let q = SplitQuery::new(&c1);
+    for (r, &c) in c1.iter().enumerate() {
+        let digits: [i64; 4] =
+            std::array::from_fn(|k| i64::from(q.quads[r / 4 * 16 + 4 * k + r % 4] as i8));
+        let back = (0..4).map(|k| digits[k] << (8 * k)).sum::<i64>() as u32;
+        assert_eq!(back, c, "digits of c1[{r}] = {c:#x}");
+    }
+    for extremes in [false, true] {
+        let mut tiles = [[0u8; 256]; 2];
+        for (i, b) in tiles.iter_mut().flatten().enumerate() {
+            *b = if extremes {
+                [0x80, 0x7f, 0xff, 0x00][i % 4]
+            } else {
+                lcg(&mut s) as u8
+            };
+        }
+        for pair in [true, false] {
+            let b = pair.then_some(&tiles[1]);
+            let mut want = [0u8; 512];
+            transpose_scalar(&tiles[0], b.unwrap_or(&[0; 256]), &mut want);
+            let mut got = [0u8; 512];
+            wide_transpose(true, &tiles[0], b, &mut got);
+            assert_eq!(got, want, "transpose, pair {pair}");
+        }
+        // a slice of 32 rows: 8 transposed vectors, and up to 5 queries
+        let mut scratch = [0u8; 512];
+        transpose_scalar(&tiles[0], &tiles[1], &mut scratch);
+        let qs: Vec<SplitQuery> = (0..WIDE_GROUP)
+            .map(|i| SplitQuery::new(&c1[32 * i..32 * i + 32]))
+            .collect();
+        for n in 1..=WIDE_GROUP {
+            let quads: Vec<&[u8]> = qs[..n].iter().map(|q| &q.quads[..128]).collect();
+            let corr: Vec<u32> = qs[..n]
+                .iter()
+                .map(|q| q.csum[1].wrapping_mul(128))
+                .collect();
+            let start: Vec<[u32; 16]> = (0..n)
+                .map(|_| std::array::from_fn(|_| lcg(&mut s) as u32))
+                .collect();
+            let mut want = start.clone();
+            group_scalar(&scratch, &quads, &corr, &mut want);
+            // naive: start + Σ_r c1[r]·d[r] with the records signed
+            for (qi, w) in want.iter().enumerate() {
+                for (j, &w) in w.iter().enumerate() {
+                    let tile = &tiles[j / 8];
+                    let mut acc = start[qi][j];
+                    for r in 0..32 {
+                        let d = tile[32 * (j % 8) + r] as i8 as i32 as u32;
+                        acc = acc.wrapping_add(c1[32 * qi + r].wrapping_mul(d));
+                    }
+                    assert_eq!(w, acc, "scalar twin, query {qi} column {j}");
+                }
+            }
+            let mut got = start.clone();
+            wide_group(true, &scratch, &quads, &corr, [&tiles[0], &[]], &mut got);
+            assert_eq!(got, want, "group of {n}, extremes {extremes}");
+        }
     }
 }
