@@ -269,7 +269,7 @@ const WIDE_MIN_BATCH: usize = 2;
 const WIDE_SLICE_ROWS: usize = 512;
 
 /// Most queries of one wide group: 4 accumulators each, 20 of the 32 zmm
-/// registers. In L1 the kernel runs at 0.90–0.97 of the `vpdpbusd` peak
+/// registers. In L1 the kernel runs at 0.94–1.0 of the `vpdpbusd` peak
 /// for groups of 3 to 5 and at 0.72 for 6 (24 accumulators), hence 5.
 #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))] // the wide path is x86-64 only
 const WIDE_GROUP: usize = 5;
