@@ -174,9 +174,10 @@ fn tail_spans(view: &View<'_>) -> Vec<(usize, usize)> {
 }
 
 /// Adds panels p0..p1 of the tiled region to `out[q][..tiled_cols]`, in
-/// storage order. A batch takes turns per run of [`BATCH_RUN_BYTES`]:
-/// each run is read once from memory and then from L2 by every other query
-/// (§4.3).
+/// storage order. With the AVX-512 VNNI kernel a batch takes the wide path
+/// ([`panels_wide`]); with the others it takes turns per run of
+/// [`BATCH_RUN_BYTES`]: each run is read once from memory and then from L2
+/// by every other query (§4.3).
 fn panels_with(
     k: Kernel,
     view: &View<'_>,
