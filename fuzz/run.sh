@@ -30,7 +30,8 @@ done
 shift $((OPTIND - 1))
 targets=("$@")
 if [ "${#targets[@]}" -eq 0 ]; then
-  mapfile -t targets < <(cargo +nightly fuzz list)
+  # `seeds` is the seed-corpus generator, a plain binary of this crate
+  mapfile -t targets < <(cargo +nightly fuzz list | grep -vx seeds)
 fi
 
 if [ "${#san[@]}" -eq 0 ]; then
