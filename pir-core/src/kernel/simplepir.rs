@@ -315,6 +315,8 @@ fn panels_wide(
     let slices = panel / slice;
     let pairs = tiles.div_ceil(2);
     let ngroups = queries.len().div_ceil(WIDE_GROUP);
+    // balanced groups of at most WIDE_GROUP queries
+    let group = queries.len().div_ceil(ngroups.max(1));
     let mut scratch = vec![0u8; 16 * slice];
     // Bytes of tile g's slice s in panel p.
     let span = |p: usize, g: usize, s: usize| -> std::ops::Range<usize> {
@@ -362,11 +364,7 @@ fn panels_wide(
                     wide_transpose(simd, ta, tb, dst);
                 }
                 let ahead = step_spans(p, pr, s, WIDE_AHEAD_STEPS);
-                for (gi, (qs, os)) in queries
-                    .chunks(queries.len().div_ceil(ngroups))
-                    .zip(out.chunks_mut(queries.len().div_ceil(ngroups)))
-                    .enumerate()
-                {
+                for (gi, (qs, os)) in queries.chunks(group).zip(out.chunks_mut(group)).enumerate() {
                     let share = [
                         line_share(ahead[0], ngroups, gi),
                         line_share(ahead[1], ngroups, gi),
@@ -449,10 +447,6 @@ fn wide_group(
                     let quads: [&[u8]; $q] = quads.try_into().expect("group size");
                     let corr: [u32; $q] = corr.try_into().expect("group size");
                     let out: &mut [[u32; 16]; $q] = out.try_into().expect("group size");
-                    let out: [&mut [u32; 16]; $q] = {
-                        let mut it = out.iter_mut();
-                        std::array::from_fn(|_| it.next().expect("group size"))
-                    };
                     // SAFETY: avx512f, avx512bw and avx512vnni were
                     // detected at runtime; every quads slice holds 16
                     // bytes per 64 bytes of scratch (the caller takes 4
@@ -466,7 +460,6 @@ fn wide_group(
                 3 => call!(3),
                 4 => call!(4),
                 5 => call!(5),
-                6 => call!(6),
                 n => unreachable!("a wide group of {n} queries"),
             }
             return;

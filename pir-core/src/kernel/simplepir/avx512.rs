@@ -399,15 +399,15 @@ pub(super) unsafe fn transpose_pair(a: &[u8; 256], b: Option<&[u8; 256]>, dst: &
     }
 }
 
-/// The batch kernel of the wide layout: `Q` queries (1 ≤ Q ≤ 6) over a
-/// slice of transposed rows (`rows` of [`transpose_pair`]'s vectors, one
-/// per 4 rows × 16 columns). Each query's c1 is split into four signed
+/// The batch kernel of the wide layout: `Q` queries (1 ≤ Q ≤ 5) over a
+/// slice of transposed rows ([`transpose_pair`]'s vectors, one per 4 rows
+/// × 16 columns). Each query's c1 is split into four signed
 /// byte digits, `c1[r] = Σ_k 2^{8k}·s_k[r] mod 2^32`, stored per 4-row
 /// quad as 16 bytes (`quads[q]`: digit k of rows 4i..4i+3 at 16i + 4k),
 /// so one `vpdpbusd` with an embedded `{1to16}` broadcast of those 4
 /// bytes multiplies a quad of all 16 columns by one digit: each 64-byte
-/// record vector feeds 4·Q `vpdpbusd` from 4·Q accumulators (24 at
-/// Q = 6, beside the record vector, within the 32 zmm registers). As the
+/// record vector feeds 4·Q `vpdpbusd` from 4·Q accumulators (20 at
+/// Q = 5, beside the record vector, within the 32 zmm registers). As the
 /// records are offset by +128, `Σ_k 2^{8k}·Σ_r s_k[r]·(d[r] + 128)` =
 /// `Σ_r c1[r]·d[r] + 128·Σ_r c1[r]`, and the caller's `corr[q]` (128 ×
 /// that slice's Σ c1, mod 2^32) is subtracted. Adds the 16 column sums
@@ -423,7 +423,7 @@ pub(super) unsafe fn group_vnni<const Q: usize>(
     quads: [&[u8]; Q],
     corr: [u32; Q],
     ahead: [&[u8]; 2],
-    out: [&mut [u32; 16]; Q],
+    out: &mut [[u32; 16]; Q],
 ) {
     let n = scratch.len() / 64;
     assert!(quads.iter().all(|q| q.len() == 16 * n));
@@ -462,7 +462,7 @@ pub(super) unsafe fn group_vnni<const Q: usize>(
         }
         i0 += step;
     }
-    for ((a, c), o) in acc.iter().zip(corr).zip(out) {
+    for ((a, c), o) in acc.iter().zip(corr).zip(out.iter_mut()) {
         let v = _mm512_sub_epi32(combine_limbs(a), _mm512_set1_epi32(c as i32));
         // SAFETY: `o` is 16 u32s, exactly one 512-bit vector.
         unsafe {
