@@ -52,7 +52,8 @@ use crate::sampler::{hex, PublicSeed};
 use crate::wire::{Query, Response};
 
 pub use crate::kernel::{
-    mac_peak, prefetch_distance, prefetch_tuning, simplepir_impl, MacPeak, PrefetchTuning,
+    mac_peak, overlap_ceiling, prefetch_distance, prefetch_tuning, simplepir_impl, MacPeak,
+    OverlapCeiling, PrefetchTuning,
 };
 
 /// Words between consecutive a2 blocks (and the transformed row blocks

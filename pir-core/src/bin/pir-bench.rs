@@ -407,6 +407,31 @@ fn run(args: &Args) -> Result<()> {
         .max_by(|a, b| a.macs_per_second.total_cmp(&b.macs_per_second))
         .cloned();
     let clock = peaks.iter().map(|p| p.clock_hz).fold(0f64, f64::max);
+    // The best this core reaches for the batch when memory and multiplies
+    // overlap as well as they can (a synthetic pass over the database with
+    // the batch's instruction count per line; docs/benchmarks.md), against
+    // the same bound as the SimplePIR pass.
+    let bw_cpu_best = bw_cpu.iter().cloned().fold(mem_bw, f64::max);
+    let ceiling = pir_core::server::overlap_ceiling(server.database().as_bytes(), args.batch);
+    let ceiling_json = ceiling.as_ref().map(|c| {
+        let bytes = c.bytes as f64;
+        let bound = peak.as_ref().map(|p| {
+            (bytes / (bw_cpu_best * 1e9)).max(args.batch as f64 * bytes / p.macs_per_second)
+        });
+        serde_json::json!({
+            "kernel": c.kernel,
+            "batch": c.batch,
+            "bytes": c.bytes,
+            "stream_ms": c.stream_seconds * 1e3,
+            "compute_ms": c.compute_seconds * 1e3,
+            "both_ms": c.both_seconds * 1e3,
+            // max(stream alone, multiplies alone) ÷ both
+            "overlap_fraction": c.fraction(),
+            // max(|DB| ÷ bandwidth, k·|DB| ÷ peak) ÷ both: what
+            // simplepir_bound_fraction would be for a perfect kernel
+            "bound_fraction": bound.map(|b| b / c.both_seconds),
+        })
+    });
     let out = serde_json::json!({
         "db_bits": args.db_bits,
         "rows": shape.ell1,
@@ -488,6 +513,7 @@ fn run(args: &Args) -> Result<()> {
         // machine shared with other work, waiting for a core counts)
         "simplepir_bound_fraction_wall": (!sp_bound_frac_wall.is_empty()).then(|| median(&mut sp_bound_frac_wall)),
         "mem_bw_cpu_time_gb_s": bw_cpu.iter().cloned().reduce(f64::max),
+        "overlap_ceiling": ceiling_json,
         "answer_cpu_share": (!cpu_share.is_empty()).then(|| median(&mut cpu_share)),
         "simplepir_macs_g_per_s": args.batch as f64 * db_bytes as f64
             / sp.iter().cloned().fold(f64::INFINITY, f64::min)

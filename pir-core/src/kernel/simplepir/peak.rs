@@ -123,6 +123,231 @@ pub(crate) fn mac_peak_of(k: Kernel) -> Option<MacPeak> {
     }
 }
 
+/// What one core can reach for a batch of k queries when both its memory
+/// stream and its arithmetic are as good as they can be: a synthetic pass
+/// that reads every 64-byte line of a buffer once (`prefetcht1` a fixed
+/// distance ahead, then a demand load) and feeds each line to exactly the
+/// multiply instructions batch k needs per line (4k `vpdpbusd` with the
+/// selected AVX-512 VNNI kernel, 8k `vpmaddwd` + `vpaddd` ymm pairs with
+/// AVX2), from registers only: no transposition, no L1 traffic beyond the
+/// line, no reduction. Its time against max(stream alone, arithmetic
+/// alone) is the ceiling that overlapping the two reaches on this core,
+/// an upper bound for what the real pass can reach of
+/// max(|DB| ÷ bandwidth, k·|DB| ÷ MAC rate) (see `docs/benchmarks.md`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct OverlapCeiling {
+    /// The kernel variant whose instruction mix was timed.
+    pub kernel: &'static str,
+    /// The batch size k emulated.
+    pub batch: usize,
+    /// Bytes streamed (the buffer, rounded down to whole lines).
+    pub bytes: usize,
+    /// The stream alone (prefetch + load per line, no multiplies), CPU
+    /// seconds, best of the rounds.
+    pub stream_seconds: f64,
+    /// The multiplies alone, over a 16 KiB piece of the buffer held in
+    /// L1 and walked as many times as the buffer has lines.
+    pub compute_seconds: f64,
+    /// Both in one pass.
+    pub both_seconds: f64,
+}
+
+impl OverlapCeiling {
+    /// max(stream alone, arithmetic alone) ÷ both: 1 when the core hides
+    /// the shorter of the two entirely, ½ when they add up.
+    pub fn fraction(&self) -> f64 {
+        self.stream_seconds.max(self.compute_seconds) / self.both_seconds
+    }
+}
+
+/// Lines between a line's `prefetcht1` and its load in [`overlap_ceiling`]
+/// (4 KiB; 256 and 1024 lines measured the same on Sapphire Rapids, 16
+/// lines a third slower).
+#[cfg(target_arch = "x86_64")]
+const OVERLAP_AHEAD_LINES: usize = 64;
+
+/// Measures [`OverlapCeiling`] for batch `k` with the selected kernel over
+/// `buf` (best of two rounds, CPU time); `None` for the scalar and
+/// AVX-512BW kernels or an empty `buf`.
+pub fn overlap_ceiling(buf: &[u8], k: usize) -> Option<OverlapCeiling> {
+    overlap_ceiling_of(Kernel::selected(), buf, k)
+}
+
+/// [`overlap_ceiling`] for variant `kind`.
+pub(crate) fn overlap_ceiling_of(kind: Kernel, buf: &[u8], k: usize) -> Option<OverlapCeiling> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let lines = buf.len() / 64;
+        if lines == 0 {
+            return None;
+        }
+        let buf = &buf[..64 * lines];
+        let run: fn(&[u8], usize, usize, bool) -> u64 = match kind {
+            Kernel::Avx512Vnni if super::avx512_vnni() => |b, k, reps, pf| {
+                // SAFETY: avx512f, avx512bw and avx512vnni were detected.
+                unsafe { stream_dpbusd(b, k, reps, pf) }
+            },
+            Kernel::Avx2 if super::super::avx2() => |b, k, reps, pf| {
+                // SAFETY: avx2 was detected.
+                unsafe { stream_maddwd(b, k, reps, pf) }
+            },
+            _ => return None,
+        };
+        let piece = &buf[..buf.len().min(16 * 1024)];
+        let reps = lines.div_ceil(piece.len() / 64);
+        let mut best = [f64::INFINITY; 3];
+        for _ in 0..2 {
+            for (i, (b, k, reps, pf)) in [
+                (buf, 0, 1, true),
+                (piece, k, reps, false),
+                (buf, k, 1, true),
+            ]
+            .into_iter()
+            .enumerate()
+            {
+                let t = Stopwatch::start();
+                std::hint::black_box(run(b, k, reps, pf));
+                best[i] = best[i].min(t.seconds());
+            }
+        }
+        Some(OverlapCeiling {
+            kernel: kind.name(),
+            batch: k,
+            bytes: buf.len(),
+            stream_seconds: best[0],
+            compute_seconds: best[1],
+            both_seconds: best[2],
+        })
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (kind, buf, k);
+        None
+    }
+}
+
+/// `reps` walks over `buf` (whole 64-byte lines), each line prefetched
+/// [`OVERLAP_AHEAD_LINES`] ahead when `prefetch`, loaded, folded into a
+/// checksum and fed to 4k `vpdpbusd` (batch k: 64 bytes × k queries, 16
+/// u8 × u32 MACs per instruction) over 16 accumulators. Returns the xor
+/// of the lines' 64-bit words plus the accumulators' sum, so nothing can
+/// be left out.
+///
+/// # Safety
+/// The caller must have checked avx512f, avx512bw and avx512vnni.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+unsafe fn stream_dpbusd(buf: &[u8], k: usize, reps: usize, prefetch: bool) -> u64 {
+    let lines = buf.len() / 64;
+    let q = _mm512_set1_epi32(std::hint::black_box(0x0102_0304));
+    let mut acc = [_mm512_setzero_si512(); 16];
+    let mut fold = _mm512_setzero_si512();
+    let p = buf.as_ptr();
+    // One line: 4 queries a round over all 16 accumulators, then the
+    // k mod 4 queries left over 4 of them starting at `$off`, so that
+    // successive lines (offsets 0, 4, 8, 12) spread the remainder over
+    // all accumulators instead of making a dependency chain of it.
+    macro_rules! line {
+        ($i:expr, $off:literal) => {{
+            let i = $i;
+            if prefetch && i + OVERLAP_AHEAD_LINES < lines {
+                // SAFETY: a prefetch never faults; the address is in `buf`.
+                unsafe {
+                    _mm_prefetch::<_MM_HINT_T1>(p.add(64 * (i + OVERLAP_AHEAD_LINES)) as *const i8)
+                };
+            }
+            // SAFETY: i < lines, so the 64 bytes at 64i are in `buf`.
+            let d = unsafe { _mm512_loadu_si512(p.add(64 * i) as *const __m512i) };
+            fold = _mm512_xor_si512(fold, d);
+            for _ in 0..k / 4 {
+                for a in acc.iter_mut() {
+                    *a = _mm512_dpbusd_epi32(*a, d, q);
+                }
+            }
+            let rem = 4 * (k % 4);
+            for t in 0..12 {
+                if t < rem {
+                    let a = &mut acc[($off + t) % 16];
+                    *a = _mm512_dpbusd_epi32(*a, d, q);
+                }
+            }
+        }};
+    }
+    for _ in 0..reps {
+        let mut i = 0;
+        while i + 4 <= lines {
+            line!(i, 0);
+            line!(i + 1, 4);
+            line!(i + 2, 8);
+            line!(i + 3, 12);
+            i += 4;
+        }
+        while i < lines {
+            line!(i, 0);
+            i += 1;
+        }
+    }
+    let s = acc
+        .iter()
+        .fold(_mm512_setzero_si512(), |s, &x| _mm512_add_epi32(s, x));
+    let mut words = [0u64; 8];
+    // SAFETY: `words` is 64 bytes, one 512-bit store.
+    unsafe { _mm512_storeu_si512(words.as_mut_ptr() as *mut __m512i, fold) };
+    words.iter().fold(0, |x, w| x ^ w) ^ u64::from(_mm512_reduce_add_epi32(s) as u32)
+}
+
+/// [`stream_dpbusd`] with the AVX2 kernel's instructions: each line (two
+/// ymm vectors) feeds 8k `vpmaddwd` + `vpaddd` pairs (8 u8 × u32 MACs per
+/// pair) over 8 accumulators.
+///
+/// # Safety
+/// The caller must have checked avx2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn stream_maddwd(buf: &[u8], k: usize, reps: usize, prefetch: bool) -> u64 {
+    let lines = buf.len() / 64;
+    let q = _mm256_set1_epi32(std::hint::black_box(0x0102_0304));
+    let mut acc = [_mm256_setzero_si256(); 8];
+    let mut fold = _mm256_setzero_si256();
+    let p = buf.as_ptr();
+    for _ in 0..reps {
+        for i in 0..lines {
+            if prefetch && i + OVERLAP_AHEAD_LINES < lines {
+                // SAFETY: a prefetch never faults; the address is in `buf`.
+                unsafe {
+                    _mm_prefetch::<_MM_HINT_T1>(p.add(64 * (i + OVERLAP_AHEAD_LINES)) as *const i8)
+                };
+            }
+            // SAFETY: i < lines, so the 64 bytes at 64i are in `buf`.
+            let (d0, d1) = unsafe {
+                (
+                    _mm256_loadu_si256(p.add(64 * i) as *const __m256i),
+                    _mm256_loadu_si256(p.add(64 * i + 32) as *const __m256i),
+                )
+            };
+            fold = _mm256_xor_si256(fold, _mm256_xor_si256(d0, d1));
+            // one query a round: 8 pairs, 4 per record vector
+            for _ in 0..k {
+                for (j, a) in acc.iter_mut().enumerate() {
+                    let d = if j < 4 { d0 } else { d1 };
+                    *a = _mm256_add_epi32(*a, _mm256_madd_epi16(d, q));
+                }
+            }
+        }
+    }
+    let s = acc
+        .iter()
+        .fold(_mm256_setzero_si256(), |s, &x| _mm256_add_epi32(s, x));
+    let (mut words, mut sums) = ([0u64; 4], [0u32; 8]);
+    // SAFETY: `words` and `sums` are 32 bytes each, one 256-bit store each.
+    unsafe {
+        _mm256_storeu_si256(words.as_mut_ptr() as *mut __m256i, fold);
+        _mm256_storeu_si256(sums.as_mut_ptr() as *mut __m256i, s);
+    }
+    words.iter().fold(0, |x, w| x ^ w)
+        ^ u64::from(sums.iter().fold(0u32, |a, &v| a.wrapping_add(v)))
+}
+
 /// The core clock: a chain of dependent register-register adds retires
 /// one add per cycle (add-immediate chains can be folded at rename on
 /// recent cores, so the addend is a register).
@@ -243,7 +468,46 @@ unsafe fn maddwd_ymm(iters: usize) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kernel::test_util::kernels;
+    use crate::kernel::test_util::{kernels, lcg};
+
+    /// The streaming loops read every line: with no multiplies their
+    /// result is the xor of the buffer's 64-bit words, and a batch only
+    /// adds the accumulators' sum, which changes with the data.
+    #[test]
+    fn overlap_loops_read_every_line() {
+        let mut s = 7;
+        let buf: Vec<u8> = (0..64 * 300 + 17).map(|_| lcg(&mut s) as u8).collect();
+        let whole = &buf[..64 * 300];
+        let xor = whole.chunks_exact(8).fold(0u64, |x, w| {
+            x ^ u64::from_le_bytes(w.try_into().expect("8 bytes"))
+        });
+        #[cfg(target_arch = "x86_64")]
+        for k in kernels("overlap_loops_read_every_line") {
+            let run: fn(&[u8], usize, usize, bool) -> u64 = match k {
+                // SAFETY: `kernels` yields only variants this CPU has.
+                Kernel::Avx512Vnni => |b, k, r, p| unsafe { stream_dpbusd(b, k, r, p) },
+                // SAFETY: as above.
+                Kernel::Avx2 => |b, k, r, p| unsafe { stream_maddwd(b, k, r, p) },
+                _ => continue,
+            };
+            assert_eq!(run(whole, 0, 1, true), xor, "{k:?}");
+            assert_eq!(run(whole, 0, 2, false), 0, "{k:?}: two walks cancel");
+            let mut other = whole.to_vec();
+            other[64 * 299 + 3] ^= 1;
+            for batch in [1, 3, 4, 7] {
+                assert_ne!(
+                    run(whole, batch, 1, true),
+                    run(&other, batch, 1, true),
+                    "{k:?} k={batch}"
+                );
+            }
+            let c = overlap_ceiling_of(k, &buf, 4).expect("a variant with a ceiling");
+            assert_eq!((c.batch, c.bytes, c.kernel), (4, 64 * 300, k.name()));
+            assert!(c.fraction() > 0.0 && c.fraction().is_finite(), "{c:?}");
+        }
+        assert_eq!(overlap_ceiling_of(Kernel::Scalar, &buf, 4), None);
+        assert_eq!(overlap_ceiling_of(Kernel::selected(), &[0; 63], 4), None);
+    }
 
     #[test]
     fn every_simd_variant_reports_a_peak() {
