@@ -306,7 +306,8 @@ unsafe fn stream_dpbusd(buf: &[u8], k: usize, reps: usize, prefetch: bool) -> u6
 #[target_feature(enable = "avx2")]
 unsafe fn stream_maddwd(buf: &[u8], k: usize, reps: usize, prefetch: bool) -> u64 {
     let lines = buf.len() / 64;
-    let q = _mm256_set1_epi32(std::hint::black_box(0x0102_0304));
+    let mut q: [__m256i; 4] =
+        std::array::from_fn(|j| _mm256_set1_epi32(std::hint::black_box(0x0102_0304 + j as i32)));
     let mut acc = [_mm256_setzero_si256(); 8];
     let mut fold = _mm256_setzero_si256();
     let p = buf.as_ptr();
@@ -326,11 +327,24 @@ unsafe fn stream_maddwd(buf: &[u8], k: usize, reps: usize, prefetch: bool) -> u6
                 )
             };
             fold = _mm256_xor_si256(fold, _mm256_xor_si256(d0, d1));
-            // one query a round: 8 pairs, 4 per record vector
+            // one query a round: 8 pairs, 4 per record vector, each with
+            // its own multiplier so that no product is shared
             for _ in 0..k {
                 for (j, a) in acc.iter_mut().enumerate() {
                     let d = if j < 4 { d0 } else { d1 };
-                    *a = _mm256_add_epi32(*a, _mm256_madd_epi16(d, q));
+                    *a = _mm256_add_epi32(*a, _mm256_madd_epi16(d, q[j % 4]));
+                }
+                // the multipliers change as far as the compiler knows, so
+                // the products are not shared between rounds either
+                for q in q.iter_mut() {
+                    // SAFETY: emits no instruction.
+                    unsafe {
+                        std::arch::asm!(
+                            "/* {0} */",
+                            inout(ymm_reg) * q,
+                            options(nomem, nostack, preserves_flags)
+                        )
+                    };
                 }
             }
         }
