@@ -23,12 +23,9 @@
 //! `FAULT_SEED=<n>` repeats a run's random choices (the seed is printed).
 #![cfg(unix)]
 
-use std::error::Error as StdError;
-use std::io::{BufRead as _, BufReader};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use audit_proto::api::OCTET_STREAM;
@@ -40,10 +37,8 @@ use pir_core::sampler::PublicSeed;
 use pir_core::wire::Response;
 use sha2::{Digest, Sha256};
 
-type BoxErr = Box<dyn StdError + Send + Sync>;
-type TestResult = Result<(), BoxErr>;
-
-const BIN: &str = env!("CARGO_BIN_EXE_auditor-server");
+mod common;
+use common::{BoxErr, Served, TestResult};
 
 /// SplitMix64: the tests' reproducible randomness.
 struct Rng(u64);
@@ -122,22 +117,14 @@ async fn synthetic_store(dir: &Path, n: u64) -> Result<(String, Vec<[u8; 32]>), 
     Ok((url, hashes))
 }
 
-/// The binary with a clean configuration environment, plain logs, and the
-/// given configuration file, store and epoch directory.
+/// The binary ([`common::auditor`]) with the given configuration file,
+/// store and epoch directory.
 fn auditor(config: &Path, db_url: &str, epochs: &Path) -> Command {
-    let mut cmd = Command::new(BIN);
-    for (k, _) in std::env::vars_os() {
-        let k = k.to_string_lossy().into_owned();
-        if k.starts_with("AUDITOR_") || k == "DATABASE_URL" || k == "RUST_LOG" {
-            cmd.env_remove(&k);
-        }
-    }
-    cmd.env("RUST_LOG", "info")
-        .arg("--config")
+    let mut cmd = common::auditor();
+    cmd.arg("--config")
         .arg(config)
         .args(["--database-url", db_url, "--epoch-dir"])
-        .arg(epochs)
-        .stdin(Stdio::null());
+        .arg(epochs);
     cmd
 }
 
@@ -163,96 +150,12 @@ fn write_config(
     Ok(path)
 }
 
-/// A running process whose stderr lines are collected by a thread; killed
-/// on drop.
-struct Proc {
-    child: Child,
-    lines: mpsc::Receiver<String>,
-    log: Vec<String>,
-}
-
-impl Proc {
-    fn spawn(mut cmd: Command) -> Result<Proc, BoxErr> {
-        let mut child = cmd.stdout(Stdio::null()).stderr(Stdio::piped()).spawn()?;
-        let stderr = child.stderr.take().ok_or("no stderr pipe")?;
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines() {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        Ok(Proc {
-            child,
-            lines,
-            log: Vec::new(),
-        })
-    }
-
-    /// The first line logged that contains `needle`, waiting for it if it
-    /// has not been read yet.
-    fn find(&mut self, needle: &str, limit: Duration) -> Result<String, BoxErr> {
-        if let Some(l) = self.log.iter().find(|l| l.contains(needle)) {
-            return Ok(l.clone());
-        }
-        self.wait_for(needle, limit)
-    }
-
-    /// Reads log lines until one contains `needle`.
-    fn wait_for(&mut self, needle: &str, limit: Duration) -> Result<String, BoxErr> {
-        let deadline = Instant::now() + limit;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.lines.recv_timeout(left) {
-                Ok(line) => {
-                    self.log.push(line.clone());
-                    if line.contains(needle) {
-                        return Ok(line);
-                    }
-                }
-                Err(e) => {
-                    return Err(format!(
-                        "no log line with {needle:?} ({e}); stderr so far:\n{}",
-                        self.log.join("\n")
-                    )
-                    .into())
-                }
-            }
-        }
-    }
-
-    /// Collects the lines logged so far.
-    fn drain(&mut self) -> String {
-        while let Ok(line) = self.lines.try_recv() {
-            self.log.push(line);
-        }
-        self.log.join("\n")
-    }
-
-    fn sigkill(&mut self) -> TestResult {
-        self.child.kill()?;
-        self.child.wait()?;
-        Ok(())
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-}
-
 /// `serve` on 127.0.0.1 port 0; returns it once it listens, with its
 /// address.
-fn serve(cmd: Command) -> Result<(Proc, SocketAddr), BoxErr> {
+fn serve(cmd: Command) -> Result<(Served, SocketAddr), BoxErr> {
     let mut cmd = cmd;
     cmd.args(["serve", "--bind", "127.0.0.1:0"]);
-    let mut p = Proc::spawn(cmd)?;
+    let mut p = Served::spawn(cmd)?;
     let line = p.wait_for("auditor-server listening", Duration::from_secs(120))?;
     let addr = line
         .split_whitespace()
@@ -465,15 +368,15 @@ async fn build_killed_at_random_points() -> TestResult {
             let delay = Duration::from_millis(rng.below(build_s.as_millis() as u64 * 13 / 10));
             let mut cmd = auditor(&config, &db_url, &epochs);
             cmd.arg("build-epoch");
-            let mut p = Proc::spawn(cmd)?;
+            let mut p = Served::spawn(cmd)?;
             std::thread::sleep(delay);
-            p.sigkill()?;
+            p.kill()?;
             ("build-epoch", delay)
         } else {
             let delay = Duration::from_millis(rng.below(build_s.as_millis() as u64 * 3));
             let (mut p, _) = serve(auditor(&scheduled, &db_url, &epochs))?;
             std::thread::sleep(delay);
-            p.sigkill()?;
+            p.kill()?;
             ("serve (scheduled builds)", delay)
         };
         let after = published(&epochs)?;
@@ -501,7 +404,7 @@ async fn build_killed_at_random_points() -> TestResult {
                 "kill {kill}: {left:?} removed without a log line:\n{log}"
             );
         }
-        p.sigkill()?;
+        p.kill()?;
         summary.push(format!(
             "  kill {kill:2}: {what:<24} SIGKILL after {:>5} ms; published {before:?} -> {after:?}; \
              left behind {left:?}; restart served epoch {newest}, bits exact, leftovers removed",
@@ -639,7 +542,7 @@ async fn damaged_epoch_files_are_refused() -> TestResult {
         let log = p.drain();
         assert!(!log.contains("panicked"), "{damage:?}: {log}");
         assert_eq!(p.child.try_wait()?, None, "{damage:?}: the server exited");
-        p.sigkill()?;
+        p.kill()?;
         let why = line
             .split_once("error=")
             .or_else(|| line.split_once("why="))
@@ -789,7 +692,7 @@ async fn epoch_dir_disk_full() -> TestResult {
         !log.contains("refused") && !log.contains("panicked"),
         "{log}"
     );
-    p.sigkill()?;
+    p.kill()?;
     eprintln!(
         "epoch_dir_disk_full: epoch dir on a {size_kib} KiB tmpfs (epoch 1: {one} bytes): the build failed with \
          {:?}; nothing published or left behind; epoch 1 served throughout; after resizing to 64 MiB epoch 2 \

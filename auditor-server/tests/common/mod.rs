@@ -183,6 +183,23 @@ impl Served {
         }
     }
 
+    /// The first line logged that contains `needle`, waiting for it if it
+    /// has not been read yet.
+    pub fn find(&mut self, needle: &str, limit: Duration) -> Result<String, BoxErr> {
+        if let Some(l) = self.log.iter().find(|l| l.contains(needle)) {
+            return Ok(l.clone());
+        }
+        self.wait_for(needle, limit)
+    }
+
+    /// The lines logged so far, without waiting.
+    pub fn drain(&mut self) -> String {
+        while let Ok(line) = self.lines.try_recv() {
+            self.log.push(line);
+        }
+        self.log.join("\n")
+    }
+
     /// Every line logged until stderr closed (the process has exited).
     pub fn rest(&mut self) -> String {
         while let Ok(line) = self.lines.recv_timeout(Duration::from_secs(5)) {
