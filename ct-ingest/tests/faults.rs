@@ -27,7 +27,6 @@
 //!
 //! `TEST_REQUIRE_POSTGRES=1` turns a missing `TEST_DATABASE_URL` into a
 //! failure.
-mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -36,7 +35,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use ct_store::{LogKind, Store, StoreError};
 use ct_testlog::{IssuedEntry, TestLog, TestLogConfig};
 
-use common::{BoxErr, TestDb};
+use ct_store::testing::{BoxErr, TestDb};
 
 type TestResult = Result<(), BoxErr>;
 

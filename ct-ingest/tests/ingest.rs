@@ -12,7 +12,6 @@
 //!
 //! `TEST_REQUIRE_POSTGRES=1` turns a missing `TEST_DATABASE_URL` into a
 //! failure. The benchmark is an ignored test (see `bench_ingest`).
-mod common;
 
 use std::collections::HashSet;
 use std::error::Error as StdError;
@@ -28,7 +27,7 @@ use ct_store::{Commit, FaultPlan, LogKind, Store};
 use ct_testlog::{IssuedEntry, Misbehaviour, TestLog, TestLogConfig};
 use futures_util::TryStreamExt;
 
-use common::TestDb;
+use ct_store::testing::TestDb;
 
 type TestResult = Result<(), Box<dyn StdError + Send + Sync>>;
 type BoxErr = Box<dyn StdError + Send + Sync>;

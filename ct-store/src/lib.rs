@@ -41,6 +41,12 @@
 //! a commit that does all its work and then drops its transaction, or
 //! commits and then fails, as a crash just before or just after `COMMIT`
 //! would.
+//!
+//! # Feature `testing`
+//!
+//! Off by default; tests turn it on. It adds [`testing`]: a fresh SQLite
+//! database per test case, and a fresh PostgreSQL database when
+//! `TEST_DATABASE_URL` is set.
 #![warn(unreachable_pub)]
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -49,6 +55,9 @@ mod commit;
 mod dialect;
 mod error;
 mod url;
+
+#[cfg(feature = "testing")]
+pub mod testing;
 
 use std::str::FromStr;
 use std::time::Duration;

@@ -12,8 +12,6 @@
 //! Set `TEST_REQUIRE_POSTGRES=1` to fail instead of skipping PostgreSQL when
 //! `TEST_DATABASE_URL` is unset.
 
-mod common;
-
 use std::collections::HashSet;
 use std::error::Error;
 use std::time::Instant;
@@ -25,7 +23,7 @@ use ct_store::{
 use futures_util::TryStreamExt;
 use sha2::{Digest, Sha256};
 
-use common::{with_database, TestDb};
+use ct_store::testing::{with_database, TestDb};
 
 type TestResult = Result<(), Box<dyn Error + Send + Sync>>;
 

@@ -1,5 +1,9 @@
-//! Test harness of `store.rs`: one fresh database per test case on SQLite
-//! (a temp file) and, when `TEST_DATABASE_URL` is set, on PostgreSQL.
+//! Test support (feature `testing`): one fresh database per test case on
+//! SQLite (a temp file) and, when `TEST_DATABASE_URL` is set, on
+//! PostgreSQL, for this crate's tests and for the crates that test
+//! against a store (ct-ingest). `tests/pg.sh` starts a throwaway
+//! PostgreSQL server. Its functions fail with a boxed error, as the tests
+//! that call them do; nothing here is part of a production build.
 
 /// Boxed error of the tests.
 pub type BoxErr = Box<dyn std::error::Error + Send + Sync>;
@@ -17,6 +21,11 @@ pub struct TestDb {
 }
 
 impl TestDb {
+    /// A store on this database (migrations applied).
+    pub async fn store(&self) -> Result<crate::Store, BoxErr> {
+        Ok(crate::Store::connect(&self.url).await?)
+    }
+
     /// SQLite always; PostgreSQL when `TEST_DATABASE_URL` is set (a fresh
     /// database named `ct_<prefix>_<case>_<pid>`). `TEST_REQUIRE_POSTGRES`
     /// turns a missing `TEST_DATABASE_URL` into an error.
