@@ -8,7 +8,11 @@
 //! every trial also answers the batch's first query alone, and with
 //! `--threads n` it also answers the batch on one thread, so
 //! `batch_speedup` and `thread_speedup` compare runs of the same trials
-//! (alternating which goes first) rather than separate processes.
+//! (alternating which goes first) rather than separate processes. Beside
+//! the SimplePIR pass it times the kernel's multiply ceiling (`mac_*`) and
+//! the overlap ceiling (`overlap_ceiling`: a synthetic pass over the same
+//! database with the batch's multiply count per line, from registers),
+//! the best one core can reach of max(memory, multiplies) for this batch.
 
 // the JSON report is one `serde_json::json!` literal with many fields
 #![recursion_limit = "256"]
