@@ -44,7 +44,7 @@
 //!
 //! # Feature `testing`
 //!
-//! Off by default; tests turn it on. It adds [`testing`]: a fresh SQLite
+//! Off by default; tests turn it on. It adds the module `testing`: a fresh SQLite
 //! database per test case, and a fresh PostgreSQL database when
 //! `TEST_DATABASE_URL` is set.
 #![warn(unreachable_pub)]
