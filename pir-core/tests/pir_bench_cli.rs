@@ -54,6 +54,24 @@ fn pir_bench_reports_in_run_speedups() {
     assert!(stream > f("db_bytes"));
     let ceiling = stream / (batch / 1e3) / 1e9 / f("mem_bw_all_threads_gb_s");
     assert!((f("all_threads_bw_fraction") - ceiling).abs() < 1e-9 * ceiling);
+    // the overlap ceiling: for the batch, over the whole database, its
+    // fraction the ratio of its reported times (absent on the scalar
+    // kernel, which has no multiply ceiling either)
+    let o = &v["overlap_ceiling"];
+    if v["mac_peak_g_per_s"].is_null() {
+        assert!(o.is_null());
+    } else {
+        let g = |k: &str| {
+            o[k].as_f64()
+                .unwrap_or_else(|| panic!("overlap_ceiling.{k} missing"))
+        };
+        assert_eq!(o["batch"], 2);
+        assert_eq!(o["bytes"].as_f64(), Some(f("db_bytes")));
+        let (s, c, b) = (g("stream_ms"), g("compute_ms"), g("both_ms"));
+        assert!(s > 0.0 && c > 0.0 && b > 0.0);
+        assert!((g("overlap_fraction") - s.max(c) / b).abs() < 1e-9);
+        assert!(g("bound_fraction") > 0.0);
+    }
 }
 
 #[test]
