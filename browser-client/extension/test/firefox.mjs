@@ -47,6 +47,7 @@ const { values: args } = parseArgs({
     auditor: { type: "string" },
     data: { type: "string" },
     screenshot: { type: "string" },
+    "report-screenshot": { type: "string" },
     work: { type: "string" },
     "epoch-timeout": { type: "string", default: "120" },
     firefox: { type: "string", default: process.env.FIREFOX ?? "firefox-esr" },
@@ -54,7 +55,9 @@ const { values: args } = parseArgs({
   },
 });
 if (!args.auditor || !args.data) {
-  console.error("usage: firefox.mjs --auditor URL --data DIR [--screenshot FILE] [--work DIR] [--epoch-timeout S]");
+  console.error(
+    "usage: firefox.mjs --auditor URL --data DIR [--screenshot FILE] [--report-screenshot FILE] [--work DIR] [--epoch-timeout S]",
+  );
   process.exit(2);
 }
 const auditor = args.auditor.replace(/\/+$/, "");
@@ -450,10 +453,14 @@ try {
       /NOT FOUND is certain for its epoch/.test(popup1),
     "popup: what LOGGED and NOT FOUND mean is missing",
   );
-  if (args.screenshot) {
+  // The popup as rendered now, to `file` (the page's body).
+  async function screenshot(file) {
     const body = await wd("POST", S("/element"), { using: "css selector", value: "body" });
     const png = await wd("GET", S(`/element/${Object.values(body)[0]}/screenshot`));
-    writeFileSync(args.screenshot, Buffer.from(png, "base64"));
+    writeFileSync(file, Buffer.from(png, "base64"));
+  }
+  if (args.screenshot) {
+    await screenshot(args.screenshot);
     result.screenshot = args.screenshot;
   }
 
@@ -484,6 +491,16 @@ try {
   check(popup2.includes(`${st.status.audited} audits this week`), "popup: wrong number of audits");
   check(popup2.includes(`epoch ${st.status.lastEpoch}`), "popup: epoch missing");
   check(popup2.includes(`REPORTED: ${sites.unlogged.host}`), "popup: the reported host is missing");
+  // Nothing is sent without the user: the report waits behind a button
+  // that says what sending it reveals.
+  check(
+    popup2.includes("Send report to the auditor") && /auditor learns that you saw this site/.test(popup2),
+    "popup: the report's send button or its consent text is missing",
+  );
+  if (args["report-screenshot"]) {
+    await screenshot(args["report-screenshot"]);
+    result.report_screenshot = args["report-screenshot"];
+  }
 
   // What an audit costs inside Firefox (wasm query generation, the POST,
   // extraction of the bit from the answer).

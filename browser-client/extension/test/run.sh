@@ -9,7 +9,8 @@
 #   firefox  firefox.mjs: the extension in headless Firefox over HTTPS sites
 #            whose certificates embed the test log's SCTs (needs firefox-esr,
 #            certutil and geckodriver, as .ci/run installs them); the popup's
-#            screenshot goes to $SCREENSHOT if set
+#            screenshot after the first NOT FOUND goes to $SCREENSHOT and the
+#            one after the report to $REPORT_SCREENSHOT, if set
 #
 # The server's stdin is a pipe held by this script: whenever the script
 # ends, even by SIGKILL, the server sees end of file and shuts down.
@@ -97,6 +98,7 @@ if wants firefox; then
   echo "run.sh: firefox.mjs (the extension in headless Firefox)" >&2
   shot=()
   [ -n "${SCREENSHOT:-}" ] && shot=(--screenshot "$SCREENSHOT")
+  [ -n "${REPORT_SCREENSHOT:-}" ] && shot+=(--report-screenshot "$REPORT_SCREENSHOT")
   run_node "$here/firefox.mjs" --auditor "$url" --data "$data" --work "$work/firefox" \
     --epoch-timeout $((EPOCH_INTERVAL * 3 + 60)) "${shot[@]}"
 fi
