@@ -415,6 +415,7 @@ fn run(args: &Args) -> Result<()> {
     // overlap as well as they can (a synthetic pass over the database with
     // the batch's instruction count per line; docs/benchmarks.md), against
     // the same bound as the SimplePIR pass.
+    // the best single-thread bandwidth of the run, CPU time
     let bw_cpu_best = bw_cpu.iter().cloned().fold(mem_bw, f64::max);
     let ceiling = pir_core::server::overlap_ceiling(server.database().as_bytes(), args.batch);
     let ceiling_json = ceiling.as_ref().map(|c| {
@@ -509,9 +510,7 @@ fn run(args: &Args) -> Result<()> {
         "macs_per_cycle": peak.as_ref().map(|p| p.macs_per_second / clock),
         // the batch size from which the multiplies, not the memory, bound
         // the pass: peak ÷ bandwidth, both in thread CPU time
-        "batch_where_compute_bound": peak.as_ref().map(|p| {
-            p.macs_per_second / 1e9 / bw_cpu.iter().cloned().fold(mem_bw, f64::max)
-        }),
+        "batch_where_compute_bound": peak.as_ref().map(|p| p.macs_per_second / 1e9 / bw_cpu_best),
         "simplepir_bound_fraction": (!sp_bound_frac.is_empty()).then(|| median(&mut sp_bound_frac)),
         // the same with the pass and the bandwidth in wall time (on a
         // machine shared with other work, waiting for a core counts)
