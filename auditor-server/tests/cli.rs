@@ -15,7 +15,7 @@ use audit_proto::Manifest;
 use ct_ingest::ingest::{run_once, IngestOptions};
 use ct_testlog::{TestLog, TestLogConfig};
 
-use common::{auditor, wait_with_timeout, BoxErr, Served};
+use common::{auditor, listening_addr, wait_with_timeout, BoxErr, Served};
 
 /// Entries in the test store.
 const ENTRIES: usize = 40;
@@ -44,15 +44,6 @@ async fn filled_store(dir: &Path, n: usize) -> Result<String, BoxErr> {
     }
     log.shutdown().await;
     Ok(db_url)
-}
-
-/// `auditor-server listening addr=127.0.0.1:PORT` → `127.0.0.1:PORT`.
-fn listening_addr(line: &str) -> Result<std::net::SocketAddr, BoxErr> {
-    let addr = line
-        .split_whitespace()
-        .find_map(|w| w.strip_prefix("addr="))
-        .ok_or_else(|| format!("no addr= in {line:?}"))?;
-    Ok(addr.parse()?)
 }
 
 #[tokio::test]

@@ -157,12 +157,7 @@ fn serve(cmd: Command) -> Result<(Served, SocketAddr), BoxErr> {
     cmd.args(["serve", "--bind", "127.0.0.1:0"]);
     let mut p = Served::spawn(cmd)?;
     let line = p.wait_for("auditor-server listening", Duration::from_secs(120))?;
-    let addr = line
-        .split_whitespace()
-        .find_map(|w| w.strip_prefix("addr="))
-        .ok_or_else(|| format!("no addr= in {line:?}"))?
-        .parse()?;
-    Ok((p, addr))
+    Ok((p, common::listening_addr(&line)?))
 }
 
 /// Runs `build-epoch` to completion; returns (success, stderr).

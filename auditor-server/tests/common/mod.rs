@@ -241,6 +241,15 @@ pub fn wait_with_timeout(child: &mut Child, limit: Duration) -> Result<ExitStatu
     }
 }
 
+/// `auditor-server listening addr=127.0.0.1:PORT` → `127.0.0.1:PORT`.
+pub fn listening_addr(line: &str) -> Result<std::net::SocketAddr, BoxErr> {
+    let addr = line
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("addr="))
+        .ok_or_else(|| format!("no addr= in {line:?}"))?;
+    Ok(addr.parse()?)
+}
+
 /// A free port on 127.0.0.1 (bound, then released for a child to bind).
 pub fn free_port() -> Result<u16, BoxErr> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?
