@@ -2,20 +2,24 @@
 //! the bit database of §4 "Parameter selection" on top of it.
 //!
 //! Records are stored packed, one byte each. When ℓ1 is a multiple of 32 and
-//! ℓ2 ≥ 8 the first ⌊ℓ2/8⌋·8 columns are **tiled**: columns are taken in
-//! groups of 8, rows in panels of P rows (P = [`panel_rows`], at most 2048,
-//! a multiple of 32 dividing ℓ1), and each (panel, group) tile of 8·P bytes
-//! holds its records as 32-row × 8-column blocks. Tiles are stored panel by
-//! panel, group by group inside a panel: record (i, 8g+c) with i = pP + r
-//! lives at p·P·ℓ2' + 8g·P + ⌊r/32⌋·256 + 32c + (r mod 32), ℓ2' = ⌊ℓ2/8⌋·8.
-//! The SimplePIR kernel then reads the database as one sequential stream
-//! while the slice of the query it needs (P rows, 4P bytes) stays in the
-//! L1 cache; with P = ℓ1 the query would be re-read from L2 for every
-//! 256 bytes of database, which measurably keeps the pass from the memory
-//! bandwidth (`docs/benchmarks.md`). Columns past the last full
-//! group, and every column when ℓ1 mod 32 ≠ 0, are plain column-major
-//! (record (i, j) at j·ℓ1 + i). Tiling is a permutation of the column-major
-//! bytes and is done in place.
+//! ℓ2 ≥ 16 the first ⌊ℓ2/16⌋·16 columns are **tiled**: columns are taken in
+//! groups of 16, rows in panels of P rows (P = [`panel_rows`], at most
+//! 2048, a multiple of 32 dividing ℓ1), and each (panel, group) tile of
+//! 16·P bytes holds its records as 64-byte *quads* of 4 rows × 16 columns,
+//! the 4 rows of a column side by side: record (i, 16g+c) with i = pP + r
+//! lives at p·P·ℓ2' + 16g·P + ⌊r/4⌋·64 + 4c + (r mod 4), ℓ2' = ⌊ℓ2/16⌋·16.
+//! Tiles are stored panel by panel, group by group inside a panel, so the
+//! SimplePIR pass reads the database as one sequential stream while the
+//! slice of each query it needs stays in L1 (with P = ℓ1 the query would be
+//! re-read from L2 for every few hundred bytes of database, which measurably
+//! keeps the pass from the memory bandwidth: `docs/benchmarks.md`). A quad
+//! is exactly one `vpdpbusd` operand: each 32-bit lane holds 4 rows of one
+//! column, so 4 bytes of a query (its digits of those rows, broadcast) meet
+//! all 16 columns in one instruction and every lane accumulates one column;
+//! a batch multiplies each quad by every query with no transposition.
+//! Columns past the last full group, and every column when ℓ1 mod 32 ≠ 0,
+//! are plain column-major (record (i, j) at j·ℓ1 + i). Tiling is a
+//! permutation of the column-major bytes and is done in place.
 //!
 //! For the linear algebra a record v ∈ Z_N is used through its
 //! representative in [−N/2, N/2) (the byte reinterpreted as `i8` for
@@ -36,18 +40,18 @@ pub struct Database {
 }
 
 /// Columns per tile group.
-pub const GROUP_COLS: usize = 8;
-/// Rows per tile block.
+pub const GROUP_COLS: usize = 16;
+/// Rows per quad: one 64-byte vector of a tile holds 4 rows × 16 columns.
+pub const QUAD_ROWS: usize = 4;
+/// Panel heights are multiples of this many rows.
 pub const BLOCK_ROWS: usize = 32;
 
-/// Most rows per panel (see the module docs): a 2048-row tile is 16 KiB and
+/// Most rows per panel (see the module docs): a 2048-row tile is 32 KiB and
 /// its slice of the query bytes 8 KiB, so the slice stays in L1 while the
-/// tile streams past. Taller tiles mean fewer per-tile reductions: the
-/// `vpdpbusd` kernel, compute-bound in a batch, spent a tenth of its time
-/// on them with 512-row tiles (batch of 4 at B = 33: 88.6 → 79.7 ms with
-/// 2048 rows and the cheaper reduction, `docs/benchmarks.md`);
-/// 4096 rows slowed the single-query pass by a third. The `pmaddwd` kernels
-/// still take 512 rows at a time (`kernel::simplepir::SLICE_ROWS`).
+/// tile streams past; a panel's partial sums are added once per tile.
+/// (With 8-column tiles, 4096 rows slowed the single-query pass by a
+/// third.) Batches take a tile 512 rows at a time
+/// (`kernel::simplepir::SLICE_ROWS`).
 pub const MAX_PANEL_ROWS: usize = 2048;
 
 /// Whether a shape is stored tiled.
@@ -84,7 +88,7 @@ pub fn offset(shape: DbShape, tiled: bool, row: usize, col: usize) -> usize {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct OffsetMap {
     ell1: usize,
-    /// Columns in whole 8-column groups (the tiled part).
+    /// Columns in whole 16-column groups (the tiled part).
     full: usize,
     panel: usize,
     /// log2 of `panel` when it is a power of two.
@@ -114,9 +118,9 @@ impl OffsetMap {
             let (g, c) = (col / GROUP_COLS, col % GROUP_COLS);
             p * self.panel * self.full
                 + g * GROUP_COLS * self.panel
-                + r / BLOCK_ROWS * (BLOCK_ROWS * GROUP_COLS)
-                + c * BLOCK_ROWS
-                + r % BLOCK_ROWS
+                + r / QUAD_ROWS * (QUAD_ROWS * GROUP_COLS)
+                + c * QUAD_ROWS
+                + r % QUAD_ROWS
         } else {
             col * self.ell1 + row
         }
@@ -124,8 +128,8 @@ impl OffsetMap {
 }
 
 /// Rearranges column-major bytes into the tiled layout, in place: first each
-/// group of 8 columns is interleaved in 32-row blocks (temporary buffer of
-/// 8·ℓ1 bytes), which leaves tile (p, g) at group-major position g·n_p + p;
+/// group of 16 columns is interleaved in 4-row quads (temporary buffer of
+/// 16·ℓ1 bytes), which leaves tile (p, g) at group-major position g·n_p + p;
 /// then the n_g × n_p matrix of 8·P-byte tiles is transposed to panel-major
 /// order by following the permutation's cycles (one tile of temporary
 /// space and one bit per tile).
@@ -138,9 +142,9 @@ fn tile_in_place(shape: DbShape, data: &mut [u8]) {
         tmp.copy_from_slice(group);
         for c in 0..GROUP_COLS {
             let col = &tmp[c * ell1..(c + 1) * ell1];
-            for (b, chunk) in col.chunks(BLOCK_ROWS).enumerate() {
-                let dst = b * BLOCK_ROWS * GROUP_COLS + c * BLOCK_ROWS;
-                group[dst..dst + BLOCK_ROWS].copy_from_slice(chunk);
+            for (t, four) in col.chunks_exact(QUAD_ROWS).enumerate() {
+                let dst = t * QUAD_ROWS * GROUP_COLS + c * QUAD_ROWS;
+                group[dst..dst + QUAD_ROWS].copy_from_slice(four);
             }
         }
     }
@@ -368,9 +372,9 @@ impl Database {
     pub fn column_into(&self, col: usize, out: &mut [u8]) {
         let ell1 = self.shape.ell1;
         if self.map.tiled && col < self.map.full {
-            for (b, chunk) in out[..ell1].chunks_mut(BLOCK_ROWS).enumerate() {
-                let src = self.map.at(b * BLOCK_ROWS, col);
-                chunk.copy_from_slice(&self.data[src..src + BLOCK_ROWS]);
+            for (t, four) in out[..ell1].chunks_exact_mut(QUAD_ROWS).enumerate() {
+                let src = self.map.at(t * QUAD_ROWS, col);
+                four.copy_from_slice(&self.data[src..src + QUAD_ROWS]);
             }
         } else {
             out[..ell1].copy_from_slice(&self.data[col * ell1..(col + 1) * ell1]);
@@ -639,11 +643,13 @@ mod tests {
             (2048, 16),
             (1056, 27),
             (3072, 8),
+            (3072, 33),
+            (96, 16),
         ] {
             let shape = DbShape { ell1, ell2 };
             let cm: Vec<u8> = (0..ell1 * ell2).map(|k| (k * 7 + k / 13) as u8).collect();
             let db = Database::from_column_major(shape, 8, cm.clone()).unwrap();
-            assert_eq!(db.is_tiled(), ell1 % 32 == 0 && ell2 >= 8);
+            assert_eq!(db.is_tiled(), ell1 % 32 == 0 && ell2 >= 16);
             let mut col = vec![0u8; ell1];
             for j in 0..ell2 {
                 db.column_into(j, &mut col);
@@ -665,12 +671,13 @@ mod tests {
         // tiled with column-major tail columns, several panels, a panel
         // height that is not a power of two, nothing tiled, 4-bit records
         for (ell1, ell2, block, bits) in [
-            (64usize, 19usize, 8usize, 8u32),
-            (8192, 24, 16, 8),
-            (3072, 27, 8, 8),
-            (33, 16, 8, 8),
-            (96, 7, 8, 4),
+            (64usize, 19usize, 16usize, 8u32),
+            (8192, 40, 16, 8),
+            (3072, 37, 16, 8),
+            (33, 16, 16, 8),
+            (96, 7, 16, 4),
             (64, 40, 64, 8),
+            (64, 70, 32, 8),
         ] {
             let shape = DbShape { ell1, ell2 };
             let n = 1usize << bits;
@@ -721,13 +728,15 @@ mod tests {
         // tile (p, g) of a multi-panel shape is contiguous and panel-major
         let shape = DbShape {
             ell1: 8192,
-            ell2: 16,
+            ell2: 32,
         };
-        assert_eq!(offset(shape, true, 0, 8), 8 * 2048);
-        assert_eq!(offset(shape, true, 2048, 0), 16 * 2048);
+        assert_eq!(offset(shape, true, 0, 16), 16 * 2048);
+        assert_eq!(offset(shape, true, 2048, 0), 32 * 2048);
+        // row 33 of panel 1 is row 1 of quad 8; column 25 is column 9 of
+        // group 1
         assert_eq!(
-            offset(shape, true, 2048 + 33, 9),
-            16 * 2048 + 8 * 2048 + 256 + 32 + 1
+            offset(shape, true, 2048 + 33, 25),
+            32 * 2048 + 16 * 2048 + 8 * 64 + 9 * 4 + 1
         );
     }
 

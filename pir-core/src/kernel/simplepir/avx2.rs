@@ -13,76 +13,129 @@ unsafe fn hsum(v: __m256i) -> u32 {
     _mm_cvtsi128_si32(s) as u32
 }
 
-/// AVX2 tile kernel: two passes of 4 columns over the tile's 32-row
-/// blocks, 16 rows per step (16 ymm registers hold 8 accumulators, the
-/// two query halves and the records of one column). The second pass
-/// finds the tile and the query slice in L1. Prefetches are spread
-/// evenly over both passes, one cache line of the stream `prefetch_dist`
-/// ahead per step, so memory is busy during the second pass too; they
-/// are non-temporal (`prefetchnta`), which measured 5–10 % faster than
-/// `prefetcht0` here: the lines are read once, and the hint keeps them
-/// from displacing the tile and query slice the second pass reuses.
+/// AVX2 slice kernel: `Q` queries (1 ≤ Q ≤ 5) over a slice of quads
+/// (4 rows × 16 columns each, see [`crate::db`]), adding each query's 16
+/// column sums to `out[q]`. The slice is taken a quarter at a time (4
+/// columns, 16 bytes of each quad): `vpmovsxbw` widens those 16 records
+/// once, so that word 4c + x is row x of column c and 32-bit lane m holds
+/// rows 2(m mod 2), +1 of column ⌊m/2⌋; `vpmaddwd` against the query's
+/// lo (then hi) entries of the quad's 4 rows, broadcast as one 64-bit
+/// word, then multiplies and pairs them for every query of the group
+/// (2·Q accumulators, 10 of the 16 ymm registers at Q = 5). The widening,
+/// on the port the adds share, is paid once per group instead of once per
+/// query. The quarters after the first find the slice in L1. The lines
+/// of `ahead` are prefetched into L2, spread over the loop.
 ///
 /// # Safety
-/// The caller must have checked that the CPU supports AVX2; `lo` and
-/// `hi` have the same length, a multiple of 32, and `tile` holds 8 times
-/// as many bytes.
+/// The caller must have checked that the CPU supports AVX2; `data` holds
+/// whole 64-byte quads and every `lo[q]`, `hi[q]` 4 entries per quad.
 #[target_feature(enable = "avx2")]
-pub(super) unsafe fn block(tile: &[u8], lo: &[i16], hi: &[i16], out: &mut [u32; 8]) {
-    let rows = lo.len();
-    assert!(hi.len() == rows && rows.is_multiple_of(32) && tile.len() == 8 * rows);
-    let base = tile.as_ptr();
-    let pfd = super::tune::prefetch_distance();
-    let pf = base.wrapping_add(pfd);
-    let steps = rows / 16;
-    for pass in 0..2 {
-        let mut acc_lo = [_mm256_setzero_si256(); 4];
-        let mut acc_hi = [_mm256_setzero_si256(); 4];
-        let mut i = 0;
-        while i < rows {
-            // SAFETY: i + 16 <= rows; the records of rows i..i+16 of
-            // column 4·pass + c start at (i/32)·256 + (4·pass + c)·32 +
-            // i%32, which plus 16 stays within the 8·rows-byte tile, and
-            // lo/hi hold `rows` entries (asserted above). The prefetch is
-            // a hint that never faults, whatever the address.
+pub(super) unsafe fn group<const Q: usize>(
+    data: &[u8],
+    lo: [&[i16]; Q],
+    hi: [&[i16]; Q],
+    ahead: &[u8],
+    out: &mut [[u32; 16]; Q],
+) {
+    let n = data.len() / 64;
+    assert!(
+        data.len().is_multiple_of(64) && lo.iter().chain(&hi).all(|v| v.len() == 4 * n),
+        "slice shape"
+    );
+    if Q == 1 {
+        // SAFETY: as for this function, with Q = 1.
+        unsafe { single(data, lo[0], hi[0], ahead, &mut out[0]) };
+        return;
+    }
+    let mut spread = super::Spread::new(ahead.len(), 4 * n);
+    let dp = data.as_ptr();
+    let lp = lo.map(|v| v.as_ptr());
+    let hp = hi.map(|v| v.as_ptr());
+    for quarter in 0..4 {
+        let mut acc_lo = [_mm256_setzero_si256(); Q];
+        let mut acc_hi = [_mm256_setzero_si256(); Q];
+        for t in 0..n {
+            for line in spread.due() {
+                // SAFETY: a prefetch is a hint that never faults; `line`
+                // < ⌈ahead.len() / 64⌉, so the address is inside `ahead`.
+                unsafe {
+                    _mm_prefetch::<_MM_HINT_T1>(ahead.as_ptr().add(spread.at(line)) as *const i8)
+                };
+            }
+            // SAFETY: t < n, so bytes [64t + 16·quarter, +16) are inside
+            // `data`, and entries [4t, 4t + 4) inside every lo/hi slice
+            // (asserted above); the loads are unaligned.
             unsafe {
-                let l = _mm256_loadu_si256(lo.as_ptr().add(i) as *const __m256i);
-                let h = _mm256_loadu_si256(hi.as_ptr().add(i) as *const __m256i);
-                let blk = base.add(i / 32 * 256 + i % 32 + pass * 128);
-                let line = pass * steps + i / 16;
-                if pfd != 0 {
-                    _mm_prefetch::<_MM_HINT_NTA>(pf.wrapping_add(line * 64) as *const i8);
-                }
-                for c in 0..4 {
-                    let d =
-                        _mm256_cvtepi8_epi16(_mm_loadu_si128(blk.add(c * 32) as *const __m128i));
-                    acc_lo[c] = _mm256_add_epi32(acc_lo[c], _mm256_madd_epi16(d, l));
-                    acc_hi[c] = _mm256_add_epi32(acc_hi[c], _mm256_madd_epi16(d, h));
+                let d = _mm256_cvtepi8_epi16(_mm_loadu_si128(
+                    dp.add(64 * t + 16 * quarter) as *const __m128i
+                ));
+                for q in 0..Q {
+                    let l = _mm256_set1_epi64x((lp[q].add(4 * t) as *const i64).read_unaligned());
+                    let h = _mm256_set1_epi64x((hp[q].add(4 * t) as *const i64).read_unaligned());
+                    acc_lo[q] = _mm256_add_epi32(acc_lo[q], _mm256_madd_epi16(d, l));
+                    acc_hi[q] = _mm256_add_epi32(acc_hi[q], _mm256_madd_epi16(d, h));
                 }
             }
-            i += 16;
         }
-        // Σ_r (lo·d + 2^16·hi·d) per column, the four columns reduced
-        // together (transposed: after the unpack levels each 128-bit
-        // lane holds the four columns' partial sums) instead of eight
-        // horizontal sums.
-        let v: [__m256i; 4] = std::array::from_fn(|c| {
-            _mm256_add_epi32(acc_lo[c], _mm256_slli_epi32::<16>(acc_hi[c]))
-        });
-        let t01 = _mm256_add_epi32(
-            _mm256_unpacklo_epi32(v[0], v[1]),
-            _mm256_unpackhi_epi32(v[0], v[1]),
-        );
-        let t23 = _mm256_add_epi32(
-            _mm256_unpacklo_epi32(v[2], v[3]),
-            _mm256_unpackhi_epi32(v[2], v[3]),
-        );
-        let u = _mm256_add_epi32(
-            _mm256_unpacklo_epi64(t01, t23),
-            _mm256_unpackhi_epi64(t01, t23),
-        );
-        let sums = _mm_add_epi32(_mm256_castsi256_si128(u), _mm256_extracti128_si256::<1>(u));
-        let o = &mut out[pass * 4..pass * 4 + 4];
+        for q in 0..Q {
+            // Σ_r (lo·d + 2^16·hi·d), then the two lanes of each column
+            // added: `hadd` of a vector with itself leaves the four
+            // column sums in lanes 0, 1 (columns 0, 1) and 4, 5 (2, 3).
+            let v = _mm256_add_epi32(acc_lo[q], _mm256_slli_epi32::<16>(acc_hi[q]));
+            let s = _mm256_hadd_epi32(v, v);
+            let sums =
+                _mm_unpacklo_epi64(_mm256_castsi256_si128(s), _mm256_extracti128_si256::<1>(s));
+            let o = &mut out[q][4 * quarter..4 * quarter + 4];
+            // SAFETY: `o` is 4 u32s, exactly one 128-bit vector.
+            unsafe {
+                let prev = _mm_loadu_si128(o.as_ptr() as *const __m128i);
+                _mm_storeu_si128(o.as_mut_ptr() as *mut __m128i, _mm_add_epi32(prev, sums));
+            }
+        }
+    }
+}
+
+/// [`group`] for one query: each quad is read once, all four quarters at
+/// a time (8 accumulators), so a single query streams its slice in order.
+///
+/// # Safety
+/// As for [`group`].
+#[target_feature(enable = "avx2")]
+unsafe fn single(data: &[u8], lo: &[i16], hi: &[i16], ahead: &[u8], out: &mut [u32; 16]) {
+    let n = data.len() / 64;
+    assert!(data.len().is_multiple_of(64) && lo.len() == 4 * n && hi.len() == 4 * n);
+    let mut spread = super::Spread::new(ahead.len(), n);
+    let dp = data.as_ptr();
+    let mut acc_lo = [_mm256_setzero_si256(); 4];
+    let mut acc_hi = [_mm256_setzero_si256(); 4];
+    for t in 0..n {
+        for line in spread.due() {
+            // SAFETY: a prefetch is a hint that never faults; the offset
+            // is inside `ahead`.
+            unsafe {
+                _mm_prefetch::<_MM_HINT_T1>(ahead.as_ptr().add(spread.at(line)) as *const i8)
+            };
+        }
+        // SAFETY: t < n, so bytes [64t, 64t + 64) are inside `data` and
+        // entries [4t, 4t + 4) inside `lo` and `hi` (asserted above).
+        unsafe {
+            let l = _mm256_set1_epi64x((lo.as_ptr().add(4 * t) as *const i64).read_unaligned());
+            let h = _mm256_set1_epi64x((hi.as_ptr().add(4 * t) as *const i64).read_unaligned());
+            for quarter in 0..4 {
+                let d = _mm256_cvtepi8_epi16(_mm_loadu_si128(
+                    dp.add(64 * t + 16 * quarter) as *const __m128i
+                ));
+                acc_lo[quarter] = _mm256_add_epi32(acc_lo[quarter], _mm256_madd_epi16(d, l));
+                acc_hi[quarter] = _mm256_add_epi32(acc_hi[quarter], _mm256_madd_epi16(d, h));
+            }
+        }
+    }
+    for quarter in 0..4 {
+        // as in [`group`]
+        let v = _mm256_add_epi32(acc_lo[quarter], _mm256_slli_epi32::<16>(acc_hi[quarter]));
+        let s = _mm256_hadd_epi32(v, v);
+        let sums = _mm_unpacklo_epi64(_mm256_castsi256_si128(s), _mm256_extracti128_si256::<1>(s));
+        let o = &mut out[4 * quarter..4 * quarter + 4];
         // SAFETY: `o` is 4 u32s, exactly one 128-bit vector.
         unsafe {
             let prev = _mm_loadu_si128(o.as_ptr() as *const __m128i);
