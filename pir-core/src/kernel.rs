@@ -113,12 +113,15 @@ fn simd_width() -> Simd {
 pub(crate) enum Kernel {
     /// Portable scalar twin (lo/hi split, same arithmetic).
     Scalar,
-    /// AVX2 `pmaddwd`, 4 columns × 16 rows per step.
+    /// AVX2 `pmaddwd` on widened quarter quads (4 rows × 4 columns), a
+    /// group of up to 4 queries per widening.
     Avx2,
-    /// AVX-512BW `vpmaddwd`, 8 columns × 32 rows per step.
+    /// AVX-512BW `vpmaddwd` on widened half quads (4 rows × 8 columns),
+    /// one query per call.
     Avx512Bw,
-    /// AVX-512 VNNI: tiles with `vpdpbusd` on the query's bytes (8 columns
-    /// × 32 rows per step), the column-major tail with `vpdpwssd`.
+    /// AVX-512 VNNI: `vpdpbusd` on whole quads (4 rows × 16 columns) and
+    /// the query's bytes, a group of up to 5 queries per quad loaded; the
+    /// column-major tail with `vpdpwssd`.
     Avx512Vnni,
 }
 
