@@ -364,7 +364,6 @@ fn group_with(
                     2 => call!(2),
                     3 => call!(3),
                     4 => call!(4),
-                    5 => call!(5),
                     n => unreachable!("a group of {n} queries"),
                 }
                 return;
@@ -444,13 +443,17 @@ impl Spread {
         from..self.next
     }
 
-    /// Offset in the span of line `i` of [`Spread::due`]: every line is
-    /// prefetched (every other line, leaving the rest to the adjacent-line
-    /// prefetcher, and one line per 1 or 4 KiB, leaving the rest to the L2
-    /// streamer, were 30–45 % slower at a batch of 4, B = 33).
+    /// Prefetches into L2 the lines of `ahead` due in this iteration
+    /// ([`Spread::due`]). Every line is prefetched: every other line,
+    /// leaving the rest to the adjacent-line prefetcher, and one line per
+    /// 1 or 4 KiB, leaving the rest to the L2 streamer, were 30–45 %
+    /// slower at a batch of 4, B = 33.
     #[inline(always)]
-    fn at(&self, i: usize) -> usize {
-        64 * i
+    fn issue(&mut self, ahead: &[u8]) {
+        for line in self.due() {
+            let at = 64 * line;
+            crate::mem::prefetch_l2(&ahead[at..(at + 1).min(ahead.len())]);
+        }
     }
 }
 

@@ -13,7 +13,7 @@ unsafe fn hsum(v: __m256i) -> u32 {
     _mm_cvtsi128_si32(s) as u32
 }
 
-/// AVX2 slice kernel: `Q` queries (1 ≤ Q ≤ 5) over a slice of quads
+/// AVX2 slice kernel: `Q` queries (1 ≤ Q ≤ 4) over a slice of quads
 /// (4 rows × 16 columns each, see [`crate::db`]), adding each query's 16
 /// column sums to `out[q]`. The slice is taken a quarter at a time (4
 /// columns, 16 bytes of each quad): `vpmovsxbw` widens those 16 records
@@ -21,7 +21,7 @@ unsafe fn hsum(v: __m256i) -> u32 {
 /// rows 2(m mod 2), +1 of column ⌊m/2⌋; `vpmaddwd` against the query's
 /// lo (then hi) entries of the quad's 4 rows, broadcast as one 64-bit
 /// word, then multiplies and pairs them for every query of the group
-/// (2·Q accumulators, 10 of the 16 ymm registers at Q = 5). The widening,
+/// (2·Q accumulators, 8 of the 16 ymm registers at Q = 4). The widening,
 /// on the port the adds share, is paid once per group instead of once per
 /// query. The quarters after the first find the slice in L1. The lines
 /// of `ahead` are prefetched into L2, spread over the loop.
@@ -55,13 +55,7 @@ pub(super) unsafe fn group<const Q: usize>(
         let mut acc_lo = [_mm256_setzero_si256(); Q];
         let mut acc_hi = [_mm256_setzero_si256(); Q];
         for t in 0..n {
-            for line in spread.due() {
-                // SAFETY: a prefetch is a hint that never faults; `line`
-                // < ⌈ahead.len() / 64⌉, so the address is inside `ahead`.
-                unsafe {
-                    _mm_prefetch::<_MM_HINT_T1>(ahead.as_ptr().add(spread.at(line)) as *const i8)
-                };
-            }
+            spread.issue(ahead);
             // SAFETY: t < n, so bytes [64t + 16·quarter, +16) are inside
             // `data`, and entries [4t, 4t + 4) inside every lo/hi slice
             // (asserted above); the loads are unaligned.
@@ -78,19 +72,7 @@ pub(super) unsafe fn group<const Q: usize>(
             }
         }
         for q in 0..Q {
-            // Σ_r (lo·d + 2^16·hi·d), then the two lanes of each column
-            // added: `hadd` of a vector with itself leaves the four
-            // column sums in lanes 0, 1 (columns 0, 1) and 4, 5 (2, 3).
-            let v = _mm256_add_epi32(acc_lo[q], _mm256_slli_epi32::<16>(acc_hi[q]));
-            let s = _mm256_hadd_epi32(v, v);
-            let sums =
-                _mm_unpacklo_epi64(_mm256_castsi256_si128(s), _mm256_extracti128_si256::<1>(s));
-            let o = &mut out[q][4 * quarter..4 * quarter + 4];
-            // SAFETY: `o` is 4 u32s, exactly one 128-bit vector.
-            unsafe {
-                let prev = _mm_loadu_si128(o.as_ptr() as *const __m128i);
-                _mm_storeu_si128(o.as_mut_ptr() as *mut __m128i, _mm_add_epi32(prev, sums));
-            }
+            add_quarter(acc_lo[q], acc_hi[q], &mut out[q], quarter);
         }
     }
 }
@@ -109,13 +91,7 @@ unsafe fn single(data: &[u8], lo: &[i16], hi: &[i16], ahead: &[u8], out: &mut [u
     let mut acc_lo = [_mm256_setzero_si256(); 4];
     let mut acc_hi = [_mm256_setzero_si256(); 4];
     for t in 0..n {
-        for line in spread.due() {
-            // SAFETY: a prefetch is a hint that never faults; the offset
-            // is inside `ahead`.
-            unsafe {
-                _mm_prefetch::<_MM_HINT_T1>(ahead.as_ptr().add(spread.at(line)) as *const i8)
-            };
-        }
+        spread.issue(ahead);
         // SAFETY: t < n, so bytes [64t, 64t + 64) are inside `data` and
         // entries [4t, 4t + 4) inside `lo` and `hi` (asserted above).
         unsafe {
@@ -131,16 +107,25 @@ unsafe fn single(data: &[u8], lo: &[i16], hi: &[i16], ahead: &[u8], out: &mut [u
         }
     }
     for quarter in 0..4 {
-        // as in [`group`]
-        let v = _mm256_add_epi32(acc_lo[quarter], _mm256_slli_epi32::<16>(acc_hi[quarter]));
-        let s = _mm256_hadd_epi32(v, v);
-        let sums = _mm_unpacklo_epi64(_mm256_castsi256_si128(s), _mm256_extracti128_si256::<1>(s));
-        let o = &mut out[4 * quarter..4 * quarter + 4];
-        // SAFETY: `o` is 4 u32s, exactly one 128-bit vector.
-        unsafe {
-            let prev = _mm_loadu_si128(o.as_ptr() as *const __m128i);
-            _mm_storeu_si128(o.as_mut_ptr() as *mut __m128i, _mm_add_epi32(prev, sums));
-        }
+        add_quarter(acc_lo[quarter], acc_hi[quarter], out, quarter);
+    }
+}
+
+/// Adds Σ_r (lo·d + 2^16·hi·d) of one quarter (columns 4·quarter..+4)
+/// to `out`: `hadd` of a vector with itself leaves the two lanes of each
+/// column added, the four column sums in lanes 0, 1 (columns 0, 1) and
+/// 4, 5 (2, 3).
+#[inline]
+#[target_feature(enable = "avx2")]
+fn add_quarter(acc_lo: __m256i, acc_hi: __m256i, out: &mut [u32; 16], quarter: usize) {
+    let v = _mm256_add_epi32(acc_lo, _mm256_slli_epi32::<16>(acc_hi));
+    let s = _mm256_hadd_epi32(v, v);
+    let sums = _mm_unpacklo_epi64(_mm256_castsi256_si128(s), _mm256_extracti128_si256::<1>(s));
+    let o = &mut out[4 * quarter..4 * quarter + 4];
+    // SAFETY: `o` is 4 u32s, exactly one 128-bit vector.
+    unsafe {
+        let prev = _mm_loadu_si128(o.as_ptr() as *const __m128i);
+        _mm_storeu_si128(o.as_mut_ptr() as *mut __m128i, _mm_add_epi32(prev, sums));
     }
 }
 

@@ -106,13 +106,7 @@ pub(super) unsafe fn slice_bw(
     let mut acc_lo = [_mm512_setzero_si512(); 2];
     let mut acc_hi = [_mm512_setzero_si512(); 2];
     for t in 0..n {
-        for line in spread.due() {
-            // SAFETY: a prefetch is a hint that never faults; `line` <
-            // ⌈ahead.len() / 64⌉, so the address is inside `ahead`.
-            unsafe {
-                _mm_prefetch::<_MM_HINT_T1>(ahead.as_ptr().add(spread.at(line)) as *const i8)
-            };
-        }
+        spread.issue(ahead);
         // SAFETY: t < n, so bytes [64t, 64t + 64) are inside `data` and
         // entries [4t, 4t + 4) inside `lo` and `hi` (asserted above).
         unsafe {
@@ -197,13 +191,7 @@ pub(super) unsafe fn group_vnni<const Q: usize, const U: usize>(
         std::array::from_fn(|j| unsafe { _mm512_loadu_si512(dp.add(64 * j) as *const __m512i) });
     let mut i = 0;
     while i < n {
-        for line in spread.due() {
-            // SAFETY: a prefetch is a hint that never faults; the offset
-            // is inside `ahead`.
-            unsafe {
-                _mm_prefetch::<_MM_HINT_T1>(ahead.as_ptr().add(spread.at(line)) as *const i8)
-            };
-        }
+        spread.issue(ahead);
         for (j, d) in pipe.iter_mut().enumerate() {
             let quad = *d;
             // SAFETY: i + j < n, so bytes [64(i+j), +64) of `data` and
