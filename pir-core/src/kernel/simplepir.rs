@@ -45,6 +45,10 @@ pub(crate) struct SplitQuery {
     /// (`pmaddwd` kernels, the column-major tail).
     lo: Vec<i16>,
     hi: Vec<i16>,
+    /// The same halves per 4-row quad, lo of rows 4i..4i+3 at entries
+    /// 8i.., hi at 8i + 4.. (the AVX2 slice kernel: one pointer per query
+    /// keeps a group's pointers and accumulators in registers).
+    halves: Vec<i16>,
     /// The bytes of c1 per 4-row quad, `c1[r] = Σ_k 2^{8k}·u_k[r]`: digit
     /// k of rows 4i..4i+3 at bytes 16i + 4k.. (`vpdpbusd` broadcasts one
     /// digit of a quad, 4 bytes, with one load).
@@ -58,11 +62,13 @@ impl SplitQuery {
         let padded = c1.len().div_ceil(64) * 64;
         let mut lo = vec![0i16; padded];
         let mut hi = vec![0i16; padded];
+        let mut halves = vec![0i16; 2 * padded];
         let mut digits = vec![0u8; 4 * padded];
         for (r, &c) in c1.iter().enumerate() {
             let l = c as u16 as i16;
-            lo[r] = l;
-            hi[r] = (c.wrapping_sub(l as i32 as u32) >> 16) as u16 as i16;
+            let h = (c.wrapping_sub(l as i32 as u32) >> 16) as u16 as i16;
+            (lo[r], hi[r]) = (l, h);
+            (halves[r / 4 * 8 + r % 4], halves[r / 4 * 8 + 4 + r % 4]) = (l, h);
             for (k, b) in c.to_le_bytes().into_iter().enumerate() {
                 digits[r / 4 * 16 + 4 * k + r % 4] = b;
             }
@@ -70,6 +76,7 @@ impl SplitQuery {
         SplitQuery {
             lo,
             hi,
+            halves,
             digits,
             len: c1.len(),
         }
@@ -81,6 +88,7 @@ impl SplitQuery {
         QueryRows {
             lo: &self.lo[r0..r1],
             hi: &self.hi[r0..r1],
+            halves: &self.halves[2 * r0..2 * r1],
             digits: &self.digits[4 * r0..4 * r1],
         }
     }
@@ -91,6 +99,8 @@ impl SplitQuery {
 struct QueryRows<'a> {
     lo: &'a [i16],
     hi: &'a [i16],
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))] // the AVX2 kernel's
+    halves: &'a [i16],
     #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))] // the vpdpbusd kernel's
     digits: &'a [u8],
 }
@@ -172,13 +182,13 @@ const SLICE_ROWS: usize = 512;
 const VNNI_GROUP: usize = 5;
 
 /// Most queries of one group with the AVX2 kernel: 2 accumulators each,
-/// 8 of the 16 ymm registers beside the record and query vectors. In L1
-/// groups of 3, 4 and 5 ran at 0.83, 0.76 and 0.14 of the `vpmaddwd`
-/// ceiling (at 5 the compiler spills the accumulators); over a database
-/// in L2, batches of 4 to 64 ran at 0.73–0.74 with groups of 4 and at
-/// 0.55–0.76 with groups of 3.
+/// 12 of the 16 ymm registers beside the records and two broadcasts. In
+/// L1 groups of 2 to 6 ran at 0.69, 0.86, 0.89, 0.91 and 0.92 of the
+/// `vpmaddwd` ceiling; at B = 33 a batch of 6 ran at 0.66 of the bound
+/// with one group of 6 against 0.59–0.60 with two of 3, and batches of 16
+/// and 32 the same with groups of 4 or 6.
 #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
-const AVX2_GROUP: usize = 4;
+const AVX2_GROUP: usize = 6;
 
 /// How many slices ahead of the one being multiplied a batch prefetches
 /// the database into L2 (half a slice to 4 slices measured within 3 %
@@ -342,21 +352,13 @@ fn group_with(
             Kernel::Avx2 if super::avx2() => {
                 macro_rules! call {
                     ($q:literal) => {{
-                        let rows: [QueryRows<'_>; $q] =
-                            std::array::from_fn(|i| queries[i].rows(r0, r1));
+                        let halves: [&[i16]; $q] =
+                            std::array::from_fn(|i| queries[i].rows(r0, r1).halves);
                         let out: &mut [[u32; 16]; $q] = out.try_into().expect("group size");
                         // SAFETY: avx2 was detected at runtime; `data`
-                        // holds 16 bytes per row of every `rows` (asserted
-                        // above).
-                        unsafe {
-                            avx2::group::<$q>(
-                                data,
-                                rows.map(|r| r.lo),
-                                rows.map(|r| r.hi),
-                                ahead,
-                                out,
-                            )
-                        }
+                        // holds 16 bytes per row and every `halves` 2
+                        // entries per row, rows r0..r1 (asserted above).
+                        unsafe { avx2::group::<$q>(data, halves, ahead, out) }
                     }};
                 }
                 match queries.len() {
@@ -364,6 +366,8 @@ fn group_with(
                     2 => call!(2),
                     3 => call!(3),
                     4 => call!(4),
+                    5 => call!(5),
+                    6 => call!(6),
                     n => unreachable!("a group of {n} queries"),
                 }
                 return;

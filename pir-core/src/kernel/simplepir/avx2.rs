@@ -13,7 +13,7 @@ unsafe fn hsum(v: __m256i) -> u32 {
     _mm_cvtsi128_si32(s) as u32
 }
 
-/// AVX2 slice kernel: `Q` queries (1 ≤ Q ≤ 4) over a slice of quads
+/// AVX2 slice kernel: `Q` queries (1 ≤ Q ≤ 6) over a slice of quads
 /// (4 rows × 16 columns each, see [`crate::db`]), adding each query's 16
 /// column sums to `out[q]`. The slice is taken a quarter at a time (4
 /// columns, 16 bytes of each quad): `vpmovsxbw` widens those 16 records
@@ -21,55 +21,67 @@ unsafe fn hsum(v: __m256i) -> u32 {
 /// rows 2(m mod 2), +1 of column ⌊m/2⌋; `vpmaddwd` against the query's
 /// lo (then hi) entries of the quad's 4 rows, broadcast as one 64-bit
 /// word, then multiplies and pairs them for every query of the group
-/// (2·Q accumulators, 8 of the 16 ymm registers at Q = 4). The widening,
-/// on the port the adds share, is paid once per group instead of once per
-/// query. The quarters after the first find the slice in L1. The lines
-/// of `ahead` are prefetched into L2, spread over the loop.
+/// (2·Q accumulators, 12 of the 16 ymm registers at Q = 6). The widening,
+/// on a port the adds share, is paid once per group instead of once per
+/// query. Each query's halves are one interleaved array
+/// ([`super::SplitQuery`]): with one pointer per query the accumulators,
+/// the records and two broadcasts stay in registers (with separate lo and
+/// hi arrays the compiler kept two of a group of 4's accumulators on the
+/// stack, and a group of 4 ran at 0.76 of the `vpmaddwd` ceiling in L1
+/// instead of 0.89). Two quads per loop step. The quarters after the first find
+/// the slice in L1. The lines of `ahead` are prefetched into L2, spread
+/// over the loop.
 ///
 /// # Safety
 /// The caller must have checked that the CPU supports AVX2; `data` holds
-/// whole 64-byte quads and every `lo[q]`, `hi[q]` 4 entries per quad.
+/// an even number of whole 64-byte quads and every `halves[q]` 8 entries
+/// per quad.
 #[target_feature(enable = "avx2")]
 pub(super) unsafe fn group<const Q: usize>(
     data: &[u8],
-    lo: [&[i16]; Q],
-    hi: [&[i16]; Q],
+    halves: [&[i16]; Q],
     ahead: &[u8],
     out: &mut [[u32; 16]; Q],
 ) {
     let n = data.len() / 64;
     assert!(
-        data.len().is_multiple_of(64) && lo.iter().chain(&hi).all(|v| v.len() == 4 * n),
+        data.len().is_multiple_of(64)
+            && n.is_multiple_of(2)
+            && halves.iter().all(|v| v.len() == 8 * n),
         "slice shape"
     );
     if Q == 1 {
         // SAFETY: as for this function, with Q = 1.
-        unsafe { single(data, lo[0], hi[0], ahead, &mut out[0]) };
+        unsafe { single(data, halves[0], ahead, &mut out[0]) };
         return;
     }
-    let mut spread = super::Spread::new(ahead.len(), 4 * n);
+    let mut spread = super::Spread::new(ahead.len(), 2 * n);
     let dp = data.as_ptr();
-    let lp = lo.map(|v| v.as_ptr());
-    let hp = hi.map(|v| v.as_ptr());
+    let hp = halves.map(|v| v.as_ptr());
     for quarter in 0..4 {
         let mut acc_lo = [_mm256_setzero_si256(); Q];
         let mut acc_hi = [_mm256_setzero_si256(); Q];
-        for t in 0..n {
+        let mut t = 0;
+        while t < n {
             spread.issue(ahead);
-            // SAFETY: t < n, so bytes [64t + 16·quarter, +16) are inside
-            // `data`, and entries [4t, 4t + 4) inside every lo/hi slice
-            // (asserted above); the loads are unaligned.
-            unsafe {
-                let d = _mm256_cvtepi8_epi16(_mm_loadu_si128(
-                    dp.add(64 * t + 16 * quarter) as *const __m128i
-                ));
-                for q in 0..Q {
-                    let l = _mm256_set1_epi64x((lp[q].add(4 * t) as *const i64).read_unaligned());
-                    let h = _mm256_set1_epi64x((hp[q].add(4 * t) as *const i64).read_unaligned());
-                    acc_lo[q] = _mm256_add_epi32(acc_lo[q], _mm256_madd_epi16(d, l));
-                    acc_hi[q] = _mm256_add_epi32(acc_hi[q], _mm256_madd_epi16(d, h));
+            for u in t..t + 2 {
+                // SAFETY: u < n (n even), so bytes [64u + 16·quarter, +16)
+                // are inside `data`, and entries [8u, 8u + 8) inside every
+                // halves slice (asserted above); the loads are unaligned.
+                unsafe {
+                    let d = _mm256_cvtepi8_epi16(_mm_loadu_si128(
+                        dp.add(64 * u + 16 * quarter) as *const __m128i
+                    ));
+                    for q in 0..Q {
+                        let p = hp[q].add(8 * u) as *const i64;
+                        let l = _mm256_set1_epi64x(p.read_unaligned());
+                        acc_lo[q] = _mm256_add_epi32(acc_lo[q], _mm256_madd_epi16(d, l));
+                        let h = _mm256_set1_epi64x(p.add(1).read_unaligned());
+                        acc_hi[q] = _mm256_add_epi32(acc_hi[q], _mm256_madd_epi16(d, h));
+                    }
                 }
             }
+            t += 2;
         }
         for q in 0..Q {
             add_quarter(acc_lo[q], acc_hi[q], &mut out[q], quarter);
@@ -83,9 +95,9 @@ pub(super) unsafe fn group<const Q: usize>(
 /// # Safety
 /// As for [`group`].
 #[target_feature(enable = "avx2")]
-unsafe fn single(data: &[u8], lo: &[i16], hi: &[i16], ahead: &[u8], out: &mut [u32; 16]) {
+unsafe fn single(data: &[u8], halves: &[i16], ahead: &[u8], out: &mut [u32; 16]) {
     let n = data.len() / 64;
-    assert!(data.len().is_multiple_of(64) && lo.len() == 4 * n && hi.len() == 4 * n);
+    assert!(data.len().is_multiple_of(64) && halves.len() == 8 * n);
     let mut spread = super::Spread::new(ahead.len(), n);
     let dp = data.as_ptr();
     let mut acc_lo = [_mm256_setzero_si256(); 4];
@@ -93,10 +105,11 @@ unsafe fn single(data: &[u8], lo: &[i16], hi: &[i16], ahead: &[u8], out: &mut [u
     for t in 0..n {
         spread.issue(ahead);
         // SAFETY: t < n, so bytes [64t, 64t + 64) are inside `data` and
-        // entries [4t, 4t + 4) inside `lo` and `hi` (asserted above).
+        // entries [8t, 8t + 8) inside `halves` (asserted above).
         unsafe {
-            let l = _mm256_set1_epi64x((lo.as_ptr().add(4 * t) as *const i64).read_unaligned());
-            let h = _mm256_set1_epi64x((hi.as_ptr().add(4 * t) as *const i64).read_unaligned());
+            let p = halves.as_ptr().add(8 * t) as *const i64;
+            let l = _mm256_set1_epi64x(p.read_unaligned());
+            let h = _mm256_set1_epi64x(p.add(1).read_unaligned());
             for quarter in 0..4 {
                 let d = _mm256_cvtepi8_epi16(_mm_loadu_si128(
                     dp.add(64 * t + 16 * quarter) as *const __m128i

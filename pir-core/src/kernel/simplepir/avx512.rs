@@ -164,8 +164,8 @@ const PIPE: usize = 4;
 ///
 /// # Safety
 /// The caller must have checked avx512f, avx512bw and avx512vnni at
-/// runtime; `data` holds whole quads, their number a multiple of `U`, and
-/// every `digits[q]` 16 bytes per quad.
+/// runtime; `data` holds whole quads, a positive multiple of [`PIPE`] of
+/// them, and every `digits[q]` 16 bytes per quad.
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
 pub(super) unsafe fn group_vnni<const Q: usize, const U: usize>(
     data: &[u8],
@@ -176,6 +176,7 @@ pub(super) unsafe fn group_vnni<const Q: usize, const U: usize>(
     let n = data.len() / 64;
     assert!(
         data.len().is_multiple_of(64)
+            && n >= PIPE
             && n.is_multiple_of(PIPE)
             && PIPE.is_multiple_of(U)
             && digits.iter().all(|d| d.len() == 16 * n),
@@ -189,28 +190,39 @@ pub(super) unsafe fn group_vnni<const Q: usize, const U: usize>(
     // SAFETY: n ≥ PIPE (asserted above), so quads 0..PIPE are in `data`.
     let mut pipe: [__m512i; PIPE] =
         std::array::from_fn(|j| unsafe { _mm512_loadu_si512(dp.add(64 * j) as *const __m512i) });
-    let mut i = 0;
-    while i < n {
-        spread.issue(ahead);
-        for (j, d) in pipe.iter_mut().enumerate() {
-            let quad = *d;
-            // SAFETY: i + j < n, so bytes [64(i+j), +64) of `data` and
-            // [16(i+j), +16) of every digit slice are in bounds, and the
-            // quad loaded PIPE ahead is clamped to the last one (asserted
-            // shapes above).
-            unsafe {
-                let next = (i + j + PIPE).min(n - 1);
-                *d = _mm512_loadu_si512(dp.add(64 * next) as *const __m512i);
-                for (q, a) in acc[j % U].iter_mut().enumerate() {
-                    for (k, a) in a.iter_mut().enumerate() {
-                        let s = (qp[q].add(16 * (i + j) + 4 * k) as *const i32).read_unaligned();
-                        *a = _mm512_dpbusd_epi32(*a, _mm512_set1_epi32(s), quad);
+    // the PIPE quads from quad i, loading the next PIPE quads when `$load`
+    // (every step but the last, so that no load needs a bound check)
+    macro_rules! step {
+        ($i:expr, $load:expr) => {{
+            let i = $i;
+            spread.issue(ahead);
+            for (j, d) in pipe.iter_mut().enumerate() {
+                let quad = *d;
+                // SAFETY: i + j < n, so bytes [64(i+j), +64) of `data` and
+                // [16(i+j), +16) of every digit slice are in bounds; the
+                // quad PIPE ahead is loaded only when i + PIPE < n, so
+                // i + j + PIPE < n (n a multiple of PIPE, asserted above).
+                unsafe {
+                    if $load {
+                        *d = _mm512_loadu_si512(dp.add(64 * (i + j + PIPE)) as *const __m512i);
+                    }
+                    for (q, a) in acc[j % U].iter_mut().enumerate() {
+                        for (k, a) in a.iter_mut().enumerate() {
+                            let s =
+                                (qp[q].add(16 * (i + j) + 4 * k) as *const i32).read_unaligned();
+                            *a = _mm512_dpbusd_epi32(*a, _mm512_set1_epi32(s), quad);
+                        }
                     }
                 }
             }
-        }
+        }};
+    }
+    let mut i = 0;
+    while i + PIPE < n {
+        step!(i, true);
         i += PIPE;
     }
+    step!(i, false);
     for (q, o) in out.iter_mut().enumerate() {
         let mut v = combine_limbs(&acc[0][q]);
         for a in acc.iter().skip(1) {

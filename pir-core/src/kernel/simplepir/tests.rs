@@ -34,7 +34,7 @@ fn simd_kernel_matches_scalar_reference() {
         let cm: Vec<u8> = (0..ell1 * ell2).map(|_| lcg(&mut s) as u8).collect();
         let db = Database::from_column_major(DbShape { ell1, ell2 }, 8, cm.clone()).unwrap();
         let view = View::of(&db);
-        for nq in [1, 2, 3, 4, 5, 6, 7, 11, 13] {
+        for nq in [1, 2, 3, 4, 5, 6, 7, 11, 13, 16, 17, 23] {
             let qs: Vec<Vec<u32>> = (0..nq)
                 .map(|_| (0..ell1).map(|_| lcg(&mut s) as u32).collect())
                 .collect();
@@ -127,11 +127,15 @@ fn query_split_reconstructs_c1() {
     for (r, &c) in c1.iter().enumerate() {
         let lohi = (q.lo[r] as i32 as u32).wrapping_add((q.hi[r] as i32 as u32) << 16);
         assert_eq!(lohi, c, "lo/hi of row {r}");
+        let (l, h) = (q.halves[r / 4 * 8 + r % 4], q.halves[r / 4 * 8 + 4 + r % 4]);
+        assert_eq!((l, h), (q.lo[r], q.hi[r]), "halves of row {r}");
         let bytes: [u8; 4] = std::array::from_fn(|k| q.digits[r / 4 * 16 + 4 * k + r % 4]);
         assert_eq!(u32::from_le_bytes(bytes), c, "digits of row {r}");
     }
     assert!(q.digits[4 * 100..].iter().all(|&b| b == 0));
     assert!(q.lo[100..].iter().chain(&q.hi[100..]).all(|&v| v == 0));
+    assert_eq!(q.halves.len(), 2 * 128);
+    assert!(q.halves[2 * 100..].iter().all(|&v| v == 0));
 }
 
 #[test]
