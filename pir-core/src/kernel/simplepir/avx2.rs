@@ -13,6 +13,19 @@ unsafe fn hsum(v: __m256i) -> u32 {
     _mm_cvtsi128_si32(s) as u32
 }
 
+/// Quads per loop step of [`group`] with `q` queries: 4 for a group of 2,
+/// whose loop overhead is a larger share (0.69–0.72 of the `vpmaddwd`
+/// ceiling in L1 with steps of 2, 0.81–0.82 with 4), 2 beyond (with 4,
+/// groups of 3 ran at 0.84–0.85 against 0.86–0.90, and of 5 and 6 at
+/// 0.82–0.86 against 0.88–0.92).
+const fn step(q: usize) -> usize {
+    if q <= 2 {
+        4
+    } else {
+        2
+    }
+}
+
 /// AVX2 slice kernel: `Q` queries (1 ≤ Q ≤ 6) over a slice of quads
 /// (4 rows × 16 columns each, see [`crate::db`]), adding each query's 16
 /// column sums to `out[q]`. The slice is taken a quarter at a time (4
@@ -28,14 +41,14 @@ unsafe fn hsum(v: __m256i) -> u32 {
 /// the records and two broadcasts stay in registers (with separate lo and
 /// hi arrays the compiler kept two of a group of 4's accumulators on the
 /// stack, and a group of 4 ran at 0.76 of the `vpmaddwd` ceiling in L1
-/// instead of 0.89). Two quads per loop step. The quarters after the first find
-/// the slice in L1. The lines of `ahead` are prefetched into L2, spread
+/// instead of 0.89). Two or four quads per loop step ([`step`]). The
+/// quarters after the first find the slice in L1. The lines of `ahead` are prefetched into L2, spread
 /// over the loop.
 ///
 /// # Safety
 /// The caller must have checked that the CPU supports AVX2; `data` holds
-/// an even number of whole 64-byte quads and every `halves[q]` 8 entries
-/// per quad.
+/// whole 64-byte quads, a multiple of 4 of them, and every `halves[q]` 8
+/// entries per quad.
 #[target_feature(enable = "avx2")]
 pub(super) unsafe fn group<const Q: usize>(
     data: &[u8],
@@ -46,7 +59,7 @@ pub(super) unsafe fn group<const Q: usize>(
     let n = data.len() / 64;
     assert!(
         data.len().is_multiple_of(64)
-            && n.is_multiple_of(2)
+            && n.is_multiple_of(4)
             && halves.iter().all(|v| v.len() == 8 * n),
         "slice shape"
     );
@@ -55,7 +68,8 @@ pub(super) unsafe fn group<const Q: usize>(
         unsafe { single(data, halves[0], ahead, &mut out[0]) };
         return;
     }
-    let mut spread = super::Spread::new(ahead.len(), 2 * n);
+    let step = step(Q);
+    let mut spread = super::Spread::new(ahead.len(), 4 * n / step);
     let dp = data.as_ptr();
     let hp = halves.map(|v| v.as_ptr());
     for quarter in 0..4 {
@@ -64,8 +78,8 @@ pub(super) unsafe fn group<const Q: usize>(
         let mut t = 0;
         while t < n {
             spread.issue(ahead);
-            for u in t..t + 2 {
-                // SAFETY: u < n (n even), so bytes [64u + 16·quarter, +16)
+            for u in t..t + step {
+                // SAFETY: u < n (t + step ≤ n, step dividing n), so bytes [64u + 16·quarter, +16)
                 // are inside `data`, and entries [8u, 8u + 8) inside every
                 // halves slice (asserted above); the loads are unaligned.
                 unsafe {
@@ -81,7 +95,7 @@ pub(super) unsafe fn group<const Q: usize>(
                     }
                 }
             }
-            t += 2;
+            t += step;
         }
         for q in 0..Q {
             add_quarter(acc_lo[q], acc_hi[q], &mut out[q], quarter);
