@@ -183,7 +183,7 @@ const VNNI_GROUP: usize = 5;
 
 /// Most queries of one group with the AVX2 kernel: 2 accumulators each,
 /// 12 of the 16 ymm registers beside the records and two broadcasts. In
-/// L1 groups of 2 to 6 ran at 0.69, 0.86, 0.89, 0.91 and 0.92 of the
+/// L1 groups of 2 to 6 ran at 0.81, 0.86, 0.89, 0.91 and 0.92 of the
 /// `vpmaddwd` ceiling; at B = 33 a batch of 6 ran at 0.66 of the bound
 /// with one group of 6 against 0.59–0.60 with two of 3, and batches of 16
 /// and 32 the same with groups of 4 or 6.

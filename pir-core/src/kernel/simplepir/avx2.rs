@@ -42,8 +42,8 @@ const fn step(q: usize) -> usize {
 /// hi arrays the compiler kept two of a group of 4's accumulators on the
 /// stack, and a group of 4 ran at 0.76 of the `vpmaddwd` ceiling in L1
 /// instead of 0.89). Two or four quads per loop step ([`step`]). The
-/// quarters after the first find the slice in L1. The lines of `ahead` are prefetched into L2, spread
-/// over the loop.
+/// quarters after the first find the slice in L1. The lines of `ahead`
+/// are prefetched into L2, spread over the loop.
 ///
 /// # Safety
 /// The caller must have checked that the CPU supports AVX2; `data` holds
@@ -79,8 +79,9 @@ pub(super) unsafe fn group<const Q: usize>(
         while t < n {
             spread.issue(ahead);
             for u in t..t + step {
-                // SAFETY: u < n (t + step ≤ n, step dividing n), so bytes [64u + 16·quarter, +16)
-                // are inside `data`, and entries [8u, 8u + 8) inside every
+                // SAFETY: u < t + step ≤ n (step divides n, asserted a
+                // multiple of 4), so bytes [64u + 16·quarter, +16) are
+                // inside `data`, and entries [8u, 8u + 8) inside every
                 // halves slice (asserted above); the loads are unaligned.
                 unsafe {
                     let d = _mm256_cvtepi8_epi16(_mm_loadu_si128(
