@@ -123,19 +123,7 @@ pub fn prefetch<T>(data: &[T], index: usize) {
 /// architectures; never faults).
 #[inline]
 pub(crate) fn prefetch_l2(data: &[u8]) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        for at in (0..data.len()).step_by(64) {
-            // SAFETY: prefetch is a hint that cannot fault; the address is
-            // inside `data` anyway.
-            unsafe {
-                std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T1 }>(
-                    data.as_ptr().add(at) as *const i8,
-                )
-            };
-        }
-    }
-    let _ = data;
+    prefetch_lines_l2(data, 0..data.len().div_ceil(64));
 }
 
 /// Prefetch hints into L2 for the 64-byte lines `lines` of `data` (line i
