@@ -235,6 +235,10 @@ fn panels_with(
     if tiles == 0 || nq == 0 || p0 >= p1 {
         return;
     }
+    if pairs_for(k, nq) {
+        panels_pairs(k, view, p0, p1, queries, out);
+        return;
+    }
     let slice = if nq == 1 {
         panel
     } else {
@@ -290,6 +294,174 @@ fn panels_with(
             }
         }
     }
+}
+
+/// Whether kernel `k` takes a batch of `nq` two tiles at a time
+/// ([`panels_pairs`]): the `vpdpbusd` kernel for two queries or more.
+fn pairs_for(k: Kernel, nq: usize) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        k == Kernel::Avx512Vnni && avx512_vnni() && nq >= 2
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (k, nq);
+        false
+    }
+}
+
+/// Most queries of one group of [`avx512::pair_vnni`]: 8 accumulators
+/// each, 24 of the 32 zmm registers beside 2 × [`avx512::PAIR_PIPE`]
+/// quads and a broadcast. In L1 groups of 2 and 3 ran at 0.97–1.00 of
+/// the `vpdpbusd` peak, one query at 0.63 (latency-bound: 8 chains), so
+/// a batch is split into groups of 2 and 3 ([`balanced_groups`]).
+const PAIR_GROUP: usize = 3;
+
+/// `nq` queries split into the fewest groups of at most `max`, their sizes
+/// differing by at most one (7 by 3: 3, 2, 2, never 3, 3, 1): the query
+/// ranges of the groups.
+fn balanced_groups(nq: usize, max: usize) -> impl Iterator<Item = std::ops::Range<usize>> {
+    let n = nq.div_ceil(max.max(1));
+    let (base, extra) = (nq / n.max(1), nq % n.max(1));
+    (0..n).scan(0, move |at, g| {
+        let len = base + usize::from(g < extra);
+        let r = *at..*at + len;
+        *at += len;
+        Some(r)
+    })
+}
+
+/// [`panels_with`] for a batch with the two-tile kernel: the tiles of a
+/// panel are taken two at a time (a last odd tile alone), a slice of both
+/// at a time, and while a pair is multiplied the next pair is prefetched
+/// into L2, a slice's share per slice.
+fn panels_pairs(
+    k: Kernel,
+    view: &View<'_>,
+    p0: usize,
+    p1: usize,
+    queries: &[SplitQuery],
+    out: &mut [Vec<u32>],
+) {
+    let panel = view.panel;
+    let tiles = view.tiled_cols / GROUP_COLS;
+    let nq = queries.len();
+    let slice = (1..=SLICE_ROWS / 32)
+        .rev()
+        .map(|b| 32 * b)
+        .find(|s| panel.is_multiple_of(*s))
+        .unwrap_or(32);
+    let step = GROUP_COLS * slice;
+    let tile_len = GROUP_COLS * panel;
+    let region = &view.data[..view.panels() * panel * view.tiled_cols];
+    let groups: Vec<_> = balanced_groups(nq, PAIR_GROUP).collect();
+    let ngroups1 = nq.div_ceil(group_max(k));
+    let group1 = nq.div_ceil(ngroups1);
+    let mut sums = vec![[[0u32; GROUP_COLS]; 2]; nq];
+    let mut sums1 = vec![[0u32; GROUP_COLS]; nq];
+    for p in p0..p1 {
+        let mut g = 0;
+        while g < tiles {
+            let w = if g + 1 < tiles { 2 } else { 1 };
+            let cols = g * GROUP_COLS..(g + w) * GROUP_COLS;
+            for o in out.iter() {
+                crate::mem::prefetch(o, cols.end);
+                crate::mem::prefetch(o, cols.end + GROUP_COLS);
+            }
+            let unit = (p * view.tiled_cols + g * GROUP_COLS) * panel;
+            let unit_len = w * tile_len;
+            if w == 2 {
+                for (sum, o) in sums.iter_mut().zip(out.iter()) {
+                    sum[0].copy_from_slice(&o[cols.start..cols.start + GROUP_COLS]);
+                    sum[1].copy_from_slice(&o[cols.start + GROUP_COLS..cols.end]);
+                }
+            } else {
+                for (sum, o) in sums1.iter_mut().zip(out.iter()) {
+                    sum.copy_from_slice(&o[cols.clone()]);
+                }
+            }
+            for s in 0..panel / slice {
+                let a = (unit + unit_len + s * w * step).min(region.len());
+                let ahead = &region[a..(a + w * step).min(region.len())];
+                let r0 = p * panel + s * slice;
+                let at = unit + s * step;
+                if w == 2 {
+                    let data = [
+                        &region[at..at + step],
+                        &region[at + tile_len..at + tile_len + step],
+                    ];
+                    for (gi, gq) in groups.iter().enumerate() {
+                        let (qs, ss) = (&queries[gq.clone()], &mut sums[gq.clone()]);
+                        let share = line_share(ahead, groups.len(), gi);
+                        pair_with(data, qs, (r0, r0 + slice), share, ss);
+                    }
+                } else {
+                    let data = &region[at..at + step];
+                    for (gi, (qs, ss)) in queries
+                        .chunks(group1)
+                        .zip(sums1.chunks_mut(group1))
+                        .enumerate()
+                    {
+                        let share = line_share(ahead, ngroups1, gi);
+                        group_with(k, data, qs, (r0, r0 + slice), share, ss);
+                    }
+                }
+            }
+            if w == 2 {
+                for (sum, o) in sums.iter().zip(out.iter_mut()) {
+                    o[cols.start..cols.start + GROUP_COLS].copy_from_slice(&sum[0]);
+                    o[cols.start + GROUP_COLS..cols.end].copy_from_slice(&sum[1]);
+                }
+            } else {
+                for (sum, o) in sums1.iter().zip(out.iter_mut()) {
+                    o[cols.clone()].copy_from_slice(sum);
+                }
+            }
+            g += w;
+        }
+    }
+}
+
+/// [`avx512::pair_vnni`] for a group of at most [`PAIR_GROUP`] queries
+/// (the caller checked the CPU).
+fn pair_with(
+    data: [&[u8]; 2],
+    queries: &[SplitQuery],
+    (r0, r1): (usize, usize),
+    ahead: &[u8],
+    out: &mut [[[u32; GROUP_COLS]; 2]],
+) {
+    assert!(
+        queries.len() == out.len()
+            && data[0].len() == GROUP_COLS * (r1 - r0)
+            && data[1].len() == data[0].len()
+            && r0.is_multiple_of(32)
+            && r1.is_multiple_of(32),
+        "slice shape"
+    );
+    #[cfg(target_arch = "x86_64")]
+    {
+        assert!(avx512_vnni());
+        macro_rules! call {
+            ($q:literal) => {{
+                let digits: [&[u8]; $q] = std::array::from_fn(|i| queries[i].rows(r0, r1).digits);
+                let out: &mut [[[u32; 16]; 2]; $q] = out.try_into().expect("group size");
+                // SAFETY: avx512f, avx512bw and avx512vnni were detected
+                // above; both slices are whole quads, r1 − r0 a multiple
+                // of 32 rows (8 quads), and every digit slice holds 16
+                // bytes per quad.
+                unsafe { avx512::pair_vnni::<$q>(data, digits, ahead, out) }
+            }};
+        }
+        match queries.len() {
+            1 => call!(1),
+            2 => call!(2),
+            3 => call!(3),
+            n => unreachable!("a group of {n} queries"),
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (data, ahead, out);
 }
 
 /// Adds `Σ_r c1_q[r]·D[r][c]` over the rows r0..r1 of one slice of a tile

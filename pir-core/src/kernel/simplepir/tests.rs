@@ -30,6 +30,8 @@ fn simd_kernel_matches_scalar_reference() {
         // four panels of 2048 rows: the prefetch ahead crosses panels and
         // runs past the end of the tiled region
         (8192, 33),
+        // three tiles: a batch takes a pair and then a tile alone
+        (2048, 50),
     ] {
         let cm: Vec<u8> = (0..ell1 * ell2).map(|_| lcg(&mut s) as u8).collect();
         let db = Database::from_column_major(DbShape { ell1, ell2 }, 8, cm.clone()).unwrap();
@@ -107,9 +109,50 @@ fn slice_kernels_match_scalar_twin() {
                     group_with(k, &data, &split, (0, rows), &ahead[..a], &mut got);
                     assert_eq!(got, want, "{k:?}, {q} queries, {quads} quads, ahead {a}");
                 }
+                // the two-tile kernel: this slice beside its reverse (the
+                // extremes at the other end)
+                if !pairs_for(k, 2) || q > PAIR_GROUP {
+                    continue;
+                }
+                let other: Vec<u8> = data.iter().rev().copied().collect();
+                let mut want2 = want.clone();
+                let init2: Vec<[u32; 16]> = want.iter().map(|w| w.map(|x| !x)).collect();
+                for ((sq, w), i) in split.iter().zip(want2.iter_mut()).zip(&init2) {
+                    *w = *i;
+                    group_scalar(&other, sq.rows(0, rows), w);
+                }
+                for a in [0, 64, 128 * quads, ahead.len()] {
+                    let mut got: Vec<[[u32; 16]; 2]> =
+                        init.iter().zip(&init2).map(|(x, y)| [*x, *y]).collect();
+                    pair_with([&data, &other], &split, (0, rows), &ahead[..a], &mut got);
+                    for (i, g) in got.iter().enumerate() {
+                        assert_eq!(g, &[want[i], want2[i]], "pairs, {q} queries, {quads} quads");
+                    }
+                }
             }
         }
     }
+}
+
+#[test]
+fn balanced_groups_cover_the_batch() {
+    for max in 1..=6 {
+        for nq in 0..=40 {
+            let g: Vec<_> = balanced_groups(nq, max).collect();
+            assert_eq!(g.len(), nq.div_ceil(max), "{nq} by {max}");
+            assert_eq!(g.iter().map(|r| r.len()).sum::<usize>(), nq);
+            assert!(g.windows(2).all(|w| w[0].end == w[1].start));
+            let (lo, hi) = (
+                g.iter().map(|r| r.len()).min().unwrap_or(0),
+                g.iter().map(|r| r.len()).max().unwrap_or(0),
+            );
+            assert!(hi <= max && hi - lo <= 1, "{nq} by {max}: {g:?}");
+        }
+    }
+    assert_eq!(
+        balanced_groups(7, 3).collect::<Vec<_>>(),
+        [0..3, 3..5, 5..7]
+    );
 }
 
 #[test]
@@ -208,6 +251,31 @@ fn slice_kernel_compute_rate() {
                 (reps * g * data.len()) as f64 / best / peak.macs_per_second,
                 (reps * g * data.len()) as f64 / best / 1e9,
                 peak.instruction
+            );
+        }
+        if !pairs_for(k, 2) {
+            continue;
+        }
+        let mut pair_sums = vec![[[0u32; 16]; 2]; PAIR_GROUP];
+        for g in 1..=PAIR_GROUP {
+            let mut best = f64::INFINITY;
+            for _ in 0..5 {
+                let t = std::time::Instant::now();
+                for _ in 0..reps / 2 {
+                    pair_with(
+                        [&data, &data],
+                        &qs[..g],
+                        (0, rows),
+                        &[],
+                        &mut pair_sums[..g],
+                    );
+                }
+                best = best.min(t.elapsed().as_secs_f64());
+            }
+            std::hint::black_box(&pair_sums);
+            eprintln!(
+                "{k:?}: two tiles, group of {g} in L1: {:.2} of peak",
+                (reps * g * data.len()) as f64 / best / peak.macs_per_second,
             );
         }
     }
