@@ -20,7 +20,10 @@
 //! A kernel call takes a *slice* of a tile (a run of quads) and a group of
 //! queries, and multiplies every quad by every query of the group, so the
 //! slice of each query stays in L1 while the tiles stream past and a batch
-//! shares each quad it loads (§4.3 cross-client batching).
+//! shares each quad it loads (§4.3 cross-client batching). With
+//! `vpdpbusd` a batch takes the same slice of two neighbouring tiles per
+//! call ([`panels_pairs`]), so that each query digit it broadcasts feeds
+//! two multiplies.
 
 use super::Kernel;
 #[cfg(target_arch = "x86_64")]
@@ -221,6 +224,7 @@ fn group_max(k: Kernel) -> usize {
 /// [`AHEAD_STEPS`] ahead is prefetched into L2, a share per group and one
 /// line at a time (a burst fills the miss buffers and stalls the loads).
 /// A single query prefetches at the measured distance ([`tune`]) instead.
+/// A batch with the `vpdpbusd` kernel goes to [`panels_pairs`].
 fn panels_with(
     k: Kernel,
     view: &View<'_>,
@@ -312,9 +316,10 @@ fn pairs_for(k: Kernel, nq: usize) -> bool {
 
 /// Most queries of one group of [`avx512::pair_vnni`]: 8 accumulators
 /// each, 24 of the 32 zmm registers beside 2 × [`avx512::PAIR_PIPE`]
-/// quads and a broadcast. In L1 groups of 2 and 3 ran at 0.97–1.00 of
-/// the `vpdpbusd` peak, one query at 0.63 (latency-bound: 8 chains), so
-/// a batch is split into groups of 2 and 3 ([`balanced_groups`]).
+/// quads and a broadcast. In L1 groups of 2 and 3 ran at 0.96–1.00 of
+/// the `vpdpbusd` peak, one query at 0.63–0.65 (latency-bound: 8
+/// chains), so a batch is split into groups of 2 and 3
+/// ([`balanced_groups`]).
 const PAIR_GROUP: usize = 3;
 
 /// `nq` queries split into the fewest groups of at most `max`, their sizes

@@ -251,13 +251,14 @@ pub(super) const PAIR_PIPE: usize = 2;
 /// `data[1]`, the slices of two neighbouring tiles): each broadcast digit
 /// of a query feeds two `vpdpbusd`, one per tile. A quad pair then costs
 /// 4Q + 2 loads for 8Q multiplies (Q = 3: 14 for 24) against 4Q + 1 for
-/// 4Q with one tile (21 for 20 at Q = 5). With about one load per
-/// multiply the loads, not the multiplies, set the pace (`vpdpbusd`
-/// issues two per cycle, and so do the load ports with 512-bit
-/// destinations), and every further load or prefetch takes a multiply's
-/// slot: in L1 the one-tile kernel ran at 0.79–0.98 of the `vpdpbusd`
-/// peak, this one at 0.97–1.00 for Q = 2 and 3. `Q` ≤ 3: 8Q accumulators
-/// and the pipe in the 32 zmm registers.
+/// 4Q with one tile (21 for 20 at Q = 5). In L1 both run near the
+/// `vpdpbusd` peak (0.96–1.00 for Q = 2 and 3 here, 0.97–0.99 for 4 and
+/// 5 there), but with a load per multiply the one-tile kernel has no
+/// load slot to spare for what the pass adds: the first group's loads
+/// from L2, the digits of a large batch from L2, and the prefetches. Over
+/// a database in L2 a batch of 16 ran at 0.84 of the peak with one tile
+/// and 0.96–0.97 with two; at B = 33, 0.76 → 0.85–0.87 of the bound.
+/// `Q` ≤ 3: 8Q accumulators and the pipe in the 32 zmm registers.
 ///
 /// # Safety
 /// The caller must have checked avx512f, avx512bw and avx512vnni at
