@@ -43,7 +43,7 @@ const fn step(q: usize) -> usize {
 /// stack, and a group of 4 ran at 0.76 of the `vpmaddwd` ceiling in L1
 /// instead of 0.89). Two or four quads per loop step ([`step`]). The
 /// quarters after the first find the slice in L1. The lines of `ahead`
-/// are prefetched into L2, spread over the loop.
+/// are prefetched into L2, one per loop step ([`super::Cursor`]).
 ///
 /// # Safety
 /// The caller must have checked that the CPU supports AVX2; `data` holds
@@ -69,7 +69,7 @@ pub(super) unsafe fn group<const Q: usize>(
         return;
     }
     let step = step(Q);
-    let mut spread = super::Spread::new(ahead.len(), 4 * n / step);
+    let mut cursor = super::Cursor::new(ahead, 4 * n / step);
     let dp = data.as_ptr();
     let hp = halves.map(|v| v.as_ptr());
     for quarter in 0..4 {
@@ -77,7 +77,7 @@ pub(super) unsafe fn group<const Q: usize>(
         let mut acc_hi = [_mm256_setzero_si256(); Q];
         let mut t = 0;
         while t < n {
-            spread.issue(ahead);
+            cursor.issue();
             for u in t..t + step {
                 // SAFETY: u < t + step ≤ n (step divides n, asserted a
                 // multiple of 4), so bytes [64u + 16·quarter, +16) are
@@ -113,12 +113,12 @@ pub(super) unsafe fn group<const Q: usize>(
 unsafe fn single(data: &[u8], halves: &[i16], ahead: &[u8], out: &mut [u32; 16]) {
     let n = data.len() / 64;
     assert!(data.len().is_multiple_of(64) && halves.len() == 8 * n);
-    let mut spread = super::Spread::new(ahead.len(), n);
+    let mut cursor = super::Cursor::new(ahead, n);
     let dp = data.as_ptr();
     let mut acc_lo = [_mm256_setzero_si256(); 4];
     let mut acc_hi = [_mm256_setzero_si256(); 4];
     for t in 0..n {
-        spread.issue(ahead);
+        cursor.issue();
         // SAFETY: t < n, so bytes [64t, 64t + 64) are inside `data` and
         // entries [8t, 8t + 8) inside `halves` (asserted above).
         unsafe {

@@ -258,14 +258,17 @@ pub(super) const PAIR_PIPE: usize = 2;
 /// from L2, the digits of a large batch from L2, and the prefetches. Over
 /// a database in L2 a batch of 16 ran at 0.84 of the peak with one tile
 /// and 0.96–0.97 with two; at B = 33, 0.76 → 0.85–0.87 of the bound.
-/// `Q` ≤ 3: 8Q accumulators and the pipe in the 32 zmm registers.
+/// `Q` ≤ 3: 8Q accumulators and the pipe in the 32 zmm registers. The
+/// lines of `ahead` are prefetched into L2 one per quad pair
+/// ([`super::Cursor`]) when `C`, else spread over the loop
+/// ([`super::Spread`]).
 ///
 /// # Safety
 /// The caller must have checked avx512f, avx512bw and avx512vnni at
 /// runtime; both slices hold the same whole number of quads, a positive
 /// multiple of [`PAIR_PIPE`], and every `digits[q]` 16 bytes per quad.
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
-pub(super) unsafe fn pair_vnni<const Q: usize>(
+pub(super) unsafe fn pair_vnni<const Q: usize, const C: bool>(
     data: [&[u8]; 2],
     digits: [&[u8]; Q],
     ahead: &[u8],
@@ -280,7 +283,9 @@ pub(super) unsafe fn pair_vnni<const Q: usize>(
             && digits.iter().all(|d| d.len() == 16 * n),
         "slice shape"
     );
-    let mut spread = super::Spread::new(ahead.len(), n / PAIR_PIPE);
+    let per = ahead.len().div_ceil(64).div_ceil(n).max(1);
+    let mut cursor = super::Cursor::new(if C { ahead } else { &ahead[..0] }, n * per);
+    let mut spread = super::Spread::new(if C { 0 } else { ahead.len() }, n / PAIR_PIPE);
     let zero = _mm512_setzero_si512();
     let mut acc = [[[zero; 4]; Q]; 2];
     let dp = data.map(|d| d.as_ptr());
@@ -295,8 +300,15 @@ pub(super) unsafe fn pair_vnni<const Q: usize>(
     macro_rules! step {
         ($i:expr, $load:expr) => {{
             let i = $i;
-            spread.issue(ahead);
+            if !C {
+                spread.issue(ahead);
+            }
             for (j, pair) in pipe.iter_mut().enumerate() {
+                if C {
+                    for _ in 0..per {
+                        cursor.issue();
+                    }
+                }
                 let quads = *pair;
                 // SAFETY: i + j < n, so bytes [64(i+j), +64) of both slices
                 // and [16(i+j), +16) of every digit slice are in bounds;

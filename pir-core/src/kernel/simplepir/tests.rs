@@ -182,6 +182,40 @@ fn query_split_reconstructs_c1() {
 }
 
 #[test]
+fn cursor_visits_every_line_in_order() {
+    for (bytes, iters) in [
+        (0usize, 10usize),
+        (64, 1),
+        (65, 2),
+        (640, 10),
+        (64 * 7, 100),
+        (64 * 43, 128),
+        (64 * 86, 128),
+        (64 * 128, 128),
+        (64 * 128, 512),
+        (64, 0),
+    ] {
+        let data = vec![0u8; bytes];
+        let mut c = Cursor::new(&data, iters);
+        let lines = bytes.div_ceil(64);
+        if lines == 0 {
+            assert_eq!(c.rate, 0, "nothing to prefetch");
+            continue;
+        }
+        let seen: Vec<usize> = (0..iters.max(1)).map(|_| c.line()).collect();
+        // in order, from the first line, no line skipped, none past the end
+        assert_eq!(seen[0], 0, "{bytes} B over {iters}");
+        assert!(seen.windows(2).all(|w| w[1] == w[0] || w[1] == w[0] + 1));
+        assert_eq!(*seen.last().unwrap(), lines - 1, "{bytes} B over {iters}");
+    }
+    // more lines than iterations: in order, spread, never past the end
+    let data = vec![0u8; 64 * 100];
+    let mut c = Cursor::new(&data, 7);
+    let seen: Vec<usize> = (0..7).map(|_| c.line()).collect();
+    assert!(seen.windows(2).all(|w| w[1] > w[0]) && seen[6] < 100);
+}
+
+#[test]
 fn spread_issues_every_line_once_in_order() {
     for (bytes, iters) in [
         (0usize, 10usize),
