@@ -699,13 +699,13 @@ impl Cursor {
 
     /// Prefetches this iteration's line into L2 (nothing when `ahead` was
     /// empty).
+    #[cfg(target_arch = "x86_64")]
     #[inline(always)]
     fn issue(&mut self) {
         if self.rate == 0 {
             return;
         }
         let l = self.line();
-        #[cfg(target_arch = "x86_64")]
         // SAFETY: prefetch is a hint that cannot fault; l ≤ last, so the
         // address is inside `ahead` anyway (computed without `add`'s
         // in-bounds requirement all the same).
