@@ -246,11 +246,7 @@ fn panels_with(
     let slice = if nq == 1 {
         panel
     } else {
-        (1..=SLICE_ROWS / 32)
-            .rev()
-            .map(|b| 32 * b)
-            .find(|s| panel.is_multiple_of(*s))
-            .unwrap_or(32)
+        batch_slice_rows(panel)
     };
     let step = GROUP_COLS * slice;
     let region = &view.data[..view.panels() * panel * view.tiled_cols];
@@ -298,6 +294,16 @@ fn panels_with(
             }
         }
     }
+}
+
+/// The rows of a batch's slice in a panel of `panel` rows: the largest
+/// multiple of 32 up to [`SLICE_ROWS`] that divides the panel.
+fn batch_slice_rows(panel: usize) -> usize {
+    (1..=SLICE_ROWS / 32)
+        .rev()
+        .map(|b| 32 * b)
+        .find(|s| panel.is_multiple_of(*s))
+        .unwrap_or(32)
 }
 
 /// Whether kernel `k` takes a batch of `nq` two tiles at a time
@@ -351,11 +357,7 @@ fn panels_pairs(
     let panel = view.panel;
     let tiles = view.tiled_cols / GROUP_COLS;
     let nq = queries.len();
-    let slice = (1..=SLICE_ROWS / 32)
-        .rev()
-        .map(|b| 32 * b)
-        .find(|s| panel.is_multiple_of(*s))
-        .unwrap_or(32);
+    let slice = batch_slice_rows(panel);
     let step = GROUP_COLS * slice;
     let tile_len = GROUP_COLS * panel;
     let region = &view.data[..view.panels() * panel * view.tiled_cols];
