@@ -224,7 +224,8 @@ fn group_max(k: Kernel) -> usize {
 /// [`AHEAD_STEPS`] ahead is prefetched into L2, a share per group and one
 /// line at a time (a burst fills the miss buffers and stalls the loads).
 /// A single query prefetches at the measured distance ([`tune`]) instead.
-/// A batch with the `vpdpbusd` kernel goes to [`panels_pairs`].
+/// A batch with the `vpdpbusd` kernel takes the tiles in pairs
+/// ([`panels_pairs`]), and a last odd tile here.
 fn panels_with(
     k: Kernel,
     view: &View<'_>,
@@ -233,16 +234,31 @@ fn panels_with(
     queries: &[SplitQuery],
     out: &mut [Vec<u32>],
 ) {
-    let panel = view.panel;
     let tiles = view.tiled_cols / GROUP_COLS;
+    if tiles == 0 || queries.is_empty() || p0 >= p1 {
+        return;
+    }
+    if pairs_for(k, queries.len()) {
+        panels_pairs(view, p0, p1, tiles / 2, queries, out);
+        tiles_with(k, view, p0, p1, tiles / 2 * 2..tiles, queries, out);
+    } else {
+        tiles_with(k, view, p0, p1, 0..tiles, queries, out);
+    }
+}
+
+/// [`panels_with`] over the tiles `tiles` of every panel, one tile at a
+/// time.
+fn tiles_with(
+    k: Kernel,
+    view: &View<'_>,
+    p0: usize,
+    p1: usize,
+    tiles: std::ops::Range<usize>,
+    queries: &[SplitQuery],
+    out: &mut [Vec<u32>],
+) {
+    let panel = view.panel;
     let nq = queries.len();
-    if tiles == 0 || nq == 0 || p0 >= p1 {
-        return;
-    }
-    if pairs_for(k, nq) {
-        panels_pairs(k, view, p0, p1, queries, out);
-        return;
-    }
     let slice = if nq == 1 {
         panel
     } else {
@@ -259,7 +275,7 @@ fn panels_with(
     let group = nq.div_ceil(ngroups);
     let mut sums = vec![[0u32; GROUP_COLS]; nq];
     for p in p0..p1 {
-        for g in 0..tiles {
+        for g in tiles.clone() {
             let cols = g * GROUP_COLS..(g + 1) * GROUP_COLS;
             // the next tile's partial sums (k lines, each in L3 since the
             // last panel) on their way while this tile computes
@@ -342,89 +358,56 @@ fn balanced_groups(nq: usize, max: usize) -> impl Iterator<Item = std::ops::Rang
     })
 }
 
-/// [`panels_with`] for a batch with the two-tile kernel: the tiles of a
-/// panel are taken two at a time (a last odd tile alone), a slice of both
-/// at a time, and while a pair is multiplied the next pair is prefetched
-/// into L2, a slice's share per slice.
+/// [`panels_with`] for a batch with the two-tile kernel, over the first
+/// `pairs` tile pairs of every panel: a slice of both tiles at a time,
+/// and while a pair is multiplied the next pair is prefetched into L2, a
+/// slice's share per slice.
 fn panels_pairs(
-    k: Kernel,
     view: &View<'_>,
     p0: usize,
     p1: usize,
+    pairs: usize,
     queries: &[SplitQuery],
     out: &mut [Vec<u32>],
 ) {
     let panel = view.panel;
-    let tiles = view.tiled_cols / GROUP_COLS;
-    let nq = queries.len();
     let slice = batch_slice_rows(panel);
     let step = GROUP_COLS * slice;
     let tile_len = GROUP_COLS * panel;
     let region = &view.data[..view.panels() * panel * view.tiled_cols];
-    let groups: Vec<_> = balanced_groups(nq, PAIR_GROUP).collect();
-    let ngroups1 = nq.div_ceil(group_max(k));
-    let group1 = nq.div_ceil(ngroups1);
-    let mut sums = vec![[[0u32; GROUP_COLS]; 2]; nq];
-    let mut sums1 = vec![[0u32; GROUP_COLS]; nq];
+    let groups: Vec<_> = balanced_groups(queries.len(), PAIR_GROUP).collect();
+    let mut sums = vec![[[0u32; GROUP_COLS]; 2]; queries.len()];
     for p in p0..p1 {
-        let mut g = 0;
-        while g < tiles {
-            let w = if g + 1 < tiles { 2 } else { 1 };
-            let cols = g * GROUP_COLS..(g + w) * GROUP_COLS;
+        for g in (0..pairs).map(|pair| 2 * pair) {
+            let cols = g * GROUP_COLS..(g + 2) * GROUP_COLS;
             for o in out.iter() {
                 crate::mem::prefetch(o, cols.end);
                 crate::mem::prefetch(o, cols.end + GROUP_COLS);
             }
-            let unit = (p * view.tiled_cols + g * GROUP_COLS) * panel;
-            let unit_len = w * tile_len;
-            if w == 2 {
-                for (sum, o) in sums.iter_mut().zip(out.iter()) {
-                    sum[0].copy_from_slice(&o[cols.start..cols.start + GROUP_COLS]);
-                    sum[1].copy_from_slice(&o[cols.start + GROUP_COLS..cols.end]);
-                }
-            } else {
-                for (sum, o) in sums1.iter_mut().zip(out.iter()) {
-                    sum.copy_from_slice(&o[cols.clone()]);
-                }
+            for (sum, o) in sums.iter_mut().zip(out.iter()) {
+                sum[0].copy_from_slice(&o[cols.start..cols.start + GROUP_COLS]);
+                sum[1].copy_from_slice(&o[cols.start + GROUP_COLS..cols.end]);
             }
+            let unit = (p * view.tiled_cols + g * GROUP_COLS) * panel;
             for s in 0..panel / slice {
-                let a = (unit + unit_len + s * w * step).min(region.len());
-                let ahead = &region[a..(a + w * step).min(region.len())];
+                let a = (unit + 2 * tile_len + 2 * s * step).min(region.len());
+                let ahead = &region[a..(a + 2 * step).min(region.len())];
                 let r0 = p * panel + s * slice;
                 let at = unit + s * step;
-                if w == 2 {
-                    let data = [
-                        &region[at..at + step],
-                        &region[at + tile_len..at + tile_len + step],
-                    ];
-                    for (gi, gq) in groups.iter().enumerate() {
-                        let (qs, ss) = (&queries[gq.clone()], &mut sums[gq.clone()]);
-                        let share = line_share(ahead, groups.len(), gi);
-                        pair_with(data, qs, (r0, r0 + slice), share, ss);
-                    }
-                } else {
-                    let data = &region[at..at + step];
-                    for (gi, (qs, ss)) in queries
-                        .chunks(group1)
-                        .zip(sums1.chunks_mut(group1))
-                        .enumerate()
-                    {
-                        let share = line_share(ahead, ngroups1, gi);
-                        group_with(k, data, qs, (r0, r0 + slice), share, ss);
-                    }
+                let data = [
+                    &region[at..at + step],
+                    &region[at + tile_len..at + tile_len + step],
+                ];
+                for (gi, gq) in groups.iter().enumerate() {
+                    let (qs, ss) = (&queries[gq.clone()], &mut sums[gq.clone()]);
+                    let share = line_share(ahead, groups.len(), gi);
+                    pair_with(data, qs, (r0, r0 + slice), share, ss);
                 }
             }
-            if w == 2 {
-                for (sum, o) in sums.iter().zip(out.iter_mut()) {
-                    o[cols.start..cols.start + GROUP_COLS].copy_from_slice(&sum[0]);
-                    o[cols.start + GROUP_COLS..cols.end].copy_from_slice(&sum[1]);
-                }
-            } else {
-                for (sum, o) in sums1.iter().zip(out.iter_mut()) {
-                    o[cols.clone()].copy_from_slice(sum);
-                }
+            for (sum, o) in sums.iter().zip(out.iter_mut()) {
+                o[cols.start..cols.start + GROUP_COLS].copy_from_slice(&sum[0]);
+                o[cols.start + GROUP_COLS..cols.end].copy_from_slice(&sum[1]);
             }
-            g += w;
         }
     }
 }
