@@ -225,7 +225,8 @@ fn group_max(k: Kernel) -> usize {
 /// line at a time (a burst fills the miss buffers and stalls the loads).
 /// A single query prefetches at the measured distance ([`tune`]) instead.
 /// A batch with the `vpdpbusd` kernel takes the tiles in pairs
-/// ([`panels_pairs`]), and a last odd tile here.
+/// ([`panels_pairs`]); a last odd tile of each panel goes one tile at a
+/// time afterwards (database shapes are powers of two, so it is rare).
 fn panels_with(
     k: Kernel,
     view: &View<'_>,
