@@ -362,7 +362,9 @@ fn balanced_groups(nq: usize, max: usize) -> impl Iterator<Item = std::ops::Rang
 /// [`panels_with`] for a batch with the two-tile kernel, over the first
 /// `pairs` tile pairs of every panel: a slice of both tiles at a time,
 /// and while a pair is multiplied the next pair is prefetched into L2, a
-/// slice's share per slice.
+/// slice's share per slice. The first group of each slice, which reads it
+/// from L2, also stages it into L1 a little ahead of its loads
+/// ([`avx512::pair_vnni`]'s `S`).
 fn panels_pairs(
     view: &View<'_>,
     p0: usize,
@@ -402,7 +404,7 @@ fn panels_pairs(
                 for (gi, gq) in groups.iter().enumerate() {
                     let (qs, ss) = (&queries[gq.clone()], &mut sums[gq.clone()]);
                     let share = line_share(ahead, groups.len(), gi);
-                    pair_with(data, qs, (r0, r0 + slice), share, ss);
+                    pair_with(data, qs, (r0, r0 + slice), share, gi == 0, ss);
                 }
             }
             for (sum, o) in sums.iter().zip(out.iter_mut()) {
@@ -414,12 +416,13 @@ fn panels_pairs(
 }
 
 /// [`avx512::pair_vnni`] for a group of at most [`PAIR_GROUP`] queries
-/// (the caller checked the CPU).
+/// (the caller checked the CPU); `stage` for the first group of a slice.
 fn pair_with(
     data: [&[u8]; 2],
     queries: &[SplitQuery],
     (r0, r1): (usize, usize),
     ahead: &[u8],
+    stage: bool,
     out: &mut [[[u32; GROUP_COLS]; 2]],
 ) {
     assert!(
@@ -434,26 +437,29 @@ fn pair_with(
     {
         assert!(avx512_vnni());
         macro_rules! call {
-            ($q:literal, $c:literal) => {{
+            ($q:literal, $c:literal, $s:literal) => {{
                 let digits: [&[u8]; $q] = std::array::from_fn(|i| queries[i].rows(r0, r1).digits);
                 let out: &mut [[[u32; 16]; 2]; $q] = out.try_into().expect("group size");
                 // SAFETY: avx512f, avx512bw and avx512vnni were detected
                 // above; both slices are whole quads, r1 − r0 a multiple
                 // of 32 rows (8 quads), and every digit slice holds 16
                 // bytes per quad.
-                unsafe { avx512::pair_vnni::<$q, $c>(data, digits, ahead, out) }
+                unsafe { avx512::pair_vnni::<$q, $c, $s>(data, digits, ahead, out) }
             }};
         }
         // one prefetch per quad pair ([`Cursor`]) for a group of up to 2
-        // with a share of at least a line per two quads, else [`Spread`]
-        let cursor = 2 * ahead.len().div_ceil(64) >= data[0].len() / 64;
-        match (queries.len(), cursor) {
-            (1, true) => call!(1, true),
-            (1, false) => call!(1, false),
-            (2, true) => call!(2, true),
-            (2, false) => call!(2, false),
-            (3, _) => call!(3, false),
-            (n, _) => unreachable!("a group of {n} queries"),
+        // with a share of at least a line per quad pair, else [`Spread`]
+        let cursor = ahead.len().div_ceil(64) >= data[0].len() / 64;
+        match (queries.len(), cursor, stage) {
+            (1, true, _) => call!(1, true, false),
+            (1, false, _) => call!(1, false, false),
+            (2, true, false) => call!(2, true, false),
+            (2, true, true) => call!(2, true, true),
+            (2, false, false) => call!(2, false, false),
+            (2, false, true) => call!(2, false, true),
+            (3, _, false) => call!(3, false, false),
+            (3, _, true) => call!(3, false, true),
+            (n, _, _) => unreachable!("a group of {n} queries"),
         }
     }
     #[cfg(not(target_arch = "x86_64"))]
@@ -566,16 +572,22 @@ fn group_scalar(data: &[u8], q: QueryRows<'_>, out: &mut [u32; GROUP_COLS]) {
 }
 
 /// How a kernel spreads the prefetch of `lines` cache lines over `iters`
-/// iterations of its loop: `burst` lines every `gap` iterations, in
-/// order, so that the misses never come in one burst.
+/// iterations of its loop: evenly, in order, each line once; iteration i
+/// issues the lines up to ⌊(i + 1)·lines/iters⌋ (16.16 fixed point), so
+/// with more lines than iterations the bursts differ by at most one line
+/// and with fewer the lines are evenly apart. (Issuing `⌈lines/iters⌉`
+/// lines in every iteration until done, or one every ⌊iters/lines⌋
+/// iterations, front-loaded the stream: a group of 3 issued its share in
+/// the first two thirds of its loop, and at B = 33 a batch of 8 ran at
+/// 0.73–0.74 of the bound with that and 0.78–0.79 with this.)
 #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 #[derive(Clone, Copy, Debug)]
 struct Spread {
     lines: usize,
-    gap: usize,
-    burst: usize,
-    /// Iterations left before the next burst.
-    wait: usize,
+    /// Lines per iteration, 16.16 fixed point.
+    rate: usize,
+    /// Position, 16.16 fixed point.
+    pos: usize,
     /// Lines issued so far.
     next: usize,
 }
@@ -584,34 +596,23 @@ struct Spread {
 impl Spread {
     fn new(bytes: usize, iters: usize) -> Self {
         let lines = bytes.div_ceil(64);
-        let iters = iters.max(1);
-        let (gap, burst) = if lines >= iters {
-            (1, lines.div_ceil(iters))
-        } else {
-            (iters / lines.max(1), 1)
-        };
         Spread {
             lines,
-            gap,
-            burst,
-            wait: 1,
+            rate: (lines << 16).div_ceil(iters.max(1)),
+            pos: 0,
             next: 0,
         }
     }
 
-    /// The lines to prefetch in this iteration (usually none).
+    /// The lines to prefetch in this iteration (none, one or a few).
     #[inline(always)]
     fn due(&mut self) -> std::ops::Range<usize> {
         if self.next >= self.lines {
             return 0..0;
         }
-        self.wait -= 1;
-        if self.wait > 0 {
-            return 0..0;
-        }
-        self.wait = self.gap;
+        self.pos += self.rate;
         let from = self.next;
-        self.next = (from + self.burst).min(self.lines);
+        self.next = (self.pos >> 16).min(self.lines);
         from..self.next
     }
 
@@ -641,16 +642,18 @@ impl Spread {
 /// lines than iterations, several times in a row (the repeats find the
 /// line in flight or in L2). The AVX2 kernels, which have load slots to
 /// spare but not vector-ALU slots, use it instead of [`Spread`], whose
-/// countdown and bursts are scalar work on the ports the multiplies use
-/// (over a database in L2 a batch of 4 ran at 0.77 of the `vpmaddwd`
+/// bookkeeping and branch are scalar work on the ports the multiplies
+/// use (over a database in L2 a batch of 4 ran at 0.77 of the `vpmaddwd`
 /// ceiling with [`Spread`] and 0.88 with this; at B = 33, 0.73 → 0.83 of
 /// the bound at 4, 0.80 → 0.84 at 16 and 0.87 → 0.95 for one query). The
 /// two-tile `vpdpbusd` kernel uses it for groups of up to 2 with at least
-/// a line to prefetch per two quads (k = 4: 0.78 → 0.83, k = 2: 0.92–0.94
-/// → 0.96); with smaller shares, or groups of 3, short of load slots, it
-/// was slower (0.83–0.88 → 0.60–0.64 at k = 16 with repeats, or without
-/// them), so those keep [`Spread`]. With more lines than iterations the
-/// lines in between are skipped, not bunched.
+/// a line to prefetch per quad pair (k = 4: 0.78 → 0.83, k = 2: 0.92–0.94
+/// → 0.96); with smaller shares the repeats cost it load slots (k = 8,
+/// the group of 2 with 85 lines for 128 quad pairs: 0.78–0.79 against
+/// 0.81 with [`Spread`]), and groups of 3, short of load slots, were
+/// slower with it (0.83–0.88 → 0.60–0.64 at k = 16), so those use
+/// [`Spread`]. With more lines than iterations the lines in between are
+/// skipped, not bunched.
 #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 #[derive(Clone, Copy, Debug)]
 struct Cursor {

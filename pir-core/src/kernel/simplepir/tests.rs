@@ -121,12 +121,19 @@ fn slice_kernels_match_scalar_twin() {
                     *w = *i;
                     group_scalar(&other, sq.rows(0, rows), w);
                 }
-                for a in [0, 64, 128 * quads, ahead.len()] {
+                for (a, stage) in [0, 64, 128 * quads, ahead.len()]
+                    .into_iter()
+                    .flat_map(|a| [(a, false), (a, true)])
+                {
                     let mut got: Vec<[[u32; 16]; 2]> =
                         init.iter().zip(&init2).map(|(x, y)| [*x, *y]).collect();
-                    pair_with([&data, &other], &split, (0, rows), &ahead[..a], &mut got);
+                    pair_with([&data, &other], &split, (0, rows), &ahead[..a], stage, &mut got);
                     for (i, g) in got.iter().enumerate() {
-                        assert_eq!(g, &[want[i], want2[i]], "pairs, {q} queries, {quads} quads");
+                        assert_eq!(
+                            g,
+                            &[want[i], want2[i]],
+                            "pairs, {q} queries, {quads} quads, ahead {a}, staged {stage}"
+                        );
                     }
                 }
             }
@@ -230,12 +237,20 @@ fn spread_issues_every_line_once_in_order() {
         let mut sp = Spread::new(bytes, iters);
         let mut issued = Vec::new();
         let mut most = 0;
-        for _ in 0..iters.max(1) {
+        let lines = bytes.div_ceil(64);
+        let n = iters.max(1);
+        for i in 1..=n {
             let due: Vec<usize> = sp.due().collect();
             most = most.max(due.len());
             issued.extend(due);
+            // evenly spread: after i of n iterations, i·lines/n rounded
+            // down or up have gone out
+            assert!(
+                (i * lines / n..=(i * lines).div_ceil(n)).contains(&issued.len()),
+                "{bytes} B over {iters}: {} lines after {i} iterations",
+                issued.len()
+            );
         }
-        let lines = bytes.div_ceil(64);
         assert_eq!(
             issued,
             (0..lines).collect::<Vec<_>>(),
@@ -301,6 +316,7 @@ fn slice_kernel_compute_rate() {
                         &qs[..g],
                         (0, rows),
                         &[],
+                        false,
                         &mut pair_sums[..g],
                     );
                 }
