@@ -173,9 +173,18 @@ fn tail_spans(view: &View<'_>) -> Vec<(usize, usize)> {
 /// group's digits (5 × 4 bytes per row) take 18 KiB of L1 at 512, and
 /// the slice is read from memory once and from L1 by every further group
 /// (128 and 256 rows measured 10–25 % slower in L2, 1024 and 2048 no
-/// faster, with a transposed copy of the slice). A single query takes a
-/// whole tile per call.
+/// faster, with a transposed copy of the slice; 1024 within noise for
+/// the two-tile kernel). A single query takes a whole tile per call.
 const SLICE_ROWS: usize = 512;
+
+/// Most rows of a batch's slice with the AVX2 kernel: the slice (16 KiB)
+/// and a group's halves (6 × 4 bytes per row, 24 KiB) still fit in L1,
+/// and the kernel's four quarter passes and per-call reductions are paid
+/// half as often as at 512 (at B = 33, per batch of 2, 4, 8, 16, 32, 64:
+/// 0.78–0.80 → 0.79–0.81, 0.84–0.85 → 0.87, 0.82 → 0.84, 0.875 → 0.90,
+/// 0.87–0.88 → 0.88–0.91, 0.87–0.90 → 0.88–0.92 of the bound; 2048 rows,
+/// which no longer fit, 0.79–0.80 at 4).
+const AVX2_SLICE_ROWS: usize = 1024;
 
 /// Most queries of one group with the `vpdpbusd` kernel: 4 accumulators
 /// each, 20 of the 32 zmm registers. In L1 the kernel ran at 0.94–1.0 of
@@ -216,7 +225,7 @@ fn group_max(k: Kernel) -> usize {
 
 /// Adds panels p0..p1 of the tiled region to `out[q][..tiled_cols]`, in
 /// storage order (§4.3 cross-client batching). Each tile is taken a slice
-/// at a time ([`SLICE_ROWS`] rows for a batch, the whole tile for one
+/// at a time ([`slice_rows_max`] rows for a batch, the whole tile for one
 /// query); the queries are split into balanced groups of at most
 /// [`group_max`], and every group multiplies the slice in turn: the first
 /// group reads it from L2 (where it was prefetched) a line at a time
@@ -263,7 +272,7 @@ fn tiles_with(
     let slice = if nq == 1 {
         panel
     } else {
-        batch_slice_rows(panel)
+        batch_slice_rows(panel, slice_rows_max(k))
     };
     let step = GROUP_COLS * slice;
     let region = &view.data[..view.panels() * panel * view.tiled_cols];
@@ -314,13 +323,22 @@ fn tiles_with(
 }
 
 /// The rows of a batch's slice in a panel of `panel` rows: the largest
-/// multiple of 32 up to [`SLICE_ROWS`] that divides the panel.
-fn batch_slice_rows(panel: usize) -> usize {
-    (1..=SLICE_ROWS / 32)
+/// multiple of 32 up to `most` that divides the panel.
+fn batch_slice_rows(panel: usize, most: usize) -> usize {
+    (1..=most / 32)
         .rev()
         .map(|b| 32 * b)
         .find(|s| panel.is_multiple_of(*s))
         .unwrap_or(32)
+}
+
+/// Most rows of a batch's slice with kernel `k`.
+fn slice_rows_max(k: Kernel) -> usize {
+    match k {
+        #[cfg(target_arch = "x86_64")]
+        Kernel::Avx2 => AVX2_SLICE_ROWS,
+        _ => SLICE_ROWS,
+    }
 }
 
 /// Whether kernel `k` takes a batch of `nq` two tiles at a time
@@ -374,7 +392,7 @@ fn panels_pairs(
     out: &mut [Vec<u32>],
 ) {
     let panel = view.panel;
-    let slice = batch_slice_rows(panel);
+    let slice = batch_slice_rows(panel, SLICE_ROWS);
     let step = GROUP_COLS * slice;
     let tile_len = GROUP_COLS * panel;
     let region = &view.data[..view.panels() * panel * view.tiled_cols];
