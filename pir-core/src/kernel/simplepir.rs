@@ -184,6 +184,7 @@ const SLICE_ROWS: usize = 512;
 /// 0.78–0.80 → 0.79–0.81, 0.84–0.85 → 0.87, 0.82 → 0.84, 0.875 → 0.90,
 /// 0.87–0.88 → 0.88–0.91, 0.87–0.90 → 0.88–0.92 of the bound; 2048 rows,
 /// which no longer fit, 0.79–0.80 at 4).
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 const AVX2_SLICE_ROWS: usize = 1024;
 
 /// Most queries of one group with the `vpdpbusd` kernel: 4 accumulators
@@ -481,7 +482,7 @@ fn pair_with(
         }
     }
     #[cfg(not(target_arch = "x86_64"))]
-    let _ = (data, ahead, out);
+    let _ = (data, ahead, stage, out);
 }
 
 /// Adds `Σ_r c1_q[r]·D[r][c]` over the rows r0..r1 of one slice of a tile

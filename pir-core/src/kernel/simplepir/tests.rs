@@ -127,7 +127,14 @@ fn slice_kernels_match_scalar_twin() {
                 {
                     let mut got: Vec<[[u32; 16]; 2]> =
                         init.iter().zip(&init2).map(|(x, y)| [*x, *y]).collect();
-                    pair_with([&data, &other], &split, (0, rows), &ahead[..a], stage, &mut got);
+                    pair_with(
+                        [&data, &other],
+                        &split,
+                        (0, rows),
+                        &ahead[..a],
+                        stage,
+                        &mut got,
+                    );
                     for (i, g) in got.iter().enumerate() {
                         assert_eq!(
                             g,
