@@ -54,6 +54,7 @@ use pir_core::params::Params;
 use serde::Deserialize;
 
 use crate::error::{Error, Result};
+pub use ct_core::civil::Schedule;
 
 /// Largest `[limits] max_connections`.
 pub const MAX_CONNECTIONS: usize = 1_000_000;
@@ -155,53 +156,6 @@ impl Default for ScheduleConfig {
             build_if_missing: true,
         }
     }
-}
-
-/// When `serve` builds epochs, resolved from [`ScheduleConfig`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Schedule {
-    /// Every `n` seconds (measured from the start of the previous build).
-    Interval(u64),
-    /// Daily at this many seconds after 00:00 UTC.
-    Daily(u32),
-}
-
-impl Schedule {
-    /// Seconds from `now_s` (Unix) to the next build; `last_start_s` is when
-    /// the previous build started (for intervals).
-    pub fn seconds_until_next(&self, now_s: i64, last_start_s: Option<i64>) -> u64 {
-        match *self {
-            Schedule::Interval(n) => match last_start_s {
-                Some(last) => {
-                    let due = last.saturating_add(i64::try_from(n).unwrap_or(i64::MAX));
-                    u64::try_from(due.saturating_sub(now_s)).unwrap_or(0)
-                }
-                None => 0,
-            },
-            Schedule::Daily(at) => {
-                let day = now_s.rem_euclid(86_400);
-                let at = i64::from(at);
-                let wait = if at > day {
-                    at - day
-                } else {
-                    at + 86_400 - day
-                };
-                u64::try_from(wait).unwrap_or(0)
-            }
-        }
-    }
-}
-
-/// `HH:MM` (UTC) to seconds after midnight.
-fn parse_hhmm(s: &str) -> Result<u32> {
-    let bad = || Error::Config(format!("[schedule] daily must be HH:MM (UTC), got {s:?}"));
-    let (h, m) = s.trim().split_once(':').ok_or_else(bad)?;
-    let h: u32 = h.parse().map_err(|_| bad())?;
-    let m: u32 = m.parse().map_err(|_| bad())?;
-    if h > 23 || m > 59 {
-        return Err(bad());
-    }
-    Ok(h * 3600 + m * 60)
 }
 
 /// `[limits]`.
@@ -524,17 +478,11 @@ impl Config {
     /// When `serve` builds epochs (`None`: never; builds come from
     /// `auditor-server build-epoch` and are picked up by reload).
     pub fn schedule(&self) -> Result<Option<Schedule>> {
-        match (&self.schedule.interval_seconds, &self.schedule.daily) {
-            (Some(_), Some(_)) => Err(Error::Config(
-                "[schedule]: set interval_seconds or daily, not both".into(),
-            )),
-            (Some(0), None) => Err(Error::Config(
-                "[schedule] interval_seconds must be > 0".into(),
-            )),
-            (Some(n), None) => Ok(Some(Schedule::Interval(*n))),
-            (None, Some(hhmm)) => Ok(Some(Schedule::Daily(parse_hhmm(hhmm)?))),
-            (None, None) => Ok(None),
-        }
+        Schedule::from_keys(
+            self.schedule.interval_seconds,
+            self.schedule.daily.as_deref(),
+        )
+        .map_err(|e| Error::Config(e.to_string()))
     }
 
     /// The entry store URL.
@@ -619,21 +567,12 @@ mod tests {
     }
 
     #[test]
-    fn schedule_delays() {
+    fn schedule_keys() {
         let c = Config::from_toml("[schedule]\ndaily = \" 01:30 \"").unwrap();
         assert_eq!(c.schedule().unwrap(), Some(Schedule::Daily(5_400)));
-        for bad in ["1:60", "24:00", "0130", "a:b", ""] {
-            assert!(parse_hhmm(bad).is_err(), "{bad:?}");
-        }
-        let day = 86_400 * 20_000;
-        assert_eq!(Schedule::Daily(3600).seconds_until_next(day, None), 3600);
-        assert_eq!(
-            Schedule::Daily(3600).seconds_until_next(day + 3600, None),
-            86_400
-        );
-        assert_eq!(Schedule::Interval(60).seconds_until_next(100, None), 0);
-        assert_eq!(Schedule::Interval(60).seconds_until_next(100, Some(90)), 50);
-        assert_eq!(Schedule::Interval(60).seconds_until_next(200, Some(90)), 0);
+        let c = Config::from_toml("[schedule]\ndaily = \"24:00\"").unwrap();
+        let e = c.schedule().unwrap_err().to_string();
+        assert!(e.contains("HH:MM"), "{e}");
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! Calendar arithmetic on Unix time: the one copy of the civil-date
 //! conversions the workspace uses (log-list timestamps, monthly storage
-//! partitions, report dates), and the wall clock as Unix seconds.
+//! partitions, report dates), the wall clock as Unix seconds, and the
+//! daily or interval [`Schedule`] of the ingest and epoch-build loops.
 //!
 //! The conversions are H. Hinnant's era-based algorithms ("chrono-Compatible
 //! Low-Level Date Algorithms") on the proleptic Gregorian calendar; they are
@@ -88,9 +89,113 @@ pub fn unix_now_ms() -> u64 {
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
+/// When a recurring job runs (an ingest, an epoch build), as the
+/// `[schedule]` section of ct-ingest's and auditor-server's configs says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Schedule {
+    /// Every `n` seconds, measured from the start of the previous run.
+    Interval(u64),
+    /// Daily at this many seconds after 00:00 UTC.
+    Daily(u32),
+}
+
+impl Schedule {
+    /// The schedule a config's `interval_seconds` and `daily` (`HH:MM`
+    /// UTC) keys ask for: at most one of them, `None` when neither is set.
+    pub fn from_keys(
+        interval_seconds: Option<u64>,
+        daily: Option<&str>,
+    ) -> Result<Option<Self>, crate::Error> {
+        let bad = |reason: String| crate::Error::Malformed {
+            what: "[schedule]",
+            reason,
+        };
+        match (interval_seconds, daily) {
+            (Some(_), Some(_)) => Err(bad("set interval_seconds or daily, not both".into())),
+            (Some(0), None) => Err(bad("interval_seconds must be > 0".into())),
+            (Some(n), None) => Ok(Some(Schedule::Interval(n))),
+            (None, Some(hhmm)) => parse_hhmm(hhmm)
+                .map(|at| Some(Schedule::Daily(at)))
+                .ok_or_else(|| bad(format!("daily must be HH:MM (UTC), got {hhmm:?}"))),
+            (None, None) => Ok(None),
+        }
+    }
+
+    /// Seconds from `now_s` (Unix) to the next run; `last_start_s` is when
+    /// the previous run started (for intervals; `None`: run now).
+    pub fn seconds_until_next(&self, now_s: i64, last_start_s: Option<i64>) -> u64 {
+        match *self {
+            Schedule::Interval(n) => match last_start_s {
+                Some(last) => {
+                    let due = last.saturating_add(i64::try_from(n).unwrap_or(i64::MAX));
+                    u64::try_from(due.saturating_sub(now_s)).unwrap_or(0)
+                }
+                None => 0,
+            },
+            Schedule::Daily(at) => {
+                let day = now_s.rem_euclid(SECONDS_PER_DAY);
+                let at = i64::from(at);
+                let wait = if at > day {
+                    at - day
+                } else {
+                    at + SECONDS_PER_DAY - day
+                };
+                u64::try_from(wait).unwrap_or(0)
+            }
+        }
+    }
+}
+
+/// `HH:MM` (UTC, surrounding blanks allowed) to seconds after midnight;
+/// `None` unless 00:00 ≤ it ≤ 23:59.
+pub fn parse_hhmm(s: &str) -> Option<u32> {
+    let (h, m) = s.trim().split_once(':')?;
+    let (h, m): (u32, u32) = (h.parse().ok()?, m.parse().ok()?);
+    (h <= 23 && m <= 59).then_some(h * 3600 + m * 60)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn schedules() {
+        assert_eq!(
+            Schedule::from_keys(None, Some(" 01:30 ")).unwrap(),
+            Some(Schedule::Daily(5_400))
+        );
+        assert_eq!(
+            Schedule::from_keys(Some(60), None).unwrap(),
+            Some(Schedule::Interval(60))
+        );
+        assert_eq!(Schedule::from_keys(None, None).unwrap(), None);
+        for (i, d) in [
+            (Some(60), Some("01:30")),
+            (Some(0), None),
+            (None, Some("1:60")),
+        ] {
+            let e = Schedule::from_keys(i, d).unwrap_err().to_string();
+            assert!(e.contains("[schedule]"), "{e}");
+        }
+        for bad in ["1:60", "24:00", "0130", "a:b", "", "-1:00", "01:30:00"] {
+            assert_eq!(parse_hhmm(bad), None, "{bad:?}");
+        }
+        assert_eq!(parse_hhmm("23:59"), Some(86_340));
+        let day = 86_400 * 20_000;
+        assert_eq!(Schedule::Daily(3600).seconds_until_next(day, None), 3600);
+        assert_eq!(
+            Schedule::Daily(3600).seconds_until_next(day + 3600, None),
+            86_400
+        );
+        assert_eq!(Schedule::Daily(0).seconds_until_next(-1, None), 1);
+        assert_eq!(Schedule::Interval(60).seconds_until_next(100, None), 0);
+        assert_eq!(Schedule::Interval(60).seconds_until_next(100, Some(90)), 50);
+        assert_eq!(Schedule::Interval(60).seconds_until_next(200, Some(90)), 0);
+        assert_eq!(
+            Schedule::Interval(u64::MAX).seconds_until_next(0, Some(0)),
+            i64::MAX as u64
+        );
+    }
 
     /// Naive reference: walk the calendar one day at a time from 1970-01-01.
     #[test]

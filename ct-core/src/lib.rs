@@ -26,7 +26,7 @@
 //! | [`sth`] | [`LogKey`], `DigitallySigned`, `get-sth` JSON, tree head and SCT signatures | RFC 6962 §3.2, §3.5, §4.3 |
 //! | [`precert`] | precertificate TBS (poison removed), embedded SCT lists, rebuilding the logged entry of a final certificate | RFC 6962 §3.1–§3.3 |
 //! | [`loglist`] | Chrome log list v3 | gstatic.com/ct/log_list/v3 schema |
-//! | [`civil`] | calendar arithmetic on Unix time (civil dates, RFC 3339 formatting) and the wall clock | proleptic Gregorian calendar |
+//! | [`civil`] | calendar arithmetic on Unix time (civil dates, RFC 3339 formatting), the wall clock, and the daily or interval schedule of the ingest and build loops | proleptic Gregorian calendar |
 //!
 //! # Checking an SCT embedded in a certificate
 //!

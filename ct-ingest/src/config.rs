@@ -50,6 +50,7 @@ use serde::Deserialize;
 
 use crate::error::{Error, Result};
 use crate::http::{HttpClient, HttpSettings};
+pub use ct_core::civil::Schedule;
 use ct_core::loglist::{LogApi, LogInfo, LogList, LogStateKind, MAX_LOG_LIST_SIZE};
 use ct_store::{LogKind, DEFAULT_DATABASE_URL};
 
@@ -137,15 +138,6 @@ impl ScheduleConfig {
         let doublings = failures.saturating_sub(1).min(63);
         first.saturating_mul(1u64 << doublings).min(max)
     }
-}
-
-/// When to ingest, resolved from [`ScheduleConfig`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Schedule {
-    /// Every `n` seconds.
-    Interval(u64),
-    /// Daily at this many seconds after 00:00 UTC.
-    Daily(u32),
 }
 
 /// Optional limits, as written in `[defaults]` or a `[[log]]`.
@@ -366,17 +358,11 @@ impl Config {
 
     /// The schedule (`None` if neither key is set).
     pub fn schedule(&self) -> Result<Option<Schedule>> {
-        match (&self.schedule.interval_seconds, &self.schedule.daily) {
-            (Some(_), Some(_)) => Err(Error::Config(
-                "[schedule]: set interval_seconds or daily, not both".into(),
-            )),
-            (Some(0), None) => Err(Error::Config(
-                "[schedule] interval_seconds must be > 0".into(),
-            )),
-            (Some(n), None) => Ok(Some(Schedule::Interval(*n))),
-            (None, Some(hhmm)) => Ok(Some(Schedule::Daily(parse_hhmm(hhmm)?))),
-            (None, None) => Ok(None),
-        }
+        Schedule::from_keys(
+            self.schedule.interval_seconds,
+            self.schedule.daily.as_deref(),
+        )
+        .map_err(|e| Error::Config(e.to_string()))
     }
 
     /// Picks the logs to ingest from `list`.
@@ -553,50 +539,12 @@ fn parse_api(s: &str) -> Result<LogKind> {
     }
 }
 
-/// `HH:MM` (UTC) to seconds after midnight.
-pub fn parse_hhmm(s: &str) -> Result<u32> {
-    let bad = || Error::Config(format!("[schedule] daily must be HH:MM (UTC), got {s:?}"));
-    let (h, m) = s.trim().split_once(':').ok_or_else(bad)?;
-    let h: u32 = h.parse().map_err(|_| bad())?;
-    let m: u32 = m.parse().map_err(|_| bad())?;
-    if h > 23 || m > 59 {
-        return Err(bad());
-    }
-    Ok(h * 3600 + m * 60)
-}
-
 fn parse_env<T: std::str::FromStr>(name: &str, v: &str) -> Result<T>
 where
     T::Err: std::fmt::Display,
 {
     v.parse()
         .map_err(|e| Error::Config(format!("{name}={v:?}: {e}")))
-}
-
-impl Schedule {
-    /// Seconds from `now_s` (Unix) to the next run; `last_start_s` is when
-    /// the previous run started (for intervals).
-    pub fn seconds_until_next(&self, now_s: i64, last_start_s: Option<i64>) -> u64 {
-        match *self {
-            Schedule::Interval(n) => match last_start_s {
-                Some(last) => {
-                    let due = last.saturating_add(i64::try_from(n).unwrap_or(i64::MAX));
-                    u64::try_from(due.saturating_sub(now_s)).unwrap_or(0)
-                }
-                None => 0,
-            },
-            Schedule::Daily(at) => {
-                let day = now_s.rem_euclid(86_400);
-                let at = i64::from(at);
-                let wait = if at > day {
-                    at - day
-                } else {
-                    at + 86_400 - day
-                };
-                u64::try_from(wait).unwrap_or(0)
-            }
-        }
-    }
 }
 
 /// Reads a whole file, refusing more than `max` bytes.
@@ -773,15 +721,11 @@ mod tests {
     }
 
     #[test]
-    fn schedule_delays() {
-        let day = 86_400 * 20_000;
-        assert_eq!(Schedule::Daily(3600).seconds_until_next(day, None), 3600);
-        assert_eq!(
-            Schedule::Daily(3600).seconds_until_next(day + 3600, None),
-            86_400
-        );
-        assert_eq!(Schedule::Interval(60).seconds_until_next(100, None), 0);
-        assert_eq!(Schedule::Interval(60).seconds_until_next(100, Some(90)), 50);
-        assert_eq!(Schedule::Interval(60).seconds_until_next(200, Some(90)), 0);
+    fn schedule_keys() {
+        let c = Config::from_toml("[schedule]\ninterval_seconds = 60\ndaily = \"01:30\"").unwrap();
+        let e = c.schedule().unwrap_err().to_string();
+        assert!(e.contains("not both"), "{e}");
+        let c = Config::from_toml("[schedule]\ninterval_seconds = 600").unwrap();
+        assert_eq!(c.schedule().unwrap(), Some(Schedule::Interval(600)));
     }
 }
