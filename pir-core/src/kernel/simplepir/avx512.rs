@@ -247,6 +247,17 @@ columns_body!(columns_bw, "avx512f,avx512bw", |a, d, q| _mm512_add_epi32(
 /// Quads [`pair_vnni`] loads ahead of the pair it multiplies.
 pub(super) const PAIR_PIPE: usize = 2;
 
+/// `prefetcht0` of the line at `p`, whatever the address. A plain
+/// function, so that the call needs its `unsafe` block on every supported
+/// toolchain (inside a `target_feature` function newer ones call it safe,
+/// the MSRV does not).
+#[inline(always)]
+fn stage_l1(p: *const u8) {
+    // SAFETY: a prefetch is a hint; it cannot fault or change memory,
+    // whatever the address.
+    unsafe { _mm_prefetch::<_MM_HINT_T0>(p as *const i8) }
+}
+
 /// Quads ahead of the pair it multiplies that [`pair_vnni`] stages into
 /// L1 (`prefetcht0`, both tiles) when it is the first group over a slice
 /// and so reads the slice from L2: the loads [`PAIR_PIPE`] ahead then
@@ -322,12 +333,10 @@ pub(super) unsafe fn pair_vnni<const Q: usize, const C: bool, const S: bool>(
                 let quads = *pair;
                 if S {
                     for p in dp {
-                        // a hint that cannot fault: past the slice's end
-                        // it names the next bytes of the database (the
-                        // tile's next slice), hence `wrapping_add`
-                        _mm_prefetch::<_MM_HINT_T0>(
-                            p.wrapping_add(64 * (i + j + STAGE_AHEAD)) as *const i8
-                        );
+                        // past the slice's end this names the next bytes
+                        // of the database (the tile's next slice), hence
+                        // `wrapping_add`
+                        stage_l1(p.wrapping_add(64 * (i + j + STAGE_AHEAD)));
                     }
                 }
                 // SAFETY: i + j < n, so bytes [64(i+j), +64) of both slices
