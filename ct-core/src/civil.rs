@@ -148,7 +148,7 @@ impl Schedule {
 
 /// `HH:MM` (UTC, surrounding blanks allowed) to seconds after midnight;
 /// `None` unless 00:00 ≤ it ≤ 23:59.
-pub fn parse_hhmm(s: &str) -> Option<u32> {
+fn parse_hhmm(s: &str) -> Option<u32> {
     let (h, m) = s.trim().split_once(':')?;
     let (h, m): (u32, u32) = (h.parse().ok()?, m.parse().ok()?);
     (h <= 23 && m <= 59).then_some(h * 3600 + m * 60)
