@@ -60,7 +60,10 @@ pub(crate) use ntt::ntt_forward_reversed_i16;
 pub(crate) use pack::{pack_columns, pack_groups, window_chunk, PackGroup, PACK_COLS_MAX};
 pub(crate) use rns::{mul_acc_lazy, mul_sum_blocks_mod};
 pub(crate) use runs::add_scaled_runs;
-pub use simplepir::peak::{mac_peak, overlap_ceiling, MacPeak, OverlapCeiling};
+pub use simplepir::peak::{
+    cached_pass, mac_peak, overlap_ceiling, CachedPass, MacPeak, OverlapCeiling, CACHED_COLS,
+    CACHED_ROWS,
+};
 pub use simplepir::simplepir_impl;
 pub(crate) use simplepir::tune::tune_prefetch;
 pub use simplepir::tune::{prefetch_distance, prefetch_tuning, PrefetchTuning};

@@ -52,8 +52,8 @@ use crate::sampler::{hex, PublicSeed};
 use crate::wire::{Query, Response};
 
 pub use crate::kernel::{
-    mac_peak, overlap_ceiling, prefetch_distance, prefetch_tuning, simplepir_impl, MacPeak,
-    OverlapCeiling, PrefetchTuning,
+    cached_pass, mac_peak, overlap_ceiling, prefetch_distance, prefetch_tuning, simplepir_impl,
+    CachedPass, MacPeak, OverlapCeiling, PrefetchTuning, CACHED_COLS, CACHED_ROWS,
 };
 
 /// Words between consecutive a2 blocks (and the transformed row blocks

@@ -226,6 +226,136 @@ pub(crate) fn overlap_ceiling_of(kind: Kernel, buf: &[u8], k: usize) -> Option<O
     }
 }
 
+/// The real batch pass ([`super::answer_with`], tiled layout, prefetches
+/// and all) over a database small enough to stay in this core's caches,
+/// against the multiply peak measured beside it: what the kernels reach
+/// of the arithmetic ceiling when memory costs nothing. The pass over the
+/// real database can reach no more of its bound than this at a
+/// compute-bound batch, so it splits a shortfall between the kernel (this
+/// fraction) and the stream ([`OverlapCeiling`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct CachedPass {
+    /// The kernel variant timed.
+    pub kernel: &'static str,
+    /// The batch size k.
+    pub batch: usize,
+    /// Bytes of the cache-resident database ([`CACHED_ROWS`] ×
+    /// [`CACHED_COLS`]).
+    pub bytes: usize,
+    /// One pass, CPU seconds, best of the rounds.
+    pub seconds: f64,
+    /// The best [`MacPeak::macs_per_second`] measured between the rounds.
+    pub macs_per_second: f64,
+}
+
+impl CachedPass {
+    /// k·bytes ÷ (seconds × peak): 1 when the pass retires multiplies as
+    /// fast as the peak loop.
+    pub fn fraction(&self) -> f64 {
+        self.batch as f64 * self.bytes as f64 / (self.seconds * self.macs_per_second)
+    }
+}
+
+/// Rows of [`cached_pass`]'s database: two panels of 2048, so that the
+/// panel loop and the partial sums between panels are exercised.
+pub const CACHED_ROWS: usize = 4096;
+/// Columns of [`cached_pass`]'s database: 256 KiB in all, half the
+/// smallest L2 among the x86-64 cores we run on (Zen 2 and 3: 512 KiB).
+pub const CACHED_COLS: usize = 64;
+
+/// Timed rounds of [`cached_pass`], each preceded by a [`mac_peak_of`]
+/// measurement (the best of each is kept: on a core whose SMT sibling is
+/// busy both vary from round to round).
+#[cfg(target_arch = "x86_64")]
+const CACHED_ROUNDS: usize = if cfg!(test) { 2 } else { 9 };
+
+/// u8 × u32 multiply-accumulates per timed round of [`cached_pass`]
+/// (about 2 ms at 40 G/s).
+#[cfg(target_arch = "x86_64")]
+const CACHED_ROUND_MACS: usize = if cfg!(test) { 1 << 20 } else { 80 << 20 };
+
+/// Measures [`CachedPass`] for batch `k` with the selected kernel; `None`
+/// for the scalar kernel or k = 0.
+pub fn cached_pass(k: usize) -> Option<CachedPass> {
+    cached_pass_of(Kernel::selected(), k)
+}
+
+/// [`cached_pass`] for variant `kind`.
+pub(crate) fn cached_pass_of(kind: Kernel, k: usize) -> Option<CachedPass> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        cached_pass_x86(kind, k)
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (kind, k);
+        None
+    }
+}
+
+/// [`cached_pass_of`] where there are kernels to time.
+#[cfg(target_arch = "x86_64")]
+fn cached_pass_x86(kind: Kernel, k: usize) -> Option<CachedPass> {
+    use crate::db::Database;
+    use crate::params::DbShape;
+    if k == 0 {
+        return None;
+    }
+    mac_peak_of(kind)?;
+    // public, fixed contents: the pass does not depend on the values
+    let mut s = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = move || {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        s
+    };
+    let shape = DbShape {
+        ell1: CACHED_ROWS,
+        ell2: CACHED_COLS,
+    };
+    let records = (0..shape.records()).map(|_| next() as u8).collect();
+    let db = Database::from_column_major(shape, 8, records).ok()?;
+    let view = super::View::of(&db);
+    let queries: Vec<_> = (0..k)
+        .map(|_| {
+            let c1: Vec<u32> = (0..CACHED_ROWS).map(|_| next() as u32).collect();
+            super::SplitQuery::new(&c1)
+        })
+        .collect();
+    let mut out = vec![vec![0u32; CACHED_COLS]; k];
+    let bytes = shape.records();
+    let reps = CACHED_ROUND_MACS.div_ceil(k * bytes).max(1);
+    // one untimed pass brings the database and the queries into cache
+    super::answer_with(kind, &view, &queries, &mut out);
+    let (mut best, mut peak) = (f64::INFINITY, 0f64);
+    for _ in 0..CACHED_ROUNDS {
+        peak = peak.max(mac_peak_of(kind)?.macs_per_second);
+        let t = Stopwatch::start();
+        for _ in 0..reps {
+            super::answer_with(kind, &view, &queries, &mut out);
+            std::hint::black_box(&mut out);
+        }
+        best = best.min(t.seconds() / reps as f64);
+    }
+    // what was timed is the right answer
+    let mut twin = vec![vec![0u32; CACHED_COLS]; k];
+    super::answer_with(Kernel::Scalar, &view, &queries, &mut twin);
+    assert_eq!(
+        out,
+        twin,
+        "the {} pass disagrees with its scalar twin",
+        kind.name()
+    );
+    Some(CachedPass {
+        kernel: kind.name(),
+        batch: k,
+        bytes,
+        seconds: best,
+        macs_per_second: peak,
+    })
+}
+
 /// `reps` walks over `buf` (whole 64-byte lines), each line prefetched
 /// [`OVERLAP_AHEAD_LINES`] ahead when `prefetch`, loaded, folded into a
 /// checksum and fed to 4k `vpdpbusd` (batch k: 64 bytes × k queries, 16
@@ -521,6 +651,25 @@ mod tests {
         }
         assert_eq!(overlap_ceiling_of(Kernel::Scalar, &buf, 4), None);
         assert_eq!(overlap_ceiling_of(Kernel::selected(), &[0; 63], 4), None);
+    }
+
+    #[test]
+    fn cached_pass_times_every_simd_variant() {
+        assert_eq!(cached_pass_of(Kernel::Scalar, 4), None);
+        assert_eq!(cached_pass_of(Kernel::selected(), 0), None);
+        for k in kernels("cached_pass_times_every_simd_variant") {
+            if k == Kernel::Scalar {
+                continue;
+            }
+            for batch in [1, 5] {
+                let c = cached_pass_of(k, batch).expect("a SIMD variant this CPU has");
+                assert_eq!(
+                    (c.kernel, c.batch, c.bytes),
+                    (k.name(), batch, CACHED_ROWS * CACHED_COLS)
+                );
+                assert!(c.fraction() > 0.0 && c.fraction().is_finite(), "{c:?}");
+            }
+        }
     }
 
     #[test]
