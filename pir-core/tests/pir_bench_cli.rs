@@ -72,6 +72,21 @@ fn pir_bench_reports_in_run_speedups() {
         assert!((g("overlap_fraction") - s.max(c) / b).abs() < 1e-9);
         assert!(g("bound_fraction") > 0.0);
     }
+    // the cached pass: the batch's real pass over a cache-resident
+    // database, its fraction k·bytes ÷ (pass × peak)
+    let c = &v["cached_pass"];
+    if v["mac_peak_g_per_s"].is_null() {
+        assert!(c.is_null());
+    } else {
+        let g = |k: &str| {
+            c[k].as_f64()
+                .unwrap_or_else(|| panic!("cached_pass.{k} missing"))
+        };
+        assert_eq!(c["batch"], 2);
+        assert_eq!(c["kernel"], v["kernel"]);
+        let expect = 2.0 * g("bytes") / (g("pass_ms") / 1e3 * g("mac_peak_g_per_s") * 1e9);
+        assert!((g("fraction") - expect).abs() < 1e-9 * expect);
+    }
 }
 
 #[test]

@@ -226,7 +226,7 @@ pub(crate) fn overlap_ceiling_of(kind: Kernel, buf: &[u8], k: usize) -> Option<O
     }
 }
 
-/// The real batch pass ([`super::answer_with`], tiled layout, prefetches
+/// The real batch pass (the SimplePIR pass of a batch: tiled layout, prefetches
 /// and all) over a database small enough to stay in this core's caches,
 /// against the multiply peak measured beside it: what the kernels reach
 /// of the arithmetic ceiling when memory costs nothing. The pass over the
