@@ -61,8 +61,7 @@ pub(crate) use pack::{pack_columns, pack_groups, window_chunk, PackGroup, PACK_C
 pub(crate) use rns::{mul_acc_lazy, mul_sum_blocks_mod};
 pub(crate) use runs::add_scaled_runs;
 pub use simplepir::peak::{
-    cached_pass, mac_peak, overlap_ceiling, CachedPass, MacPeak, OverlapCeiling, CACHED_COLS,
-    CACHED_ROWS,
+    cached_pass, mac_peak, overlap_ceiling, CachedPass, MacPeak, OverlapCeiling,
 };
 pub use simplepir::simplepir_impl;
 pub(crate) use simplepir::tune::tune_prefetch;

@@ -53,7 +53,7 @@ use crate::wire::{Query, Response};
 
 pub use crate::kernel::{
     cached_pass, mac_peak, overlap_ceiling, prefetch_distance, prefetch_tuning, simplepir_impl,
-    CachedPass, MacPeak, OverlapCeiling, PrefetchTuning, CACHED_COLS, CACHED_ROWS,
+    CachedPass, MacPeak, OverlapCeiling, PrefetchTuning,
 };
 
 /// Words between consecutive a2 blocks (and the transformed row blocks

@@ -22,6 +22,13 @@ fn pir_bench(args: &[&str]) -> serde_json::Value {
     v
 }
 
+/// The number `obj[key]`; `what` names `obj` in the failure message.
+fn num(obj: &serde_json::Value, what: &str, key: &str) -> f64 {
+    obj[key]
+        .as_f64()
+        .unwrap_or_else(|| panic!("{what}{key} missing"))
+}
+
 #[test]
 fn pir_bench_reports_in_run_speedups() {
     let v = pir_bench(&[
@@ -36,7 +43,7 @@ fn pir_bench_reports_in_run_speedups() {
     ]);
     assert_eq!(v["batch"], 2);
     assert_eq!(v["threads"], 2);
-    let f = |k: &str| v[k].as_f64().unwrap_or_else(|| panic!("{k} missing"));
+    let f = |k: &str| num(&v, "", k);
     let (single, batch, one) = (
         f("single_answer_ms_min"),
         f("answer_ms_min"),
@@ -61,10 +68,7 @@ fn pir_bench_reports_in_run_speedups() {
     if v["mac_peak_g_per_s"].is_null() {
         assert!(o.is_null());
     } else {
-        let g = |k: &str| {
-            o[k].as_f64()
-                .unwrap_or_else(|| panic!("overlap_ceiling.{k} missing"))
-        };
+        let g = |k: &str| num(o, "overlap_ceiling.", k);
         assert_eq!(o["batch"], 2);
         assert_eq!(o["bytes"].as_f64(), Some(f("db_bytes")));
         let (s, c, b) = (g("stream_ms"), g("compute_ms"), g("both_ms"));
@@ -78,10 +82,7 @@ fn pir_bench_reports_in_run_speedups() {
     if v["mac_peak_g_per_s"].is_null() {
         assert!(c.is_null());
     } else {
-        let g = |k: &str| {
-            c[k].as_f64()
-                .unwrap_or_else(|| panic!("cached_pass.{k} missing"))
-        };
+        let g = |k: &str| num(c, "cached_pass.", k);
         assert_eq!(c["batch"], 2);
         assert_eq!(c["kernel"], v["kernel"]);
         let expect = 2.0 * g("bytes") / (g("pass_ms") / 1e3 * g("mac_peak_g_per_s") * 1e9);
@@ -125,7 +126,7 @@ fn pir_bench_times_every_update_round() {
         t
     };
     let all = times("update_seconds_all");
-    let f = |k: &str| u[k].as_f64().unwrap_or_else(|| panic!("{k} missing"));
+    let f = |k: &str| num(u, "", k);
     // the median and the best of the rounds
     assert_eq!(f("update_seconds"), all[1]);
     assert_eq!(f("update_seconds_min"), all[0]);
@@ -147,7 +148,7 @@ fn pir_bench_times_every_update_round() {
 #[test]
 fn pir_bench_reports_memory_the_multiply_bound_and_other_shapes() {
     let v = pir_bench(&["--db-bits", "20", "--trials", "2", "--batch", "2"]);
-    let f = |k: &str| v[k].as_f64().unwrap_or_else(|| panic!("{k} missing"));
+    let f = |k: &str| num(&v, "", k);
     // getrusage's peak covers at least the database, and the ratio is it
     let rss = f("peak_rss_bytes");
     assert!(rss >= f("db_bytes"));
