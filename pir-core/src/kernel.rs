@@ -115,8 +115,8 @@ fn simd_width() -> Simd {
 pub(crate) enum Kernel {
     /// Portable scalar twin (lo/hi split, same arithmetic).
     Scalar,
-    /// AVX2 `pmaddwd` on widened quarter quads (4 rows × 4 columns), a
-    /// group of up to 6 queries per widening.
+    /// AVX2 `pmaddwd` on widened quarter quads (4 rows × 4 columns), two
+    /// quarters per broadcast, a group of up to 3 queries per widening.
     Avx2,
     /// AVX-512BW `vpmaddwd` on widened half quads (4 rows × 8 columns),
     /// one query per call.

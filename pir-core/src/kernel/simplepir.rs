@@ -178,12 +178,13 @@ fn tail_spans(view: &View<'_>) -> Vec<(usize, usize)> {
 const SLICE_ROWS: usize = 512;
 
 /// Most rows of a batch's slice with the AVX2 kernel: the slice (16 KiB)
-/// and a group's halves (6 × 4 bytes per row, 24 KiB) still fit in L1,
-/// and the kernel's four quarter passes and per-call reductions are paid
-/// half as often as at 512 (at B = 33, per batch of 2, 4, 8, 16, 32, 64:
-/// 0.78–0.80 → 0.79–0.81, 0.84–0.85 → 0.87, 0.82 → 0.84, 0.875 → 0.90,
-/// 0.87–0.88 → 0.88–0.91, 0.87–0.90 → 0.88–0.92 of the bound; 2048 rows,
-/// which no longer fit, 0.79–0.80 at 4).
+/// and a group's halves (3 × 4 bytes per row, 12 KiB) fit in L1, and the
+/// kernel's passes and per-call reductions are paid half as often as at
+/// 512 (with the earlier kernel of four quarter passes, at B = 33 on
+/// Sapphire Rapids, per batch of 2, 4, 8, 16, 32, 64: 0.78–0.80 →
+/// 0.79–0.81, 0.84–0.85 → 0.87, 0.82 → 0.84, 0.875 → 0.90, 0.87–0.88 →
+/// 0.88–0.91, 0.87–0.90 → 0.88–0.92 of the bound; 2048 rows, which no
+/// longer fit, 0.79–0.80 at 4).
 #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 const AVX2_SLICE_ROWS: usize = 1024;
 
@@ -194,14 +195,11 @@ const AVX2_SLICE_ROWS: usize = 1024;
 #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 const VNNI_GROUP: usize = 5;
 
-/// Most queries of one group with the AVX2 kernel: 2 accumulators each,
-/// 12 of the 16 ymm registers beside the records and two broadcasts. In
-/// L1 groups of 2 to 6 ran at 0.81, 0.86, 0.89, 0.91 and 0.92 of the
-/// `vpmaddwd` ceiling; at B = 33 a batch of 6 ran at 0.66 of the bound
-/// with one group of 6 against 0.59–0.60 with two of 3, and batches of 16
-/// and 32 the same with groups of 4 or 6.
+/// Most queries of one group with the AVX2 kernel: 4 accumulators each
+/// ([`avx2::group`] takes the slice half at a time), 12 of the 16 ymm
+/// registers beside two quarters of records and a broadcast.
 #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
-const AVX2_GROUP: usize = 6;
+const AVX2_GROUP: usize = 3;
 
 /// How many slices ahead of the one being multiplied a batch prefetches
 /// the database into L2 (half a slice to 4 slices measured within 3 %
@@ -558,9 +556,6 @@ fn group_with(
                     1 => call!(1),
                     2 => call!(2),
                     3 => call!(3),
-                    4 => call!(4),
-                    5 => call!(5),
-                    6 => call!(6),
                     n => unreachable!("a group of {n} queries"),
                 }
                 return;

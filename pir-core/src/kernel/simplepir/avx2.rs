@@ -13,39 +13,34 @@ unsafe fn hsum(v: __m256i) -> u32 {
     _mm_cvtsi128_si32(s) as u32
 }
 
-/// Quads per loop step of [`group`] with `q` queries: 4 for a group of 2,
-/// whose loop overhead is a larger share (0.69–0.72 of the `vpmaddwd`
-/// ceiling in L1 with steps of 2, 0.81–0.82 with 4), 2 beyond (with 4,
-/// groups of 3 ran at 0.84–0.85 against 0.86–0.90, and of 5 and 6 at
-/// 0.82–0.86 against 0.88–0.92).
-const fn step(q: usize) -> usize {
-    if q <= 2 {
-        4
-    } else {
-        2
-    }
-}
+/// Quads per loop step of [`group`] (steps of four ran a group of 3 at
+/// 0.75 of the `vpmaddwd` peak over a database in L2 against 0.90 with
+/// two, and groups of 2 no faster).
+const STEP: usize = 2;
 
-/// AVX2 slice kernel: `Q` queries (1 ≤ Q ≤ 6) over a slice of quads
+/// AVX2 slice kernel: `Q` queries (1 ≤ Q ≤ 3) over a slice of quads
 /// (4 rows × 16 columns each, see [`crate::db`]), adding each query's 16
-/// column sums to `out[q]`. The slice is taken a quarter at a time (4
-/// columns, 16 bytes of each quad): `vpmovsxbw` widens those 16 records
-/// once, so that word 4c + x is row x of column c and 32-bit lane m holds
-/// rows 2(m mod 2), +1 of column ⌊m/2⌋; `vpmaddwd` against the query's
-/// lo (then hi) entries of the quad's 4 rows, broadcast as one 64-bit
-/// word, then multiplies and pairs them for every query of the group
-/// (2·Q accumulators, 12 of the 16 ymm registers at Q = 6). The widening,
-/// on a port the adds share, is paid once per group instead of once per
-/// query. Each query's halves are one interleaved array
-/// ([`super::SplitQuery`]): with one pointer per query the accumulators,
-/// the records and two broadcasts stay in registers (with separate lo and
-/// hi arrays the compiler kept two of a group of 4's accumulators on the
-/// stack, and a group of 4 ran at 0.76 of the `vpmaddwd` ceiling in L1
-/// instead of 0.89). Two or four quads per loop step ([`step`]). The
-/// quarters after the first find the slice in L1. The lines of `ahead`
-/// are prefetched into L2, one per loop step ([`super::Cursor`]), in the
-/// first quarter pass or, when there are more lines than its steps, in
-/// all four.
+/// column sums to `out[q]`. The slice is taken half at a time (8 columns,
+/// 32 bytes of each quad, as two quarters of 4 columns): `vpmovsxbw`
+/// widens each quarter's 16 records once, so that word 4c + x is row x of
+/// column c and 32-bit lane m holds rows 2(m mod 2), +1 of column
+/// ⌊m/2⌋; the query's lo (then hi) entries of the quad's 4 rows,
+/// broadcast as one 64-bit word, then multiply both quarters for every
+/// query of the group (4·Q accumulators, 12 of the 16 ymm registers at
+/// Q = 3, beside the two quarters and a broadcast). Both the widening,
+/// on a port the adds share, and the broadcast, which is not free on
+/// every core, are paid once per two `vpmaddwd` or more. On a Zen 3
+/// core the whole pass over a database in L2 (`cached_pass`, three
+/// alternating runs) ran at 0.82–0.83, 0.85–0.86, 0.84–0.85, 0.86–0.87,
+/// 0.86–0.87 and 0.86–0.87 of the `vpmaddwd` peak for batches of 2, 3,
+/// 4, 6, 8 and 16 this way, against 0.71, 0.76–0.77, 0.80, 0.84–0.85,
+/// 0.82–0.83 and 0.83–0.84 with groups of up to 6 taken a quarter at a
+/// time. Each query's halves are one
+/// interleaved array ([`super::SplitQuery`]): with one pointer per query
+/// the accumulators, the records and the broadcast stay in registers.
+/// The second half finds the slice in L1. The lines of `ahead` are
+/// prefetched into L2, one per loop step ([`super::Cursor`]), in the
+/// first half pass or, when there are more lines than its steps, in both.
 ///
 /// # Safety
 /// The caller must have checked that the CPU supports AVX2; `data` holds
@@ -70,49 +65,50 @@ pub(super) unsafe fn group<const Q: usize>(
         unsafe { single(data, halves[0], ahead, &mut out[0]) };
         return;
     }
-    let step = step(Q);
-    // a share of at most a line per step of one quarter pass goes out in
-    // the first pass (at B = 33, batches of 16 and 64: 0.83–0.85 → 0.86–0.87
-    // and 0.86 → 0.88 of the bound); a larger one over all four, a line
-    // per step, repeats and all (one pass: 0.79 against 0.81–0.82 at 4)
-    let passes = if ahead.len().div_ceil(64) * step <= n {
+    // a share of at most a line per step of one half pass goes out in the
+    // first pass, a larger one over both, a line per step
+    let passes = if ahead.len().div_ceil(64) * STEP <= n {
         1
     } else {
-        4
+        2
     };
-    let mut cursor = super::Cursor::new(ahead, passes * n / step);
+    let mut cursor = super::Cursor::new(ahead, passes * n / STEP);
     let dp = data.as_ptr();
     let hp = halves.map(|v| v.as_ptr());
-    for quarter in 0..4 {
-        let mut acc_lo = [_mm256_setzero_si256(); Q];
-        let mut acc_hi = [_mm256_setzero_si256(); Q];
+    for half in 0..2 {
+        let mut acc_lo = [[_mm256_setzero_si256(); Q]; 2];
+        let mut acc_hi = [[_mm256_setzero_si256(); Q]; 2];
         let mut t = 0;
         while t < n {
-            if quarter < passes {
+            if half < passes {
                 cursor.issue();
             }
-            for u in t..t + step {
-                // SAFETY: u < t + step ≤ n (step divides n, asserted a
-                // multiple of 4), so bytes [64u + 16·quarter, +16) are
+            for u in t..t + STEP {
+                // SAFETY: u < t + STEP ≤ n (STEP divides n, asserted a
+                // multiple of 4), so bytes [64u + 32·half, +32) are
                 // inside `data`, and entries [8u, 8u + 8) inside every
                 // halves slice (asserted above); the loads are unaligned.
                 unsafe {
-                    let d = _mm256_cvtepi8_epi16(_mm_loadu_si128(
-                        dp.add(64 * u + 16 * quarter) as *const __m128i
-                    ));
+                    let at = dp.add(64 * u + 32 * half);
+                    let d0 = _mm256_cvtepi8_epi16(_mm_loadu_si128(at as *const __m128i));
+                    let d1 = _mm256_cvtepi8_epi16(_mm_loadu_si128(at.add(16) as *const __m128i));
                     for q in 0..Q {
                         let p = hp[q].add(8 * u) as *const i64;
                         let l = _mm256_set1_epi64x(p.read_unaligned());
-                        acc_lo[q] = _mm256_add_epi32(acc_lo[q], _mm256_madd_epi16(d, l));
+                        acc_lo[0][q] = _mm256_add_epi32(acc_lo[0][q], _mm256_madd_epi16(d0, l));
+                        acc_lo[1][q] = _mm256_add_epi32(acc_lo[1][q], _mm256_madd_epi16(d1, l));
                         let h = _mm256_set1_epi64x(p.add(1).read_unaligned());
-                        acc_hi[q] = _mm256_add_epi32(acc_hi[q], _mm256_madd_epi16(d, h));
+                        acc_hi[0][q] = _mm256_add_epi32(acc_hi[0][q], _mm256_madd_epi16(d0, h));
+                        acc_hi[1][q] = _mm256_add_epi32(acc_hi[1][q], _mm256_madd_epi16(d1, h));
                     }
                 }
             }
-            t += step;
+            t += STEP;
         }
         for q in 0..Q {
-            add_quarter(acc_lo[q], acc_hi[q], &mut out[q], quarter);
+            for x in 0..2 {
+                add_quarter(acc_lo[x][q], acc_hi[x][q], &mut out[q], 2 * half + x);
+            }
         }
     }
 }
