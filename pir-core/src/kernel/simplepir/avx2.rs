@@ -35,12 +35,12 @@ const STEP: usize = 2;
 /// 0.86–0.87 and 0.86–0.87 of the `vpmaddwd` peak for batches of 2, 3,
 /// 4, 6, 8 and 16 this way, against 0.71, 0.76–0.77, 0.80, 0.84–0.85,
 /// 0.82–0.83 and 0.83–0.84 with groups of up to 6 taken a quarter at a
-/// time. Each query's halves are one
-/// interleaved array ([`super::SplitQuery`]): with one pointer per query
-/// the accumulators, the records and the broadcast stay in registers.
-/// The second half finds the slice in L1. The lines of `ahead` are
-/// prefetched into L2, one per loop step ([`super::Cursor`]), in the
-/// first half pass or, when there are more lines than its steps, in both.
+/// time. Each query's halves are one interleaved array
+/// ([`super::SplitQuery`]): with one pointer per query the accumulators,
+/// the records and the broadcast stay in registers. The second half finds
+/// the slice in L1. The lines of `ahead` are prefetched into L2, one per
+/// loop step ([`super::Cursor`]), in the first half pass or, when there
+/// are more lines than its steps, in both.
 ///
 /// # Safety
 /// The caller must have checked that the CPU supports AVX2; `data` holds
