@@ -106,9 +106,8 @@ pub(super) unsafe fn group<const Q: usize>(
             t += STEP;
         }
         for q in 0..Q {
-            for x in 0..2 {
-                add_quarter(acc_lo[x][q], acc_hi[x][q], &mut out[q], 2 * half + x);
-            }
+            let (lo, hi) = (acc_lo.map(|a| a[q]), acc_hi.map(|a| a[q]));
+            add_half(lo, hi, &mut out[q], half);
         }
     }
 }
@@ -143,26 +142,31 @@ unsafe fn single(data: &[u8], halves: &[i16], ahead: &[u8], out: &mut [u32; 16])
             }
         }
     }
-    for quarter in 0..4 {
-        add_quarter(acc_lo[quarter], acc_hi[quarter], out, quarter);
+    for half in 0..2 {
+        let lo = [acc_lo[2 * half], acc_lo[2 * half + 1]];
+        let hi = [acc_hi[2 * half], acc_hi[2 * half + 1]];
+        add_half(lo, hi, out, half);
     }
 }
 
-/// Adds Σ_r (lo·d + 2^16·hi·d) of one quarter (columns 4·quarter..+4)
-/// to `out`: `hadd` of a vector with itself leaves the two lanes of each
-/// column added, the four column sums in lanes 0, 1 (columns 0, 1) and
-/// 4, 5 (2, 3).
+/// Adds Σ_r (lo·d + 2^16·hi·d) of one half (columns 8·half..+8, its two
+/// quarters' accumulators) to `out`. In a quarter's vector lanes 2c and
+/// 2c + 1 hold column c, so `hadd` of the two quarters leaves columns
+/// 0, 1, 4, 5 | 2, 3, 6, 7 of the half, which one 64-bit permute puts in
+/// order: one 256-bit add per half, not two 128-bit ones (the reduction
+/// is paid once per query and call).
 #[inline]
 #[target_feature(enable = "avx2")]
-fn add_quarter(acc_lo: __m256i, acc_hi: __m256i, out: &mut [u32; 16], quarter: usize) {
-    let v = _mm256_add_epi32(acc_lo, _mm256_slli_epi32::<16>(acc_hi));
-    let s = _mm256_hadd_epi32(v, v);
-    let sums = _mm_unpacklo_epi64(_mm256_castsi256_si128(s), _mm256_extracti128_si256::<1>(s));
-    let o = &mut out[4 * quarter..4 * quarter + 4];
-    // SAFETY: `o` is 4 u32s, exactly one 128-bit vector.
+fn add_half(lo: [__m256i; 2], hi: [__m256i; 2], out: &mut [u32; 16], half: usize) {
+    let v0 = _mm256_add_epi32(lo[0], _mm256_slli_epi32::<16>(hi[0]));
+    let v1 = _mm256_add_epi32(lo[1], _mm256_slli_epi32::<16>(hi[1]));
+    let s = _mm256_permute4x64_epi64::<0b11_01_10_00>(_mm256_hadd_epi32(v0, v1));
+    let o = &mut out[8 * half..8 * half + 8];
+    // SAFETY: `o` is 8 u32s, exactly one 256-bit vector; the loads and
+    // stores are unaligned.
     unsafe {
-        let prev = _mm_loadu_si128(o.as_ptr() as *const __m128i);
-        _mm_storeu_si128(o.as_mut_ptr() as *mut __m128i, _mm_add_epi32(prev, sums));
+        let prev = _mm256_loadu_si256(o.as_ptr() as *const __m256i);
+        _mm256_storeu_si256(o.as_mut_ptr() as *mut __m256i, _mm256_add_epi32(prev, s));
     }
 }
 
