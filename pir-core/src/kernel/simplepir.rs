@@ -86,11 +86,11 @@ impl SplitQuery {
     }
 
     /// The interleaved halves of rows `r0..r1` (multiples of 4), the AVX2
-    /// slice kernel's operand. The kernels' operands are taken one slice
-    /// each, a few instructions per call: building a [`QueryRows`] for
-    /// them (four slices, an out-of-line call per query) cost about 60
-    /// cycles per kernel call, 2–3 % of a call of a group of 2 over 1024
-    /// rows.
+    /// slice kernel's operand. Each kernel call takes only the slice its
+    /// kernel reads, a few inlined instructions per query: a struct of
+    /// every form of the rows, built by an out-of-line call per query,
+    /// measured about 60 cycles per call, 2–3 % of a call of a group of 2
+    /// over 1024 rows.
     #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
     #[inline]
     fn halves(&self, r0: usize, r1: usize) -> &[i16] {
