@@ -509,19 +509,7 @@ impl BitDatabase {
     /// Wraps an LSB-first bitmap of `bits` bits (⌈bits/8⌉ bytes; bits past
     /// the end must be zero).
     pub fn from_bitmap(bits: u64, bitmap: &[u8]) -> Result<Self> {
-        let bytes = bits.div_ceil(8) as usize;
-        if bitmap.len() != bytes {
-            return Err(Error::LengthMismatch {
-                expected: bytes,
-                got: bitmap.len(),
-            });
-        }
-        if !bits.is_multiple_of(8) && bitmap[bytes - 1] >> (bits % 8) != 0 {
-            return Err(Error::IndexOutOfRange {
-                index: bits,
-                len: bits,
-            });
-        }
+        let bytes = Self::check_bitmap(bits, bitmap)?;
         let shape = DbShape::for_bits(bits, Self::RECORD_BITS);
         let mut data = mem::zeroed_huge::<u8>(shape.records());
         data[..bytes].copy_from_slice(bitmap);
@@ -534,6 +522,18 @@ impl BitDatabase {
     /// Like [`BitDatabase::from_bitmap`] but takes ownership of the bytes,
     /// so building a large database needs no second copy.
     pub fn from_bitmap_owned(bits: u64, mut bitmap: Vec<u8>) -> Result<Self> {
+        Self::check_bitmap(bits, &bitmap)?;
+        let shape = DbShape::for_bits(bits, Self::RECORD_BITS);
+        bitmap.resize(shape.records(), 0);
+        Ok(BitDatabase {
+            bits,
+            db: Database::from_column_major(shape, Self::RECORD_BITS, bitmap)?,
+        })
+    }
+
+    /// The byte length of a bitmap of `bits` bits, after checking that
+    /// `bitmap` has exactly that many bytes and no bit set past the end.
+    fn check_bitmap(bits: u64, bitmap: &[u8]) -> Result<usize> {
         let bytes = bits.div_ceil(8) as usize;
         if bitmap.len() != bytes {
             return Err(Error::LengthMismatch {
@@ -547,12 +547,7 @@ impl BitDatabase {
                 len: bits,
             });
         }
-        let shape = DbShape::for_bits(bits, Self::RECORD_BITS);
-        bitmap.resize(shape.records(), 0);
-        Ok(BitDatabase {
-            bits,
-            db: Database::from_column_major(shape, Self::RECORD_BITS, bitmap)?,
-        })
+        Ok(bytes)
     }
 
     /// Number of bits ℓ.
@@ -770,5 +765,19 @@ mod tests {
         assert!(Database::from_column_major(shape, 8, vec![0; 3]).is_err());
         assert!(BitDatabase::from_bitmap(12, &[0xff, 0x10]).is_err());
         assert!(BitDatabase::from_bitmap(12, &[0xff, 0x0f]).is_ok());
+        // both constructors: a bit past the end, a byte too many or too few
+        for (bitmap, ok) in [
+            (vec![0xff, 0x10], false),
+            (vec![0xff, 0x0f, 0], false),
+            (vec![0xff], false),
+            (vec![0xff, 0x0f], true),
+        ] {
+            assert_eq!(BitDatabase::from_bitmap(12, &bitmap).is_ok(), ok);
+            let owned = BitDatabase::from_bitmap_owned(12, bitmap);
+            assert_eq!(owned.is_ok(), ok);
+        }
+        let a = BitDatabase::from_bitmap(12, &[0xa5, 0x0c]).unwrap();
+        let b = BitDatabase::from_bitmap_owned(12, vec![0xa5, 0x0c]).unwrap();
+        assert!((0..12).all(|i| a.get(i).unwrap() == b.get(i).unwrap()));
     }
 }

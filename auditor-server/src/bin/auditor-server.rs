@@ -215,6 +215,24 @@ fn load_config(cli: &Cli) -> anyhow::Result<Config> {
     Ok(c)
 }
 
+/// The configuration of a coordinator command (`epoch plan`, `epoch
+/// prepare`): it acts as shard 0 of `--shard-count` (or `[shard] count`).
+/// Its database URL goes into `urls`, for redaction from error messages.
+fn load_coordinator_config(
+    cli: &Cli,
+    shard_count: Option<u32>,
+    urls: &mut Vec<String>,
+) -> anyhow::Result<Config> {
+    let mut config = load_config(cli)?;
+    urls.push(config.database_url().to_owned());
+    if let Some(n) = shard_count {
+        config.shard.count = n;
+    }
+    config.shard.index = 0;
+    config.validate()?;
+    Ok(config)
+}
+
 #[tokio::main]
 async fn main() -> ExitCode {
     tracing_subscriber::fmt()
@@ -320,13 +338,7 @@ async fn run(cli: &Cli, urls: &mut Vec<String>) -> anyhow::Result<()> {
                     shard_count,
                 },
         } => {
-            let mut config = load_config(cli)?;
-            urls.push(config.database_url().to_owned());
-            if let Some(n) = shard_count {
-                config.shard.count = *n;
-            }
-            config.shard.index = 0;
-            config.validate()?;
+            let config = load_coordinator_config(cli, *shard_count, urls)?;
             let out = out
                 .clone()
                 .or_else(|| config.shard.epoch_spec.clone())
@@ -354,13 +366,7 @@ async fn run(cli: &Cli, urls: &mut Vec<String>) -> anyhow::Result<()> {
                     keep,
                 },
         } => {
-            let mut config = load_config(cli)?;
-            urls.push(config.database_url().to_owned());
-            if let Some(n) = shard_count {
-                config.shard.count = *n;
-            }
-            config.shard.index = 0;
-            config.validate()?;
+            let config = load_coordinator_config(cli, *shard_count, urls)?;
             let objects = open_objects(&config)?;
             let id = match id {
                 Some(id) => *id,
