@@ -1,8 +1,9 @@
 //! Memory helpers for the buffers the server streams: transparent-huge-page
 //! advice (`madvise`) for the database and the hint rows, a zeroed
-//! allocation advised before first touch, software-prefetch hints, and the
+//! allocation advised before first touch, software-prefetch hints, the
 //! process's peak resident memory (`getrusage`) and the calling thread's
-//! CPU time (`clock_gettime`).
+//! CPU time (`clock_gettime`), and how many misses to DRAM one core keeps
+//! in flight ([`miss_parallelism`], for `pir-bench`).
 //!
 //! A leaf module: it uses nothing else from the crate, so every other module
 //! (the record and digit storage, packing, the kernels) can depend on it.
@@ -190,6 +191,227 @@ pub fn peak_rss_bytes() -> Option<u64> {
         None
     }
 }
+
+/// The measurement of [`miss_parallelism`] (native targets only: it
+/// needs a clock, which wasm32 in a browser has only through JavaScript).
+#[cfg(not(target_arch = "wasm32"))]
+mod misses {
+    use super::{advise_huge_pages, thread_cpu_seconds, PageAdvice};
+
+    /// Bytes of [`miss_parallelism`]'s buffer: eight times the largest L3 we
+    /// run on (32 MiB), so that a chased line comes from DRAM.
+    const MISS_BUFFER_BYTES: usize = 256 << 20;
+
+    /// How many independent chains [`miss_parallelism`] times. Beyond about
+    /// 48 a chain step's few instructions times the chains fill the reorder
+    /// window of the cores we run on (224–512 entries), which then limits the
+    /// loads in flight before the miss buffers do.
+    pub const MISS_CHAINS: [usize; 10] = [1, 2, 4, 8, 12, 16, 20, 24, 32, 48];
+
+    /// Lines each timed round visits over all its chains: 2^20, about 150 ms
+    /// at 150 ns a line for one chain, 8 ms at 9 GB/s.
+    const MISS_VISITS: usize = 1 << 20;
+
+    /// Timed rounds per chain count, the best kept: on a shared Zen 3 guest
+    /// the same chase moved between 5.6 and 9.1 GB/s from one round to the
+    /// next.
+    const MISS_ROUNDS: usize = 5;
+
+    /// How many cache-line misses to DRAM one core keeps in flight, measured
+    /// as independent pointer chases over random lines of a buffer far larger
+    /// than the last-level cache (see [`miss_parallelism`]). A pass that
+    /// reads a line every `t` ns through L1 misses needs latency ÷ `t` of
+    /// them in flight (Little's law), whatever its software prefetches do;
+    /// `docs/benchmarks.md` compares that with what the batched SimplePIR
+    /// pass needs at its cache-resident rate.
+    #[derive(Clone, Debug, PartialEq)]
+    pub struct MissParallelism {
+        /// Bytes of the chased buffer.
+        pub buffer_bytes: usize,
+        /// Whether the buffer was advised onto huge pages (with 4 KiB pages a
+        /// random line is also a TLB miss, whose page walk adds latency).
+        pub huge_pages: PageAdvice,
+        /// One chain: nanoseconds per line (the load-to-use latency of a line
+        /// from DRAM), best of the rounds.
+        pub one_chain_ns: f64,
+        /// (chains, GB/s of lines fetched), best of the rounds, for each of
+        /// [`MISS_CHAINS`].
+        pub chains_gb_s: Vec<(usize, f64)>,
+    }
+
+    impl MissParallelism {
+        /// The most GB/s of random lines any chain count fetched.
+        pub fn best_gb_s(&self) -> f64 {
+            self.chains_gb_s.iter().map(|c| c.1).fold(0.0, f64::max)
+        }
+
+        /// Lines in flight at the best rate (Little's law: lines per ns ×
+        /// the one-chain latency).
+        pub fn lines_in_flight(&self) -> f64 {
+            self.best_gb_s() / 64.0 * self.one_chain_ns
+        }
+    }
+
+    /// Measures [`MissParallelism`] on the calling thread over a 256 MiB
+    /// buffer (about two seconds in all). Timed in the thread's CPU time where
+    /// the platform has it.
+    pub fn miss_parallelism() -> MissParallelism {
+        miss_parallelism_over(MISS_BUFFER_BYTES, MISS_VISITS, MISS_ROUNDS)
+    }
+
+    /// [`miss_parallelism`] over `bytes` (whole lines), `visits` lines per
+    /// round, best of `rounds`.
+    fn miss_parallelism_over(bytes: usize, visits: usize, rounds: usize) -> MissParallelism {
+        let (buf, order, huge_pages) = line_cycle(bytes / 64);
+        let lines = buf.len() / 8;
+        let seconds = || thread_cpu_seconds().unwrap_or_else(wall_seconds);
+        let best = |chains: usize| {
+            // chain c starts at line order position c·lines/chains, so no two
+            // chains share a line within a round while steps ≤ lines/chains
+            let steps = (visits / chains).min(lines / chains).max(1);
+            let starts = chain_starts(&order, chains);
+            let mut t = f64::INFINITY;
+            for _ in 0..rounds.max(1) {
+                let t0 = seconds();
+                std::hint::black_box(chase(&buf, &starts, steps));
+                t = t.min(seconds() - t0);
+            }
+            (steps * chains, t.max(1e-9))
+        };
+        let (n1, t1) = best(1);
+        let chains_gb_s = MISS_CHAINS
+            .iter()
+            .map(|&c| {
+                let (n, t) = if c == 1 { (n1, t1) } else { best(c) };
+                (c, n as f64 * 64.0 / t / 1e9)
+            })
+            .collect();
+        MissParallelism {
+            buffer_bytes: lines * 64,
+            huge_pages,
+            one_chain_ns: t1 / n1 as f64 * 1e9,
+            chains_gb_s,
+        }
+    }
+
+    /// Wall-clock seconds since the first call (the fallback clock of
+    /// [`miss_parallelism`]).
+    fn wall_seconds() -> f64 {
+        static T0: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+        T0.get_or_init(std::time::Instant::now)
+            .elapsed()
+            .as_secs_f64()
+    }
+
+    /// A buffer of `lines` 64-byte lines (8 words each) whose first words
+    /// link every line into one cycle in a random order: word 8i holds the
+    /// line that follows line i. The order is a Fisher–Yates shuffle from a
+    /// fixed public seed (the measurement needs no secret, only an order the
+    /// hardware prefetchers cannot follow). Returns the buffer, the order
+    /// (line 0 first) and the page advice.
+    fn line_cycle(lines: usize) -> (Vec<u64>, Vec<u32>, PageAdvice) {
+        let lines = lines.max(1);
+        let mut buf = vec![0u64; 8 * lines];
+        let advice = advise_huge_pages(&mut buf);
+        let mut order: Vec<u32> = (0..lines as u32).collect();
+        // xorshift64*, a fixed seed
+        let mut s = 0x2545_f491_4f6c_dd1du64;
+        for i in (2..lines).rev() {
+            s ^= s >> 12;
+            s ^= s << 25;
+            s ^= s >> 27;
+            let r = s.wrapping_mul(0x2545_f491_4f6c_dd1d);
+            // a uniform index in 1..=i (Lemire's multiply-high), keeping
+            // line 0 first
+            let j = 1 + ((u128::from(r) * i as u128) >> 64) as usize;
+            order.swap(i, j);
+        }
+        for (k, &line) in order.iter().enumerate() {
+            buf[8 * line as usize] = u64::from(order[(k + 1) % lines]);
+        }
+        (buf, order, advice)
+    }
+
+    /// The lines at which `chains` chains start: positions 0, L/c, 2L/c, …
+    /// of the cycle `order` of [`line_cycle`].
+    fn chain_starts(order: &[u32], chains: usize) -> Vec<usize> {
+        let gap = (order.len() / chains.max(1)).max(1);
+        (0..chains.max(1))
+            .map(|c| order[(c * gap) % order.len().max(1)] as usize)
+            .collect()
+    }
+
+    /// `steps` steps of every chain from `starts`, the chains interleaved so
+    /// that their loads are independent; returns the lines reached, xored.
+    fn chase(buf: &[u64], starts: &[usize], steps: usize) -> usize {
+        let mut cur = starts.to_vec();
+        for _ in 0..steps {
+            for c in cur.iter_mut() {
+                *c = buf[8 * *c] as usize;
+            }
+        }
+        cur.iter().fold(0, |x, &c| x ^ c)
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn line_cycle_links_every_line_once() {
+            for lines in [1, 2, 3, 64, 1000] {
+                let (buf, order, _) = line_cycle(lines);
+                assert_eq!(order[0], 0);
+                let mut seen = vec![false; lines];
+                let mut line = 0usize;
+                for _ in 0..lines {
+                    assert!(!seen[line], "line {line} reached twice ({lines} lines)");
+                    seen[line] = true;
+                    line = buf[8 * line] as usize;
+                    assert!(line < lines);
+                }
+                assert_eq!(line, 0, "the walk closes after {lines} lines");
+                // only the first word of a line is written
+                assert!(buf.iter().enumerate().all(|(i, &w)| i % 8 == 0 || w == 0));
+            }
+        }
+
+        #[test]
+        fn chains_start_evenly_and_follow_the_cycle() {
+            let (buf, order, _) = line_cycle(1000);
+            let starts = chain_starts(&order, 4);
+            assert_eq!(starts.len(), 4);
+            assert_eq!(starts[0], 0);
+            // 250 steps from each start reach the next start
+            let walk = |mut l: usize, n: usize| {
+                for _ in 0..n {
+                    l = buf[8 * l] as usize;
+                }
+                l
+            };
+            for c in 0..4 {
+                assert_eq!(walk(starts[c], 250), starts[(c + 1) % 4]);
+            }
+            let ends: Vec<_> = starts.iter().map(|&s| walk(s, 7)).collect();
+            assert_eq!(chase(&buf, &starts, 7), ends.iter().fold(0, |x, &e| x ^ e));
+        }
+
+        #[test]
+        fn miss_parallelism_reports_every_chain_count() {
+            let m = miss_parallelism_over(1 << 20, 1 << 12, 1);
+            assert_eq!(m.buffer_bytes, 1 << 20);
+            assert_eq!(
+                m.chains_gb_s.iter().map(|c| c.0).collect::<Vec<_>>(),
+                MISS_CHAINS
+            );
+            assert!(m.one_chain_ns > 0.0 && m.one_chain_ns.is_finite());
+            assert!(m.chains_gb_s.iter().all(|c| c.1 > 0.0 && c.1.is_finite()));
+            assert!(m.lines_in_flight() > 0.0 && m.best_gb_s() >= m.chains_gb_s[0].1);
+        }
+    }
+}
+#[cfg(not(target_arch = "wasm32"))]
+pub use misses::{miss_parallelism, MissParallelism, MISS_CHAINS};
 
 #[cfg(test)]
 mod tests {

@@ -13,8 +13,10 @@
 //! the overlap ceiling (`overlap_ceiling`: a synthetic pass over the same
 //! database with the batch's multiply count per line, from registers),
 //! the best one core can reach of max(memory, multiplies) for this batch,
-//! and the real pass over a cache-resident database (`cached_pass`: what
-//! the kernels reach of the multiply ceiling when memory costs nothing).
+//! the real pass over a cache-resident database (`cached_pass`: what
+//! the kernels reach of the multiply ceiling when memory costs nothing),
+//! and how many misses to DRAM the core keeps in flight
+//! (`miss_parallelism`: what a pass whose lines all miss L1 can read).
 
 // the JSON report is one `serde_json::json!` literal with many fields
 #![recursion_limit = "256"]
@@ -449,7 +451,25 @@ fn run(args: &Args) -> Result<()> {
             "mac_peak_g_per_s": c.macs_per_second / 1e9,
             // k·bytes ÷ (pass × peak)
             "fraction": c.fraction(),
+            // the database bytes per second a pass at this rate reads
+            "stream_gb_s": c.bytes as f64 / c.seconds / 1e9,
         })
+    });
+    // how many misses to DRAM this core keeps in flight (independent
+    // chases over random lines of a 256 MiB buffer), against what the
+    // batch's pass would read at its cache-resident rate: a pass from
+    // memory whose lines all go through L1 misses (software prefetches
+    // fill L1 on AMD cores) can read no faster than the best of these
+    let mlp = pir_core::mem::miss_parallelism();
+    let mlp_json = serde_json::json!({
+        "buffer_bytes": mlp.buffer_bytes,
+        "huge_pages": format!("{:?}", mlp.huge_pages).to_lowercase(),
+        "one_chain_ns": mlp.one_chain_ns,
+        "chains_gb_s": mlp.chains_gb_s.iter().map(|(n, g)| serde_json::json!([n, g])).collect::<Vec<_>>(),
+        "best_gb_s": mlp.best_gb_s(),
+        "lines_in_flight": mlp.lines_in_flight(),
+        // the cached pass's stream_gb_s ÷ best_gb_s
+        "cached_pass_need_fraction": cached.as_ref().map(|c| c.bytes as f64 / c.seconds / 1e9 / mlp.best_gb_s()),
     });
     let out = serde_json::json!({
         "db_bits": args.db_bits,
@@ -532,6 +552,7 @@ fn run(args: &Args) -> Result<()> {
         "mem_bw_cpu_time_gb_s": bw_cpu.iter().cloned().reduce(f64::max),
         "overlap_ceiling": ceiling_json,
         "cached_pass": cached_json,
+        "miss_parallelism": mlp_json,
         "answer_cpu_share": (!cpu_share.is_empty()).then(|| median(&mut cpu_share)),
         "simplepir_macs_g_per_s": args.batch as f64 * db_bytes as f64
             / sp.iter().cloned().fold(f64::INFINITY, f64::min)
