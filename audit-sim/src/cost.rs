@@ -671,48 +671,53 @@ pub(crate) fn median(v: &mut [f64]) -> f64 {
 /// are skipped with a warning. Files above 4 MiB, malformed JSON and
 /// missing or non-positive fields are errors.
 pub fn load_pir_bench_points(json_files: &[PathBuf]) -> Result<Vec<FitPoint>> {
-    use std::io::Read as _;
     let mut out = Vec::new();
     for path in json_files {
-        let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
-        let mut text = String::new();
-        file.take(MAX_BENCH_FILE_BYTES + 1)
-            .read_to_string(&mut text)
-            .map_err(|e| Error::io(path, e))?;
-        if text.len() as u64 > MAX_BENCH_FILE_BYTES {
-            return Err(Error::Invalid(format!(
-                "{}: larger than {MAX_BENCH_FILE_BYTES} bytes, not a pir-bench result",
-                path.display()
-            )));
-        }
         let name = path
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| path.display().to_string());
-        let mut objects = 0usize;
-        for value in serde_json::Deserializer::from_str(&text).into_iter::<serde_json::Value>() {
-            let value = value.map_err(|e| {
-                Error::Invalid(format!("{}: not pir-bench JSON: {e}", path.display()))
-            })?;
-            let items = match value {
-                serde_json::Value::Array(items) => items,
-                v => vec![v],
-            };
-            for item in &items {
-                objects += 1;
-                if let Some(p) = bench_point(item, &name)
-                    .map_err(|e| Error::Invalid(format!("{}: {e}", path.display())))?
-                {
-                    out.push(p);
-                }
+        for item in &read_bench_objects(path)? {
+            if let Some(p) = bench_point(item, &name)
+                .map_err(|e| Error::Invalid(format!("{}: {e}", path.display())))?
+            {
+                out.push(p);
             }
         }
-        if objects == 0 {
-            return Err(Error::Invalid(format!(
-                "{}: no pir-bench result in the file",
-                path.display()
-            )));
+    }
+    Ok(out)
+}
+
+/// The `pir-bench --json` objects in one file: one object, several (one per
+/// line or concatenated), or an array of them. Files above 4 MiB,
+/// malformed JSON and a file with no object are errors.
+pub(crate) fn read_bench_objects(path: &Path) -> Result<Vec<serde_json::Value>> {
+    use std::io::Read as _;
+    let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    let mut text = String::new();
+    file.take(MAX_BENCH_FILE_BYTES + 1)
+        .read_to_string(&mut text)
+        .map_err(|e| Error::io(path, e))?;
+    if text.len() as u64 > MAX_BENCH_FILE_BYTES {
+        return Err(Error::Invalid(format!(
+            "{}: larger than {MAX_BENCH_FILE_BYTES} bytes, not a pir-bench result",
+            path.display()
+        )));
+    }
+    let mut out = Vec::new();
+    for value in serde_json::Deserializer::from_str(&text).into_iter::<serde_json::Value>() {
+        let value = value
+            .map_err(|e| Error::Invalid(format!("{}: not pir-bench JSON: {e}", path.display())))?;
+        match value {
+            serde_json::Value::Array(items) => out.extend(items),
+            v => out.push(v),
         }
+    }
+    if out.is_empty() {
+        return Err(Error::Invalid(format!(
+            "{}: no pir-bench result in the file",
+            path.display()
+        )));
     }
     Ok(out)
 }
@@ -1801,7 +1806,9 @@ impl LogAxis {
     }
 }
 
-fn xml(s: &str) -> String {
+/// `s` escaped for SVG text and attribute values (control characters
+/// but newline and tab become spaces).
+pub(crate) fn xml(s: &str) -> String {
     let mut o = String::with_capacity(s.len());
     for c in s.chars() {
         match c {
@@ -2075,7 +2082,7 @@ pub fn render_svg(r: &CostReport) -> String {
 // Number formatting
 
 /// `v` with `sig` significant digits, trailing zeros trimmed, no exponent.
-fn fmt_sig(v: f64, sig: i32) -> String {
+pub(crate) fn fmt_sig(v: f64, sig: i32) -> String {
     if v == 0.0 || !v.is_finite() {
         return if v.is_finite() {
             "0".into()
@@ -2189,7 +2196,7 @@ fn utc_now() -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     fn pt(db_bytes: f64, seconds: f64) -> FitPoint {
@@ -2684,7 +2691,7 @@ mod tests {
     }
 
     /// Minimal well-formedness check: balanced tags, escaped '&' and '<'.
-    fn check_xml(s: &str) {
+    pub(crate) fn check_xml(s: &str) {
         let body = s.trim_start_matches(|c| c != '>').get(1..).unwrap(); // skip <?xml … ?>
         assert!(s.starts_with("<?xml"));
         let mut stack: Vec<String> = Vec::new();

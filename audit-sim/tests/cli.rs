@@ -1,6 +1,7 @@
-//! The `audit-sim cost-report` binary: the server times come from this
+//! The `audit-sim` binary. `cost-report`: the server times come from this
 //! machine or from the pir-bench files named on the command line, never
-//! from anywhere else, and the report says which.
+//! from anywhere else, and the report says which. `batch-chart`: draws
+//! pir-bench batch runs, and refuses runs that are not one curve.
 
 use std::path::Path;
 use std::process::Command;
@@ -162,4 +163,44 @@ fn measured_here_names_the_cpu_next_to_the_files() {
     ]);
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("missing.json"));
+}
+
+/// `audit-sim batch-chart` on the committed Zen 3 curve: one SVG naming
+/// every k, and a mixed set of runs refused with a message, not a chart.
+#[test]
+fn batch_chart_draws_committed_runs_and_refuses_mixed_ones() {
+    let bench = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/bench/zen3-avx2");
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("curve.svg");
+    let files: Vec<_> = [1, 2, 4, 8, 16, 32, 64]
+        .iter()
+        .map(|k| bench.join(format!("b33-batch{k}.json")))
+        .collect();
+    let run = |files: &[std::path::PathBuf]| {
+        Command::new(env!("CARGO_BIN_EXE_audit-sim"))
+            .args(["batch-chart", "--title", "Zen 3 test", "--out"])
+            .arg(&out)
+            .args(files)
+            .output()
+            .expect("run audit-sim")
+    };
+    let o = run(&files);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(stdout.contains("7 runs of 2^33 bits, k = 1, 2, 4, 8, 16, 32, 64"));
+    let svg = std::fs::read_to_string(&out).unwrap();
+    assert!(svg.starts_with("<?xml") && svg.contains("Zen 3 test"));
+    assert!(svg.contains(">64</text>") && svg.contains("cached pass"));
+    std::fs::remove_file(&out).unwrap();
+    // a 2^35-bit run among 2^33-bit ones
+    let mut mixed = files.clone();
+    mixed.push(bench.join("b35.json"));
+    let o = run(&mixed);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("b35.json") && err.contains("one database size"),
+        "{err}"
+    );
+    assert!(!out.exists());
 }

@@ -7,6 +7,7 @@
 //! audit-sim cost-report --sim sim/sim-report.json --out sim/
 //! audit-sim cost-report --sim sim/sim-report.json --out sim/ \
 //!     --pir-bench b33.json --pir-bench b34.json --pir-bench b35.json
+//! audit-sim batch-chart --title "Zen 3, AVX2" --out curve.svg b33-batch*.json
 //! ```
 //!
 //! `cost-report` fits server answer times measured in process on this
@@ -40,6 +41,23 @@ enum Cmd {
     Simulate(SimulateArgs),
     /// Weekly cost per million clients from a simulation report.
     CostReport(CostArgs),
+    /// The batch curve of `pir-bench --batch k --json` runs as an SVG chart.
+    BatchChart(ChartArgs),
+}
+
+/// `batch-chart` options.
+#[derive(clap::Args)]
+pub struct ChartArgs {
+    /// The chart's heading (name the machine here).
+    #[arg(long, default_value = "SimplePIR batches on one core")]
+    title: String,
+    /// The SVG file to write.
+    #[arg(long)]
+    out: PathBuf,
+    /// `pir-bench --batch k --json` files of one database size, one or
+    /// more runs each, one run per k.
+    #[arg(required = true)]
+    files: Vec<PathBuf>,
 }
 
 /// `simulate` options.
@@ -269,6 +287,23 @@ async fn main() -> anyhow::Result<()> {
         Cmd::Simulate(a) => {
             let r = simulate(&a).await?;
             print_summary(&r);
+        }
+        Cmd::BatchChart(a) => {
+            let curve = audit_sim::chart::load_batch_curve(&a.files)?;
+            let svg = audit_sim::chart::render_batch_svg(&curve, &a.title);
+            std::fs::write(&a.out, svg).with_context(|| format!("writing {}", a.out.display()))?;
+            println!(
+                "{}: {} runs of 2^{} bits, k = {}",
+                a.out.display(),
+                curve.points.len(),
+                curve.db_bits,
+                curve
+                    .points
+                    .iter()
+                    .map(|p| p.k.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
         }
         Cmd::CostReport(a) => {
             let r = tokio::task::spawn_blocking(move || cost_report(&a)).await??;
