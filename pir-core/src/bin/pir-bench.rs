@@ -455,11 +455,16 @@ fn run(args: &Args) -> Result<()> {
             "stream_gb_s": c.bytes as f64 / c.seconds / 1e9,
         })
     });
+    // getrusage's ru_maxrss: includes the random bitmap, which becomes
+    // the database in place
+    let peak_rss = pir_core::mem::peak_rss_bytes();
     // how many misses to DRAM this core keeps in flight (independent
     // chases over random lines of a 256 MiB buffer), against what the
     // batch's pass would read at its cache-resident rate: a pass from
     // memory whose lines all go through L1 misses (software prefetches
-    // fill L1 on AMD cores) can read no faster than the best of these
+    // fill L1 on AMD cores) can read no faster than the best of these.
+    // Measured last, after the run's peak RSS was read, so that its
+    // buffer does not count in it.
     let mlp = pir_core::mem::miss_parallelism();
     let mlp_json = serde_json::json!({
         "buffer_bytes": mlp.buffer_bytes,
@@ -559,10 +564,8 @@ fn run(args: &Args) -> Result<()> {
             / 1e6,
         "server_state_bytes": server.state_bytes(),
         "db_setup_peak_bytes": need,
-        // getrusage's ru_maxrss: includes the random bitmap, which becomes
-        // the database in place
-        "peak_rss_bytes": pir_core::mem::peak_rss_bytes(),
-        "peak_rss_over_db": pir_core::mem::peak_rss_bytes().map(|r| r as f64 / db_bytes as f64),
+        "peak_rss_bytes": peak_rss,
+        "peak_rss_over_db": peak_rss.map(|r| r as f64 / db_bytes as f64),
         "log2_delta": correctness.log2_delta,
         "all_correct": all_correct,
     });
