@@ -196,7 +196,7 @@ pub fn peak_rss_bytes() -> Option<u64> {
 /// needs a clock, which wasm32 in a browser has only through JavaScript).
 #[cfg(not(target_arch = "wasm32"))]
 mod misses {
-    use super::{advise_huge_pages, thread_cpu_seconds, PageAdvice};
+    use crate::mem::{advise_huge_pages, thread_cpu_seconds, PageAdvice};
 
     /// Bytes of [`miss_parallelism`]'s buffer: eight times the largest L3 we
     /// run on (32 MiB), so that a chased line comes from DRAM.
