@@ -50,9 +50,11 @@ pub struct CurvePoint {
     pub overlap_fraction: Option<f64>,
 }
 
-/// The runs of one database size, by increasing k.
+/// The runs of one database size, by increasing k (the measured curve
+/// itself, as `pir-bench` printed it; [`crate::scale::BatchCurve`] is the
+/// cost report's own measurement).
 #[derive(Clone, Debug, PartialEq)]
-pub struct BatchCurve {
+pub struct BatchRuns {
     /// log2 of the database's bits.
     pub db_bits: u64,
     /// Database bytes (one per record).
@@ -63,7 +65,7 @@ pub struct BatchCurve {
     pub points: Vec<CurvePoint>,
 }
 
-impl BatchCurve {
+impl BatchRuns {
     /// The best bandwidth of the runs (GB/s): the memory bound drawn.
     pub fn bandwidth_gb_s(&self) -> f64 {
         self.points
@@ -93,13 +95,13 @@ impl BatchCurve {
 
 /// Reads the runs of a batch curve from `pir-bench --json` files (see
 /// [`crate::cost::load_pir_bench_points`] for the file forms).
-pub fn load_batch_curve(files: &[PathBuf]) -> Result<BatchCurve> {
-    let mut curve: Option<BatchCurve> = None;
+pub fn load_batch_curve(files: &[PathBuf]) -> Result<BatchRuns> {
+    let mut curve: Option<BatchRuns> = None;
     for path in files {
         for item in &read_bench_objects(path)? {
             let (bits, bytes, kernel, point) = curve_point(item)
                 .map_err(|e| Error::Invalid(format!("{}: {e}", path.display())))?;
-            let c = curve.get_or_insert_with(|| BatchCurve {
+            let c = curve.get_or_insert_with(|| BatchRuns {
                 db_bits: bits,
                 db_bytes: bytes,
                 kernel: kernel.clone(),
@@ -307,7 +309,7 @@ fn legend(s: &mut String, y: f64, colour: &str, dashed: bool, text: &str) {
 }
 
 /// The x axis (one tick per measured k) under a panel ending at `bottom`.
-fn k_axis(s: &mut String, c: &BatchCurve, kmax: f64, top: f64, bottom: f64) {
+fn k_axis(s: &mut String, c: &BatchRuns, kmax: f64, top: f64, bottom: f64) {
     for p in &c.points {
         let x = x_of(p.k as f64, kmax);
         let _ = writeln!(
@@ -337,7 +339,7 @@ fn k_axis(s: &mut String, c: &BatchCurve, kmax: f64, top: f64, bottom: f64) {
 /// then the fractions of the bound (linear) with the 0.85 target.
 /// Self-contained SVG (no fonts, scripts or links). `title` heads it; the
 /// caller names the machine there.
-pub fn render_batch_svg(c: &BatchCurve, title: &str) -> String {
+pub fn render_batch_svg(c: &BatchRuns, title: &str) -> String {
     let kmax = c.points.last().map_or(1.0, |p| p.k as f64);
     let mut s = String::new();
     let top1 = 78.0;

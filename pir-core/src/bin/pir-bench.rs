@@ -452,7 +452,7 @@ fn run(args: &Args) -> Result<()> {
             // k·bytes ÷ (pass × peak)
             "fraction": c.fraction(),
             // the database bytes per second a pass at this rate reads
-            "stream_gb_s": c.bytes as f64 / c.seconds / 1e9,
+            "stream_gb_s": c.bytes_per_second() / 1e9,
         })
     });
     // getrusage's ru_maxrss: includes the random bitmap, which becomes
@@ -474,7 +474,7 @@ fn run(args: &Args) -> Result<()> {
         "best_gb_s": mlp.best_gb_s(),
         "lines_in_flight": mlp.lines_in_flight(),
         // the cached pass's stream_gb_s ÷ best_gb_s
-        "cached_pass_need_fraction": cached.as_ref().map(|c| c.bytes as f64 / c.seconds / 1e9 / mlp.best_gb_s()),
+        "cached_pass_need_fraction": cached.as_ref().map(|c| c.bytes_per_second() / 1e9 / mlp.best_gb_s()),
     });
     let out = serde_json::json!({
         "db_bits": args.db_bits,

@@ -253,6 +253,12 @@ impl CachedPass {
     pub fn fraction(&self) -> f64 {
         self.batch as f64 * self.bytes as f64 / (self.seconds * self.macs_per_second)
     }
+
+    /// Database bytes per second the pass reads: what a pass from memory
+    /// at the same rate must stream.
+    pub fn bytes_per_second(&self) -> f64 {
+        self.bytes as f64 / self.seconds
+    }
 }
 
 /// Rows of [`cached_pass`]'s database: two panels of 2048, so that the
