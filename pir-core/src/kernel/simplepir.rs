@@ -192,20 +192,26 @@ fn tail_spans(view: &View<'_>) -> Vec<(usize, usize)> {
 /// the two-tile kernel). A single query takes a whole tile per call.
 const SLICE_ROWS: usize = 512;
 
-/// Most rows of a batch's slice with the AVX2 kernel: the slice (16 KiB)
-/// and a group's halves (3 × 4 bytes per row, 12 KiB) fit in L1, and the
-/// kernel's passes and per-call reductions are paid half as often as at
-/// 512 (with the earlier kernel of four quarter passes, at B = 33 on
-/// Sapphire Rapids, per batch of 2, 4, 8, 16, 32, 64: 0.78–0.80 →
-/// 0.79–0.81, 0.84–0.85 → 0.87, 0.82 → 0.84, 0.875 → 0.90, 0.87–0.88 →
-/// 0.88–0.91, 0.87–0.90 → 0.88–0.92 of the bound; 2048 rows, which no
-/// longer fit, 0.79–0.80 at 4). With the half-quad kernel on a Zen 3,
-/// whose L1 holds 32 KiB, 512 rows were still 0.01–0.02 slower over a
-/// database in L2 at every batch from 2 to 16 (three alternating runs):
-/// the smaller slice leaves more room in L1 but pays the per-call cost
-/// twice as often.
+/// Most rows of a batch's slice with the AVX2 kernel: a whole panel of
+/// 2048 (32 KiB of the tile, and 24 KiB of a group's halves), so that
+/// the kernel's two half passes, loop exits and reductions are paid once
+/// per group and tile. The slice and the halves no longer fit in L1
+/// together, but the half-quad kernel loses almost nothing reading them
+/// from L2: on a Zen 3, a group of 3 over one slice in L1 ran at
+/// 0.94–0.95 of the `vpmaddwd` peak and over slices in L2 at 0.94–0.96.
+/// Over a database in L2 (`cached_pass`, three alternating runs) batches
+/// of 2, 3, 4, 6, 8, 16, 32 and 64 ran at 0.85–0.86, 0.88–0.89, 0.87,
+/// 0.86–0.88, 0.86–0.89, 0.87–0.88, 0.87–0.88 and 0.86–0.88 of the peak
+/// with 2048 rows against 0.83, 0.86–0.87, 0.84, 0.85–0.87, 0.70–0.87,
+/// 0.86, 0.86 and 0.83–0.86 with 1024, and at B = 33 (eight alternating
+/// runs of 2 trials) at 0.63–0.81 (median 0.79) of the bound at k = 4
+/// against 0.70–0.86 (0.78), at k = 8 0.72–0.94 (0.78) against
+/// 0.71–0.84 (0.76). 512 rows were 0.01–0.02 slower than 1024 at every
+/// batch from 2 to 16. (The earlier kernel of four quarter passes, on
+/// Sapphire Rapids, wanted the slice and the halves in L1: 2048 rows
+/// 0.79–0.80 of the bound at k = 4 against 0.87 with 1024.)
 #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
-const AVX2_SLICE_ROWS: usize = 1024;
+const AVX2_SLICE_ROWS: usize = 2048;
 
 /// Most queries of one group with the `vpdpbusd` kernel: 4 accumulators
 /// each, 20 of the 32 zmm registers. In L1 the kernel ran at 0.94–1.0 of

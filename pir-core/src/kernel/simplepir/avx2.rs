@@ -37,10 +37,12 @@ const STEP: usize = 2;
 /// 0.82–0.83 and 0.83–0.84 with groups of up to 6 taken a quarter at a
 /// time. Each query's halves are one interleaved array
 /// ([`super::SplitQuery`]): with one pointer per query the accumulators,
-/// the records and the broadcast stay in registers. The second half finds
-/// the slice in L1. The lines of `ahead` are prefetched into L2, one per
-/// loop step ([`super::Cursor`]), in the first half pass or, when there
-/// are more lines than its steps, in both.
+/// the records and the broadcast stay in registers. Where the slice and
+/// the halves do not fit in L1 together (2048 rows), both half passes
+/// read them from L2, which costs the loop almost nothing. The lines of
+/// `ahead` are prefetched into L2, one per loop step
+/// ([`super::Cursor`]), in the first half pass or, when there are more
+/// lines than its steps, in both.
 ///
 /// # Safety
 /// The caller must have checked that the CPU supports AVX2; `data` holds
