@@ -206,7 +206,9 @@ const SLICE_ROWS: usize = 512;
 /// 0.86, 0.86 and 0.83–0.86 with 1024, and at B = 33 (eight alternating
 /// runs of 2 trials) at 0.63–0.81 (median 0.79) of the bound at k = 4
 /// against 0.70–0.86 (0.78), at k = 8 0.72–0.94 (0.78) against
-/// 0.71–0.84 (0.76). 512 rows were 0.01–0.02 slower than 1024 at every
+/// 0.71–0.84 (0.76), and in four at k = 16 0.76–0.84 (0.81) against
+/// 0.74–0.95 (0.78), at 32 0.77–0.82 (0.80) against 0.68–0.79 (0.75).
+/// 512 rows were 0.01–0.02 slower than 1024 at every
 /// batch from 2 to 16. (The earlier kernel of four quarter passes, on
 /// Sapphire Rapids, wanted the slice and the halves in L1: 2048 rows
 /// 0.79–0.80 of the bound at k = 4 against 0.87 with 1024.)
@@ -230,7 +232,11 @@ const AVX2_GROUP: usize = 3;
 /// the database into L2 (half a slice to 4 slices measured within 3 %
 /// at batches of 4 and 16, B = 33, except half a slice at 16, 9 %
 /// slower; none 45 % (4) and 30 % (16) slower: the L2 streamer stops at
-/// every 4 KiB page).
+/// every 4 KiB page). With the AVX2 kernel's whole-panel slices (a tile,
+/// 32 KiB) on a Zen 3, B = 33, six alternating runs of 2 trials each:
+/// one slice ahead gave a median 0.70 of the bound at k = 4 and 0.75 at 8
+/// against 0.78 and 0.78 with two; three 0.75 and 0.81 against 0.75 and
+/// 0.85 with two.
 const AHEAD_STEPS: usize = 2;
 
 /// The most queries kernel `k` multiplies per call ([`group_with`]).
