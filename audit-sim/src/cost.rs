@@ -516,7 +516,8 @@ pub fn answer_times(
 
 /// Adds what the fixed costs and batched prices need, measured here on one
 /// core: the batch curve for `batch_ks` at the largest database measured
-/// in process (`trials` passes per k), the filter build rate over
+/// in process (`trials` rounds, each batch against a single query timed
+/// just before it), the filter build rate over
 /// `build_entries` entries ([`crate::scale::measure_filter_build`]), and
 /// the DBSetup rate of that largest database. Needs at least one size
 /// measured here (`times.source.measured_here`).

