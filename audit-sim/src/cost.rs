@@ -517,10 +517,11 @@ pub fn answer_times(
 /// Adds what the fixed costs and batched prices need, measured here on one
 /// core: the batch curve for `batch_ks` at the largest database measured
 /// in process (`trials` rounds, each batch against a single query timed
-/// just before it), the filter build rate over
-/// `build_entries` entries ([`crate::scale::measure_filter_build`]), and
-/// the DBSetup rate of that largest database. Needs at least one size
-/// measured here (`times.source.measured_here`).
+/// just before it, [`crate::scale::measure_batch_curve`]), the filter
+/// build rate over `build_entries` entries
+/// ([`crate::scale::measure_filter_build`]), and the DBSetup rate of that
+/// largest database. Needs at least one size measured here
+/// (`times.source.measured_here`).
 pub fn measure_scale(
     times: &mut AnswerTimes,
     batch_ks: &[usize],
