@@ -208,9 +208,10 @@ const SLICE_ROWS: usize = 512;
 /// against 0.70–0.86 (0.78), at k = 8 0.72–0.94 (0.78) against
 /// 0.71–0.84 (0.76), and in four at k = 16 0.76–0.84 (0.81) against
 /// 0.74–0.95 (0.78), at 32 0.77–0.82 (0.80) against 0.68–0.79 (0.75).
-/// 512 rows were 0.01–0.02 slower than 1024 at every batch from 2 to 16. (The earlier kernel of four quarter passes, on
-/// Sapphire Rapids, wanted the slice and the halves in L1: 2048 rows
-/// 0.79–0.80 of the bound at k = 4 against 0.87 with 1024.)
+/// 512 rows were 0.01–0.02 slower than 1024 at every batch from 2 to 16.
+/// (The earlier kernel of four quarter passes, on Sapphire Rapids, wanted
+/// the slice and the halves in L1: 2048 rows 0.79–0.80 of the bound at
+/// k = 4 against 0.87 with 1024.)
 #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 const AVX2_SLICE_ROWS: usize = 2048;
 
