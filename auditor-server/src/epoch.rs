@@ -634,8 +634,9 @@ pub fn manifest_digest(manifest_json: &[u8]) -> [u8; 32] {
     Sha256::digest(manifest_json).into()
 }
 
-/// Logs, once per process, the SimplePIR software-prefetch distance
-/// pir-core measured at the first database large enough to measure on
+/// Logs, once per process, the SimplePIR software-prefetch distance and
+/// single-query kernel pir-core measured at the first database large
+/// enough to measure on
 /// (`pir_core::server::prefetch_tuning`): it depends on the machine, so an
 /// operator comparing hosts should see it.
 fn log_prefetch_choice() {
@@ -645,6 +646,7 @@ fn log_prefetch_choice() {
         if !LOGGED.swap(true, Ordering::Relaxed) {
             tracing::info!(
                 bytes = t.chosen,
+                single_query_kernel = t.kernel,
                 forced = t.forced,
                 candidates_gb_s = ?t.candidates,
                 "SimplePIR prefetch distance"

@@ -150,7 +150,18 @@ impl Kernel {
     /// The variant used: the fastest available, or `PIR_KERNEL` if set to
     /// an available one.
     pub(crate) fn selected() -> Kernel {
-        static K: std::sync::OnceLock<Kernel> = std::sync::OnceLock::new();
+        Kernel::choice().0
+    }
+
+    /// Whether `PIR_KERNEL` chose [`Kernel::selected`] (then nothing
+    /// replaces it, not even for a single query, whose kernel is otherwise
+    /// measured with the prefetch distance).
+    pub(crate) fn forced() -> bool {
+        Kernel::choice().1
+    }
+
+    fn choice() -> (Kernel, bool) {
+        static K: std::sync::OnceLock<(Kernel, bool)> = std::sync::OnceLock::new();
         *K.get_or_init(|| {
             let avail = Kernel::available();
             let forced = match std::env::var("PIR_KERNEL").ok().as_deref() {
@@ -161,10 +172,30 @@ impl Kernel {
                 _ => None,
             };
             match forced {
-                Some(k) if avail.contains(&k) => k,
-                _ => *avail.last().unwrap_or(&Kernel::Scalar),
+                Some(k) if avail.contains(&k) => (k, true),
+                _ => (*avail.last().unwrap_or(&Kernel::Scalar), false),
             }
         })
+    }
+
+    /// A small number per variant (for an atomic).
+    pub(crate) fn index(self) -> u8 {
+        match self {
+            Kernel::Scalar => 0,
+            Kernel::Avx2 => 1,
+            Kernel::Avx512Bw => 2,
+            Kernel::Avx512Vnni => 3,
+        }
+    }
+
+    /// The variant of [`Kernel::index`] `i` (scalar for any other).
+    pub(crate) fn from_index(i: u8) -> Kernel {
+        match i {
+            1 => Kernel::Avx2,
+            2 => Kernel::Avx512Bw,
+            3 => Kernel::Avx512Vnni,
+            _ => Kernel::Scalar,
+        }
     }
 
     /// Name for reports.

@@ -497,7 +497,9 @@ fn run(args: &Args) -> Result<()> {
         "simplepir_prefetch_tuning": pir_core::server::prefetch_tuning().map(|t| serde_json::json!({
             "forced": t.forced,
             "span_bytes": t.span_bytes,
-            "candidates_gb_s": t.candidates.iter().map(|(d, g)| serde_json::json!([d, g])).collect::<Vec<_>>(),
+            // the kernel a single query uses (batches use `kernel`)
+            "kernel": t.kernel,
+            "candidates_gb_s": t.candidates.iter().map(|(k, d, g)| serde_json::json!([k, d, g])).collect::<Vec<_>>(),
         })),
         "update": update,
         "query_bytes": query_bytes,

@@ -164,14 +164,20 @@ pub(crate) fn simplepir(db: &crate::db::Database, queries: &[SplitQuery], out: &
         debug_assert_eq!(q.len, view.ell1);
         assert!(q.lo.len() >= view.ell1);
     }
+    // a single query with the kernel measured to stream it fastest
+    let k = if queries.len() == 1 {
+        tune::single_kernel()
+    } else {
+        Kernel::selected()
+    };
     #[cfg(feature = "parallel")]
     {
         if rayon::current_num_threads() > 1 {
-            simplepir_parallel(Kernel::selected(), &view, queries, out);
+            simplepir_parallel(k, &view, queries, out);
             return;
         }
     }
-    answer_with(Kernel::selected(), &view, queries, out);
+    answer_with(k, &view, queries, out);
 }
 
 /// Column spans of the column-major tail (columns past the tiled region),

@@ -283,10 +283,16 @@ const CACHED_ROUNDS: usize = if cfg!(test) { 2 } else { 60 };
 #[cfg(target_arch = "x86_64")]
 const CACHED_ROUND_MACS: usize = if cfg!(test) { 1 << 20 } else { 80 << 20 };
 
-/// Measures [`CachedPass`] for batch `k` with the selected kernel; `None`
-/// for the scalar kernel or k = 0.
+/// Measures [`CachedPass`] for batch `k` with the kernel a pass of k
+/// queries uses (the selected one, or for k = 1 the one measured fastest
+/// for a single query); `None` for the scalar kernel or k = 0.
 pub fn cached_pass(k: usize) -> Option<CachedPass> {
-    cached_pass_of(Kernel::selected(), k)
+    let kind = if k == 1 {
+        super::tune::single_kernel()
+    } else {
+        Kernel::selected()
+    };
+    cached_pass_of(kind, k)
 }
 
 /// [`cached_pass`] for variant `kind`.

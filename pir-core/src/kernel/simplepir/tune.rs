@@ -1,5 +1,6 @@
-//! The software-prefetch distance of the SimplePIR stream, measured on the
-//! machine at the first large DBSetup rather than fixed at compile time.
+//! The software-prefetch distance of the SimplePIR stream, and the kernel
+//! that streams a single query, measured on the machine at the first large
+//! DBSetup rather than fixed at compile time.
 
 use super::{panels_with, SplitQuery, View};
 use crate::kernel::Kernel;
@@ -8,16 +9,19 @@ use crate::kernel::Kernel;
 /// [`tune_prefetch`] tries; 0 issues no prefetch instruction and leaves the
 /// stream to the hardware prefetchers.
 ///
-/// Which is best depends on the core, not on the code: on an AVX2-only
+/// Which is best depends on the core and the kernel: on an AVX2-only
 /// EPYC `prefetchnta` 24 KiB ahead beat the alternatives; on a Zen 4
-/// EPYC any software prefetch cost 10–35 % of the
-/// pass (0.60–0.74 of bandwidth with it, 0.91–0.94 without; see
-/// `docs/benchmarks.md`). So the distance is measured on the machine, like
-/// an FFT plan, rather than fixed at compile time.
+/// EPYC, with the earlier 8-column layout, any software prefetch cost
+/// 10–35 % of the pass (0.60–0.74 of bandwidth with it, 0.91–0.94
+/// without), and with the quad layout the `vpdpbusd` kernel streams one
+/// query fastest without it (~23 GB/s, 0.75 of bandwidth) while the
+/// AVX2 kernel does 24 KiB ahead (26–29 GB/s; see `docs/benchmarks.md`).
+/// So the distance is measured on the machine, like an FFT plan, rather
+/// than fixed at compile time.
 const PREFETCH_CANDIDATES: [usize; 4] = [0, 4096, 8192, 24576];
 
-/// How much faster than no software prefetch a distance must measure to be
-/// chosen (see [`measure_prefetch`]).
+/// How much faster than the selected kernel without software prefetch
+/// another candidate must measure to be chosen (see [`choose`]).
 const PREFETCH_MARGIN: f64 = 0.02;
 
 /// The distance used until [`tune_prefetch`] has measured one (and for
@@ -38,6 +42,39 @@ const MIN_TUNE_BYTES: usize = 64 << 20;
 const PF_UNSET: usize = usize::MAX;
 
 static PF_DIST: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(PF_UNSET);
+
+/// The kernel of a single query ([`single_kernel`]), as
+/// [`Kernel::index`]; `u8::MAX` until [`tune_prefetch`] has measured one.
+static SINGLE: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(u8::MAX);
+
+/// The kernel a pass of a single query uses: what the first large
+/// DBSetup measured fastest for it ([`tune_prefetch`]), else
+/// [`Kernel::selected`]. A single query is bound by the stream, not by
+/// the multiplies, and on a Zen 4 EPYC the AVX2 kernel, whose prefetch
+/// goes out one line per quad, streamed it faster than the `vpdpbusd`
+/// one (docs/benchmarks.md, Zen 4 "One query"); batches always use the
+/// selected kernel.
+pub(crate) fn single_kernel() -> Kernel {
+    match SINGLE.load(std::sync::atomic::Ordering::Relaxed) {
+        u8::MAX => Kernel::selected(),
+        i => Kernel::from_index(i),
+    }
+}
+
+/// The kernels [`tune_prefetch`] times a single query with: the selected
+/// one, and the AVX2 kernel beside an AVX-512 one (unless `PIR_KERNEL`
+/// forced the choice).
+fn single_candidates() -> Vec<Kernel> {
+    let k = Kernel::selected();
+    let mut v = vec![k];
+    if !Kernel::forced()
+        && matches!(k, Kernel::Avx512Bw | Kernel::Avx512Vnni)
+        && Kernel::available().contains(&Kernel::Avx2)
+    {
+        v.push(Kernel::Avx2);
+    }
+    v
+}
 
 /// `PIR_PF` (bytes), if set: fixes the distance and disables tuning.
 fn prefetch_forced() -> Option<usize> {
@@ -62,37 +99,51 @@ pub fn prefetch_distance() -> usize {
 }
 
 /// What the first DBSetup of a database of at least 64 MiB measured
-/// ([`crate::server::Server::setup`] times the SimplePIR pass at 0, 4, 8
-/// and 24 KiB and keeps the fastest for the process).
+/// ([`crate::server::Server::setup`] times the SimplePIR pass of one
+/// query at 0, 4, 8 and 24 KiB, with each kernel it may use, and keeps
+/// the fastest for the process).
 #[derive(Clone, Debug, PartialEq)]
 pub struct PrefetchTuning {
     /// The distance chosen (bytes; 0 = no software prefetch).
     pub chosen: usize,
+    /// The kernel chosen for a single query (`avx2`, `avx512bw`,
+    /// `avx512-vnni`; batches use the selected kernel).
+    pub kernel: &'static str,
     /// Set by `PIR_PF`: nothing was measured.
     pub forced: bool,
     /// Best single-thread SimplePIR throughput (GB/s) of each candidate
-    /// over the same span of the database.
-    pub candidates: Vec<(usize, f64)>,
+    /// (kernel, distance) over the same span of the database, the
+    /// selected kernel first.
+    pub candidates: Vec<(&'static str, usize, f64)>,
     /// Bytes streamed per timed pass.
     pub span_bytes: usize,
 }
 
 static TUNING: std::sync::Mutex<Option<PrefetchTuning>> = std::sync::Mutex::new(None);
 
-/// Times the first `panels` panels of `view` with kernel `k` at every
-/// [`PREFETCH_CANDIDATES`] distance, three interleaved rounds, and returns
-/// the fastest (the earlier candidate on a tie). Leaves the process-wide
-/// distance at the last candidate; the caller sets it.
-fn measure_prefetch(k: Kernel, view: &View<'_>, panels: usize) -> PrefetchTuning {
+/// Times the first `panels` panels of `view` for one query with every
+/// kernel of `kernels` at every [`PREFETCH_CANDIDATES`] distance, three
+/// interleaved rounds, and returns the fastest ([`choose`]) with its
+/// kernel. Leaves the process-wide distance at the last candidate; the
+/// caller sets it.
+fn measure_prefetch(
+    kernels: &[Kernel],
+    view: &View<'_>,
+    panels: usize,
+) -> (PrefetchTuning, Kernel) {
     use std::sync::atomic::Ordering::Relaxed;
     let panels = panels.min(view.panels());
     let span_bytes = panels * view.panel * view.tiled_cols;
     // The values do not change the work: time the pass with c1 = 0.
     let q = [SplitQuery::new(&vec![0u32; view.ell1])];
     let mut out = vec![vec![0u32; view.ell2]];
-    let mut best = [f64::INFINITY; PREFETCH_CANDIDATES.len()];
+    let pairs: Vec<(Kernel, usize)> = kernels
+        .iter()
+        .flat_map(|&k| PREFETCH_CANDIDATES.iter().map(move |&d| (k, d)))
+        .collect();
+    let mut best = vec![f64::INFINITY; pairs.len()];
     for _round in 0..3 {
-        for (b, &d) in best.iter_mut().zip(&PREFETCH_CANDIDATES) {
+        for (b, &(k, d)) in best.iter_mut().zip(&pairs) {
             PF_DIST.store(d, Relaxed);
             let t = std::time::Instant::now();
             panels_with(k, view, 0, panels, &q, &mut out);
@@ -100,26 +151,35 @@ fn measure_prefetch(k: Kernel, view: &View<'_>, panels: usize) -> PrefetchTuning
             std::hint::black_box(&out);
         }
     }
-    // The fastest, but software prefetch (candidates past the first, 0)
-    // only when it beats none by more than PREFETCH_MARGIN: a wrong
-    // distance costs up to a third of the pass (24 KiB on Zen 4), so noise
-    // between close candidates should not pick one.
+    let (kernel, chosen) = pairs[choose(&best)];
+    let tuning = PrefetchTuning {
+        chosen,
+        kernel: kernel.name(),
+        forced: false,
+        candidates: pairs
+            .iter()
+            .zip(&best)
+            .map(|(&(k, d), &s)| (k.name(), d, span_bytes as f64 / s.max(1e-9) / 1e9))
+            .collect(),
+        span_bytes,
+    };
+    (tuning, kernel)
+}
+
+/// The candidate to keep among pass times `times`, the first of them the
+/// selected kernel without software prefetch: the fastest, but another
+/// candidate only when it beats that first one by more than
+/// [`PREFETCH_MARGIN`] (a wrong distance costs up to a third of the pass,
+/// 24 KiB on Zen 4 with the `vpdpbusd` kernel's spread prefetch, so noise
+/// between close candidates should not pick one).
+fn choose(times: &[f64]) -> usize {
     let mut chosen = 0;
-    for i in 1..best.len() {
-        if best[i] < best[chosen] && best[i] * (1.0 + PREFETCH_MARGIN) < best[0] {
+    for i in 1..times.len() {
+        if times[i] < times[chosen] && times[i] * (1.0 + PREFETCH_MARGIN) < times[0] {
             chosen = i;
         }
     }
-    PrefetchTuning {
-        chosen: PREFETCH_CANDIDATES[chosen],
-        forced: false,
-        candidates: PREFETCH_CANDIDATES
-            .iter()
-            .zip(&best)
-            .map(|(&d, &s)| (d, span_bytes as f64 / s.max(1e-9) / 1e9))
-            .collect(),
-        span_bytes,
-    }
+    chosen
 }
 
 /// The measurement the first large DBSetup made in this process, if any
@@ -128,16 +188,19 @@ pub fn prefetch_tuning() -> Option<PrefetchTuning> {
     TUNING.lock().map(|t| t.clone()).unwrap_or(None)
 }
 
-/// Measures the SimplePIR pass of the selected kernel over the first
-/// 256 MiB of `db` (all of it if smaller) with every
-/// [`PREFETCH_CANDIDATES`] distance (three
-/// interleaved rounds, best time of each), and keeps the fastest (a
-/// distance only if it beats none by more than 2 %) for the
-/// rest of the process. Runs once per process (later calls return the
-/// first result); returns `None` without measuring when the tiled region of
-/// `db` is smaller than 64 MiB or the kernel is scalar (no
-/// prefetch), so a later, larger database can still tune. About 12 passes
-/// of 256 MiB: ~0.1 s at 30 GB/s, paid at the first DBSetup.
+/// Measures the SimplePIR pass of one query over the first 256 MiB of
+/// `db` (all of it if smaller) with every [`PREFETCH_CANDIDATES`]
+/// distance and every kernel a single query may use
+/// ([`single_candidates`]; three interleaved rounds, best time of each),
+/// and keeps the fastest (another candidate than the selected kernel
+/// without prefetch only if it beats that by more than 2 %) for the rest
+/// of the process: the distance for every pass, the kernel for single
+/// queries ([`single_kernel`]). Runs once per process (later calls
+/// return the first result); returns `None` without measuring when the
+/// tiled region of `db` is smaller than 64 MiB or the kernel is scalar
+/// (no prefetch), so a later, larger database can still tune. About 12
+/// passes of 256 MiB per kernel: ~0.1 s each at 30 GB/s, paid at the
+/// first DBSetup.
 pub(crate) fn tune_prefetch(db: &crate::db::Database) -> Option<PrefetchTuning> {
     use std::sync::atomic::Ordering::Relaxed;
     let mut slot = TUNING.lock().ok()?;
@@ -147,6 +210,7 @@ pub(crate) fn tune_prefetch(db: &crate::db::Database) -> Option<PrefetchTuning> 
     if let Some(d) = prefetch_forced() {
         let t = PrefetchTuning {
             chosen: d,
+            kernel: Kernel::selected().name(),
             forced: true,
             candidates: Vec::new(),
             span_bytes: 0,
@@ -160,8 +224,13 @@ pub(crate) fn tune_prefetch(db: &crate::db::Database) -> Option<PrefetchTuning> 
     if k == Kernel::Scalar || panel_bytes == 0 || view.panels() * panel_bytes < MIN_TUNE_BYTES {
         return None;
     }
-    let t = measure_prefetch(k, &view, TUNE_BYTES.div_ceil(panel_bytes));
+    let (t, single) = measure_prefetch(
+        &single_candidates(),
+        &view,
+        TUNE_BYTES.div_ceil(panel_bytes),
+    );
     PF_DIST.store(t.chosen, Relaxed);
+    SINGLE.store(single.index(), Relaxed);
     *slot = Some(t.clone());
     Some(t)
 }
@@ -210,22 +279,33 @@ mod tests {
         let db = Database::zeros(shape, 8);
         let view = View::of(&db);
         assert!(view.panels() > 1);
-        let t = measure_prefetch(Kernel::selected(), &view, 2);
+        let kernels = single_candidates();
+        assert_eq!(kernels[0], Kernel::selected());
+        let (t, single) = measure_prefetch(&kernels, &view, 2);
         assert_eq!(t.span_bytes, 2 * view.panel * view.tiled_cols);
-        assert_eq!(
-            t.candidates.iter().map(|c| c.0).collect::<Vec<_>>(),
-            PREFETCH_CANDIDATES
-        );
-        assert!(t.candidates.iter().all(|c| c.1 > 0.0));
-        let fastest = t.candidates.iter().map(|c| c.1).fold(0.0, f64::max);
-        let chosen = t.candidates.iter().find(|c| c.0 == t.chosen).unwrap();
-        let none = t.candidates[0].1;
-        if t.chosen == 0 {
-            // none, unless a distance beat it by more than the margin
-            assert!(fastest <= none * (1.0 + PREFETCH_MARGIN) + 1e-9);
+        let want: Vec<_> = kernels
+            .iter()
+            .flat_map(|k| PREFETCH_CANDIDATES.iter().map(move |&d| (k.name(), d)))
+            .collect();
+        let got: Vec<_> = t.candidates.iter().map(|c| (c.0, c.1)).collect();
+        assert_eq!(got, want);
+        assert!(t.candidates.iter().all(|c| c.2 > 0.0));
+        assert_eq!(t.kernel, single.name());
+        assert!(kernels.contains(&single));
+        let chosen = t
+            .candidates
+            .iter()
+            .find(|c| (c.0, c.1) == (t.kernel, t.chosen))
+            .unwrap();
+        let fastest = t.candidates.iter().map(|c| c.2).fold(0.0, f64::max);
+        let baseline = t.candidates[0].2;
+        if (t.kernel, t.chosen) == (Kernel::selected().name(), 0) {
+            // the selected kernel without prefetch, unless another beat it
+            // by more than the margin
+            assert!(fastest <= baseline * (1.0 + PREFETCH_MARGIN) + 1e-9);
         } else {
-            assert_eq!(chosen.1, fastest);
-            assert!(chosen.1 > none);
+            assert_eq!(chosen.2, fastest);
+            assert!(chosen.2 > baseline);
         }
         // too small to measure on: no tuning, nothing cached
         assert_eq!(
@@ -233,5 +313,33 @@ mod tests {
             None
         );
         PF_DIST.store(PREFETCH_DEFAULT, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    #[test]
+    fn choose_keeps_the_baseline_unless_beaten_by_the_margin() {
+        // the baseline (selected kernel, no prefetch) is first
+        assert_eq!(choose(&[1.0, 0.99, 1.01]), 0);
+        assert_eq!(choose(&[1.0, 0.97, 0.9]), 2);
+        assert_eq!(choose(&[1.0, 0.9, 0.97]), 1);
+        // faster than the baseline but within the margin of it: kept out
+        assert_eq!(choose(&[1.0, 1.2, 0.985]), 0);
+        assert_eq!(choose(&[1.0]), 0);
+    }
+
+    #[test]
+    fn single_queries_use_the_measured_kernel() {
+        use std::sync::atomic::Ordering::Relaxed;
+        // unmeasured: the selected kernel; every index round-trips
+        for k in [
+            Kernel::Scalar,
+            Kernel::Avx2,
+            Kernel::Avx512Bw,
+            Kernel::Avx512Vnni,
+        ] {
+            assert_eq!(Kernel::from_index(k.index()), k);
+        }
+        if SINGLE.load(Relaxed) == u8::MAX {
+            assert_eq!(single_kernel(), Kernel::selected());
+        }
     }
 }
