@@ -107,8 +107,9 @@ pub struct SetupTimings {
     pub h2: f64,
     /// Packing precomputation (§4.2).
     pub packing: f64,
-    /// Measuring the SimplePIR prefetch distance ([`prefetch_tuning`]):
-    /// once per process, at the first large database; 0 otherwise.
+    /// Measuring the SimplePIR prefetch distance and single-query kernel
+    /// ([`prefetch_tuning`]): once per process, at the first large
+    /// database; 0 otherwise.
     pub tune: f64,
 }
 

@@ -270,7 +270,8 @@ fn group_max(k: Kernel) -> usize {
 /// every group reads from L2). Meanwhile the slice
 /// [`AHEAD_STEPS`] ahead is prefetched into L2, a share per group and one
 /// line at a time (a burst fills the miss buffers and stalls the loads).
-/// A single query prefetches at the measured distance ([`tune`]) instead.
+/// A single query prefetches at the measured distance, with the kernel
+/// measured with it ([`tune`]), instead.
 /// A batch with the `vpdpbusd` kernel takes the tiles in pairs
 /// ([`panels_pairs`]); a last odd tile of each panel goes one tile at a
 /// time afterwards (database shapes are powers of two, so it is rare).

@@ -194,13 +194,14 @@ pub fn prefetch_tuning() -> Option<PrefetchTuning> {
 /// ([`single_candidates`]; three interleaved rounds, best time of each),
 /// and keeps the fastest (another candidate than the selected kernel
 /// without prefetch only if it beats that by more than 2 %) for the rest
-/// of the process: the distance for every pass, the kernel for single
-/// queries ([`single_kernel`]). Runs once per process (later calls
-/// return the first result); returns `None` without measuring when the
-/// tiled region of `db` is smaller than 64 MiB or the kernel is scalar
-/// (no prefetch), so a later, larger database can still tune. About 12
-/// passes of 256 MiB per kernel: ~0.1 s each at 30 GB/s, paid at the
-/// first DBSetup.
+/// of the process: the distance and the kernel of single-query passes
+/// ([`prefetch_distance`], [`single_kernel`]; a batch prefetches the
+/// next tiles at its own fixed distance with the selected kernel). Runs
+/// once per process (later calls return the first result); returns
+/// `None` without measuring when the tiled region of `db` is smaller than
+/// 64 MiB or the kernel is scalar (no prefetch), so a later, larger
+/// database can still tune. About 12 passes of 256 MiB per kernel: ~0.1 s
+/// each at 30 GB/s, paid at the first DBSetup.
 pub(crate) fn tune_prefetch(db: &crate::db::Database) -> Option<PrefetchTuning> {
     use std::sync::atomic::Ordering::Relaxed;
     let mut slot = TUNING.lock().ok()?;
