@@ -178,26 +178,6 @@ impl Kernel {
         })
     }
 
-    /// A small number per variant (for an atomic).
-    pub(crate) fn index(self) -> u8 {
-        match self {
-            Kernel::Scalar => 0,
-            Kernel::Avx2 => 1,
-            Kernel::Avx512Bw => 2,
-            Kernel::Avx512Vnni => 3,
-        }
-    }
-
-    /// The variant of [`Kernel::index`] `i` (scalar for any other).
-    pub(crate) fn from_index(i: u8) -> Kernel {
-        match i {
-            1 => Kernel::Avx2,
-            2 => Kernel::Avx512Bw,
-            3 => Kernel::Avx512Vnni,
-            _ => Kernel::Scalar,
-        }
-    }
-
     /// Name for reports.
     pub(crate) fn name(self) -> &'static str {
         match self {

@@ -165,11 +165,7 @@ pub(crate) fn simplepir(db: &crate::db::Database, queries: &[SplitQuery], out: &
         assert!(q.lo.len() >= view.ell1);
     }
     // a single query with the kernel measured to stream it fastest
-    let k = if queries.len() == 1 {
-        tune::single_kernel()
-    } else {
-        Kernel::selected()
-    };
+    let k = tune::pass_kernel(queries.len());
     #[cfg(feature = "parallel")]
     {
         if rayon::current_num_threads() > 1 {

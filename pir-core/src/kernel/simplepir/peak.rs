@@ -287,12 +287,7 @@ const CACHED_ROUND_MACS: usize = if cfg!(test) { 1 << 20 } else { 80 << 20 };
 /// queries uses (the selected one, or for k = 1 the one measured fastest
 /// for a single query); `None` for the scalar kernel or k = 0.
 pub fn cached_pass(k: usize) -> Option<CachedPass> {
-    let kind = if k == 1 {
-        super::tune::single_kernel()
-    } else {
-        Kernel::selected()
-    };
-    cached_pass_of(kind, k)
+    cached_pass_of(super::tune::pass_kernel(k), k)
 }
 
 /// [`cached_pass`] for variant `kind`.

@@ -43,9 +43,9 @@ const PF_UNSET: usize = usize::MAX;
 
 static PF_DIST: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(PF_UNSET);
 
-/// The kernel of a single query ([`single_kernel`]), as
-/// [`Kernel::index`]; `u8::MAX` until [`tune_prefetch`] has measured one.
-static SINGLE: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(u8::MAX);
+/// The kernel of a single query ([`single_kernel`]), set once by
+/// [`tune_prefetch`].
+static SINGLE: std::sync::OnceLock<Kernel> = std::sync::OnceLock::new();
 
 /// The kernel a pass of a single query uses: what the first large
 /// DBSetup measured fastest for it ([`tune_prefetch`]), else
@@ -55,9 +55,16 @@ static SINGLE: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(u8
 /// one (docs/benchmarks.md, Zen 4 "One query"); batches always use the
 /// selected kernel.
 pub(crate) fn single_kernel() -> Kernel {
-    match SINGLE.load(std::sync::atomic::Ordering::Relaxed) {
-        u8::MAX => Kernel::selected(),
-        i => Kernel::from_index(i),
+    SINGLE.get().copied().unwrap_or_else(Kernel::selected)
+}
+
+/// The kernel a pass of `queries` queries uses: [`single_kernel`] for
+/// one, [`Kernel::selected`] for a batch.
+pub(crate) fn pass_kernel(queries: usize) -> Kernel {
+    if queries == 1 {
+        single_kernel()
+    } else {
+        Kernel::selected()
     }
 }
 
@@ -231,7 +238,8 @@ pub(crate) fn tune_prefetch(db: &crate::db::Database) -> Option<PrefetchTuning> 
         TUNE_BYTES.div_ceil(panel_bytes),
     );
     PF_DIST.store(t.chosen, Relaxed);
-    SINGLE.store(single.index(), Relaxed);
+    // set once: this runs once per process (guarded by `TUNING`)
+    let _ = SINGLE.set(single);
     *slot = Some(t.clone());
     Some(t)
 }
@@ -329,18 +337,11 @@ mod tests {
 
     #[test]
     fn single_queries_use_the_measured_kernel() {
-        use std::sync::atomic::Ordering::Relaxed;
-        // unmeasured: the selected kernel; every index round-trips
-        for k in [
-            Kernel::Scalar,
-            Kernel::Avx2,
-            Kernel::Avx512Bw,
-            Kernel::Avx512Vnni,
-        ] {
-            assert_eq!(Kernel::from_index(k.index()), k);
-        }
-        if SINGLE.load(Relaxed) == u8::MAX {
+        // unmeasured: the selected kernel; a batch always uses it
+        if SINGLE.get().is_none() {
             assert_eq!(single_kernel(), Kernel::selected());
         }
+        assert_eq!(pass_kernel(1), single_kernel());
+        assert_eq!(pass_kernel(4), Kernel::selected());
     }
 }
