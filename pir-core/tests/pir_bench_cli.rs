@@ -98,6 +98,16 @@ fn pir_bench_without_batch_or_threads_has_no_speedups() {
     // one thread: the steps run in order, and there is no all-threads ceiling
     assert_eq!(v["overlapped_ms"].as_f64(), Some(0.0));
     assert!(v["all_threads_bw_fraction"].is_null());
+    // the one-core stream ratios: the streamed bytes ÷ the best answer ÷
+    // the bandwidth, and the database's share of those bytes, which is
+    // what `bw_fraction` would be at the stream's ratio
+    let f = |k: &str| num(&v, "", k);
+    let (stream, db) = (f("answer_stream_bytes"), f("db_bytes"));
+    let expect = stream / (f("answer_ms_min") / 1e3) / 1e9 / f("mem_bw_gb_s");
+    assert!((f("answer_stream_fraction") - expect).abs() < 1e-9 * expect);
+    assert!((f("bw_fraction_ceiling") - db / stream).abs() < 1e-12);
+    let at_ceiling = f("answer_stream_fraction") * f("bw_fraction_ceiling");
+    assert!((f("bw_fraction") - at_ceiling).abs() < 1e-9 * at_ceiling);
 }
 
 #[test]

@@ -538,6 +538,11 @@ fn run(args: &Args) -> Result<()> {
         // and with --threads n that ÷ the best answer ÷ what the n threads
         // read together: how close the answer is to the machine's ceiling
         "answer_stream_bytes": server.answer_stream_bytes(),
+        // the same on one core: the whole answer against reading all it
+        // reads at the read loop's speed, and the `bw_fraction` an answer
+        // would reach if it did (database bytes ÷ bytes read)
+        "answer_stream_fraction": server.answer_stream_bytes() as f64 / (ans_min / 1e3) / 1e9 / mem_bw,
+        "bw_fraction_ceiling": args.batch as f64 * db_bytes as f64 / server.answer_stream_bytes() as f64,
         "all_threads_bw_fraction": bw_all.iter().cloned().reduce(f64::max).map(|b| {
             server.answer_stream_bytes() as f64 / (ans_min / 1e3) / 1e9 / b
         }),
