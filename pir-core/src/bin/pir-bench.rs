@@ -407,6 +407,9 @@ fn run(args: &Args) -> Result<()> {
     let ans_min = answer_ms.iter().cloned().fold(f64::INFINITY, f64::min);
     let ans_med = median(&mut answer_ms.clone());
     let throughput = args.batch as f64 * db_bytes as f64 / (ans_min / 1e3) / 1e9;
+    // bytes one answer streams, and that ÷ the best answer ÷ a bandwidth
+    let stream = server.answer_stream_bytes();
+    let stream_fraction = |bw: f64| stream as f64 / (ans_min / 1e3) / 1e9 / bw;
     let min_of = |v: &[f64]| v.iter().cloned().reduce(f64::min);
     let single_min = min_of(&single_ms);
     let one_thread_min = min_of(&one_thread_ms);
@@ -537,15 +540,13 @@ fn run(args: &Args) -> Result<()> {
         // bytes one answer streams (database, hint rows, packing digits),
         // and with --threads n that ÷ the best answer ÷ what the n threads
         // read together: how close the answer is to the machine's ceiling
-        "answer_stream_bytes": server.answer_stream_bytes(),
+        "answer_stream_bytes": stream,
         // the same on one core: the whole answer against reading all it
         // reads at the read loop's speed, and the `bw_fraction` an answer
         // would reach if it did (database bytes ÷ bytes read)
-        "answer_stream_fraction": server.answer_stream_bytes() as f64 / (ans_min / 1e3) / 1e9 / mem_bw,
-        "bw_fraction_ceiling": args.batch as f64 * db_bytes as f64 / server.answer_stream_bytes() as f64,
-        "all_threads_bw_fraction": bw_all.iter().cloned().reduce(f64::max).map(|b| {
-            server.answer_stream_bytes() as f64 / (ans_min / 1e3) / 1e9 / b
-        }),
+        "answer_stream_fraction": stream_fraction(mem_bw),
+        "bw_fraction_ceiling": args.batch as f64 * db_bytes as f64 / stream as f64,
+        "all_threads_bw_fraction": bw_all.iter().cloned().reduce(f64::max).map(stream_fraction),
         // the SimplePIR pass against its arithmetic ceiling (docs/benchmarks.md):
         // the kernel's multiply instruction timed from registers beside each
         // trial, the clock from a chain of dependent adds, and per trial
