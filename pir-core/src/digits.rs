@@ -11,9 +11,10 @@
 //! order the pass reads them:
 //!
 //! * columns in blocks of [`BLOCK_COLS`] (the last block narrower), so the
-//!   c2 of a block (its 6 × 1024 limbs, 12 KiB) stays in L1 (2048 columns,
-//!   24 KiB of limbs, ran at half the speed in the same test; 512 spent
-//!   more on the per-quad reductions: 5.6 against 5.3 ms at B = 33);
+//!   c2 of a block (its 5 × 1024 limbs, 10 KiB) stays in L1 (2048 columns,
+//!   24 KiB of the six limbs per column then used, ran at half the speed
+//!   in the same test; 512 spent more on the per-quad reductions: 5.6
+//!   against 5.3 ms at B = 33);
 //! * inside a block, rows in quads (4 rows; the row count is padded to a
 //!   multiple of 4 with zero rows);
 //! * inside a quad, 32-column chunks, each holding the 32 digits of row

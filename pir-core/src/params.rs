@@ -233,8 +233,12 @@ impl Params {
             && self.z_bits <= 27
             && (Q2 >> ((self.gadget_len() as u32 - 1) * self.z_bits)) < crate::arith::P1 as u64
             // hint chunks and T digits are stored and multiplied as i16
-            // (signed log p-bit representatives; kernel::doublepir)
-            && self.p_bits <= 16
+            // (signed log p-bit representatives), and the DoublePIR limb
+            // kernels' 32-bit sums need every digit within ±2^14: chunks
+            // lie in [−p/2, p/2), the top T digit within
+            // ±(2^{log q̃1 − 1 − (κ−1)·log p} + 1) (kernel::doublepir)
+            && self.p_bits <= 15
+            && self.q1_tilde_bits <= (self.kappa() as u32 - 1) * self.p_bits + 14
             && self.hint_rows() + self.kappa() <= self.d2;
         if ok {
             Ok(())

@@ -6,6 +6,7 @@
 use super::Kernel;
 #[cfg(target_arch = "x86_64")]
 use super::{avx2 as has_avx2, avx512_vnni as has_avx512_vnni};
+use crate::arith::{Crt, MOD0, MOD1, Q2};
 
 #[cfg(target_arch = "x86_64")]
 mod avx2;
@@ -21,12 +22,11 @@ enum DpQuery {
     /// Residues mod P0 and mod P1 widened to 64-bit lanes (the scalar
     /// kernel).
     Wide(Vec<u64>, Vec<u64>),
-    /// 10/10/8-bit limbs of the residues mod P0, then mod P1 (`vpdpwssd`,
-    /// `vpmaddwd`),
-    /// interleaved per 32-column chunk: limb t of chunk c's columns at
-    /// c·192 + 32·t, so one step reads 384 contiguous bytes (six separate
-    /// limb arrays sit at the same offset modulo 4 KiB and fight over the
-    /// same L1 sets).
+    /// The signed limbs of c2 mod Q2 ([`limbs_of`]) for `vpdpwssd` and
+    /// `vpmaddwd`, interleaved per 32-column chunk: limb t of chunk c's
+    /// columns at c·160 + 32·t, so one step reads 320 contiguous bytes
+    /// (five separate limb arrays sit at the same offset modulo 4 KiB and
+    /// fight over the same L1 sets).
     Limbs(Vec<i16>, DpLimbs),
 }
 
@@ -36,7 +36,54 @@ enum DpQuery {
 const DP_RUN_QUADS: usize = 32;
 
 /// Limbs per column of [`DpQuery::Limbs`].
-const DP_LIMBS: usize = 6;
+const DP_LIMBS: usize = 5;
+
+/// Bits of each limb below the top one.
+const LIMB_BITS: u32 = 11;
+
+/// Largest |top limb| of [`limbs_of`]: c centred mod Q2 has |c| ≤ Q2/2,
+/// the four low limbs take away less than 2^44 in magnitude (each
+/// |l_t| ≤ 2^10), and what is left is a multiple of 2^44. Q2 < 0.93·2^56
+/// keeps it at 1904, below 2^11 (the kernels' bound, `avx512_vnni`).
+pub(super) const TOP_LIMB_MAX: u64 = (Q2 / 2 + (1 << 44)) >> 44;
+
+/// c mod Q2 (from its residues r0 mod P0, r1 mod P1) as five signed
+/// limbs: centred c = Σ_t 2^{11t}·l_t with l_0..l_3 ∈ [−2^10, 2^10) and
+/// |l_4| ≤ [`TOP_LIMB_MAX`]. One set of limbs serves both primes: a
+/// row's sums Σ x·l_t are exact integers, reduced mod P0 and mod P1 only
+/// at the end ([`DpQuery::reduce`]). Splitting each 28-bit residue into
+/// three unsigned limbs instead took six multiplies per digit.
+fn limbs_of(crt: &Crt, r0: u32, r1: u32) -> [i16; DP_LIMBS] {
+    let mut v = crate::arith::centre(crt.combine(r0, r1), Q2);
+    let mut l = [0i16; DP_LIMBS];
+    for o in l.iter_mut().take(DP_LIMBS - 1) {
+        let half = 1i64 << (LIMB_BITS - 1);
+        let d = ((v & ((1 << LIMB_BITS) - 1)) ^ half) - half;
+        *o = d as i16;
+        v = (v - d) >> LIMB_BITS;
+    }
+    debug_assert!(v.unsigned_abs() <= TOP_LIMB_MAX);
+    l[DP_LIMBS - 1] = v as i16;
+    l
+}
+
+/// A quad's four rows of partial sums in the form of its query
+/// ([`DpQuery::reduce`] reads them back): for [`DpQuery::Wide`], `lm[i]`
+/// = (Σ x·c2 over the P0 residues, over the P1 residues); for
+/// [`DpQuery::Limbs`], `lm[i]` = (Σ x·l_0 + 2^11·Σ x·l_1, Σ x·l_2 +
+/// 2^11·Σ x·l_3) and `hi[i]` = Σ x·l_4. The `lm` pair is one 512-bit
+/// vector, which the `vpdpwssd` kernel adds to in one instruction.
+#[derive(Clone, Copy, Default)]
+pub(super) struct QuadSums {
+    pub(super) lm: [[i64; 2]; 4],
+    pub(super) hi: [i64; 4],
+}
+
+/// One row's sums: [`QuadSums`] row i as (lm[i][0], lm[i][1], hi[i]).
+/// Every entry is below 2^18 · 2^14 · 2^11 · 2^11 = 2^54 in magnitude (at
+/// most 2^18 columns, |x| ≤ 2^14, |l_t| < 2^11, weights 1 and 2^11): no
+/// overflow in i64.
+type RowSums = [i64; 3];
 
 impl DpQuery {
     fn new(c2: &[u32], cols: usize, limbs: Option<DpLimbs>) -> DpQuery {
@@ -44,14 +91,12 @@ impl DpQuery {
         let cols_pad = DigitMatrix::padded_cols(cols);
         let (c0, c1) = c2.split_at(cols);
         if let Some(kind) = limbs {
+            let crt = Crt::new();
             let mut l = vec![0i16; cols_pad * DP_LIMBS];
-            for (h, half) in [c0, c1].into_iter().enumerate() {
-                for (j, &x) in half.iter().enumerate() {
-                    let at = j / CHUNK_COLS * CHUNK_COLS * DP_LIMBS + j % CHUNK_COLS;
-                    for (k, (shift, bits)) in [(0, 10), (10, 10), (20, 8)].into_iter().enumerate() {
-                        l[at + (3 * h + k) * CHUNK_COLS] =
-                            ((x >> shift) & ((1 << bits) - 1)) as i16;
-                    }
+            for (j, (&r0, &r1)) in c0.iter().zip(c1).enumerate() {
+                let at = j / CHUNK_COLS * CHUNK_COLS * DP_LIMBS + j % CHUNK_COLS;
+                for (t, &v) in limbs_of(&crt, r0, r1).iter().enumerate() {
+                    l[at + t * CHUNK_COLS] = v;
                 }
             }
             DpQuery::Limbs(l, kind)
@@ -66,15 +111,31 @@ impl DpQuery {
             DpQuery::Wide(wide(c0), wide(c1))
         }
     }
+
+    /// A row's sums reduced to (mod P0, mod P1).
+    fn reduce(&self, s: RowSums) -> [u32; 2] {
+        use crate::arith::reduce_signed;
+        match self {
+            DpQuery::Wide(..) => [reduce_signed(&MOD0, s[0]), reduce_signed(&MOD1, s[1])],
+            DpQuery::Limbs(..) => [MOD0, MOD1].map(|m| {
+                // s0 + 2^22·s1 + 2^44·s2 mod p
+                let w22 = m.reduce(1 << (2 * LIMB_BITS));
+                let w44 = m.reduce(1 << (4 * LIMB_BITS));
+                let r = m.add(reduce_signed(&m, s[0]), m.mul(reduce_signed(&m, s[1]), w22));
+                m.add(r, m.mul(reduce_signed(&m, s[2]), w44))
+            }),
+        }
+    }
 }
 
 /// DoublePIR pass (YPIR Construction 3.1, Answer step 2): for each row r of
 /// `m` (signed digits |x| ≤ p/2), `out[q][r] = (Σ_j c2[j]·x[r][j] mod P0,
 /// … mod P1)` for every query q, where `c2s[q]` holds the ℓ2 residues mod
-/// P0 followed by the ℓ2 residues mod P1 (each < 2^28). Products are
-/// < 2^42 and at most 2^18 are summed, so signed 64-bit sums never
-/// overflow and are reduced once per row (YPIR §4, footnote 8: reduce only
-/// when a sum could overflow).
+/// P0 followed by the ℓ2 residues mod P1 (each < 2^28). Sums stay exact
+/// in i64 (the scalar kernel's products are < 2^42, the limb kernels'
+/// within [`RowSums`]' bound, and at most 2^18 are summed) and are
+/// reduced once per row (YPIR §4, footnote 8: reduce only when a sum could
+/// overflow).
 ///
 /// The matrix is read from memory once, front to back, in its storage
 /// order ([`crate::digits`]): column block by column block, quad of rows by
@@ -106,12 +167,12 @@ fn doublepir_with(
     let limbs = dp_limbs(k);
     let preps: Vec<DpQuery> = c2s.iter().map(|c2| DpQuery::new(c2, cols, limbs)).collect();
     let quads = DigitMatrix::padded_rows(rows) / QUAD_ROWS;
-    let task = |q0: usize, q1: usize| -> Vec<Vec<[i64; 2]>> {
-        let mut sums = vec![vec![[0i64; 2]; (q1 - q0) * QUAD_ROWS]; preps.len()];
+    let task = |q0: usize, q1: usize| -> Vec<Vec<RowSums>> {
+        let mut sums = vec![vec![[0i64; 3]; (q1 - q0) * QUAD_ROWS]; preps.len()];
         // Block by block, and inside a block by runs of DP_RUN_QUADS
         // quads (≤ 256 KiB); each query walks a run in turn. The run comes
         // from memory for the first query and from L2 for the others,
-        // while a query's limbs for the block (12 KiB) stay in L1; with the
+        // while a query's limbs for the block (10 KiB) stay in L1; with the
         // queries interleaved per quad, four queries' limbs (48 KiB) did
         // not fit and a batch of 4 took 22 ms instead of 18 at B = 33.
         // Whole blocks per turn (≤ 4 MB) left the other queries reading
@@ -122,12 +183,14 @@ fn doublepir_with(
                 for (p, s) in preps.iter().zip(sums.iter_mut()) {
                     for q in r0..r1 {
                         let quad = &blk[q * QUAD_ROWS * w..(q + 1) * QUAD_ROWS * w];
-                        let mut acc = [[0i64; 2]; QUAD_ROWS];
+                        let mut acc = QuadSums::default();
                         quad_with(quad, p, c0, w, &mut acc);
-                        for (t, a) in s[(q - q0) * QUAD_ROWS..].iter_mut().zip(&acc) {
-                            // |sums| < 2^18 · 2^42: no overflow in i64.
+                        let rows = s[(q - q0) * QUAD_ROWS..].iter_mut();
+                        for (t, (a, h)) in rows.zip(acc.lm.iter().zip(&acc.hi)) {
+                            // within RowSums' bound: no overflow in i64
                             t[0] += a[0];
                             t[1] += a[1];
+                            t[2] += h;
                         }
                     }
                 }
@@ -150,7 +213,7 @@ fn doublepir_with(
         .map(|q0| (q0, (q0 + per).min(quads)))
         .collect();
     #[cfg(feature = "parallel")]
-    let parts: Vec<Vec<Vec<[i64; 2]>>> = {
+    let parts: Vec<Vec<Vec<RowSums>>> = {
         use rayon::prelude::*;
         if threads > 1 {
             ranges.par_iter().map(|&(a, b)| task(a, b)).collect()
@@ -159,16 +222,13 @@ fn doublepir_with(
         }
     };
     #[cfg(not(feature = "parallel"))]
-    let parts: Vec<Vec<Vec<[i64; 2]>>> = ranges.iter().map(|&(a, b)| task(a, b)).collect();
+    let parts: Vec<Vec<Vec<RowSums>>> = ranges.iter().map(|&(a, b)| task(a, b)).collect();
     for (&(q0, _), part) in ranges.iter().zip(&parts) {
-        for (o, sums) in out.iter_mut().zip(part) {
-            for (i, a) in sums.iter().enumerate() {
+        for ((o, sums), p) in out.iter_mut().zip(part).zip(&preps) {
+            for (i, &a) in sums.iter().enumerate() {
                 let r = q0 * QUAD_ROWS + i;
                 if r < rows {
-                    o[r] = [
-                        crate::arith::reduce_signed(&crate::arith::MOD0, a[0]),
-                        crate::arith::reduce_signed(&crate::arith::MOD1, a[1]),
-                    ];
+                    o[r] = p.reduce(a);
                 }
             }
         }
@@ -206,7 +266,7 @@ fn dp_limbs(k: Kernel) -> Option<DpLimbs> {
 
 /// Adds the dot products of one quad (4 rows × `w` columns starting at
 /// column `c0`, in chunk order) with query `p` to `acc`.
-fn quad_with(quad: &[i16], p: &DpQuery, c0: usize, w: usize, acc: &mut [[i64; 2]; 4]) {
+fn quad_with(quad: &[i16], p: &DpQuery, c0: usize, w: usize, acc: &mut QuadSums) {
     use crate::digits::{CHUNK_COLS, QUAD_ROWS};
     assert!(
         w.is_multiple_of(CHUNK_COLS) && quad.len() == QUAD_ROWS * w,
@@ -214,7 +274,7 @@ fn quad_with(quad: &[i16], p: &DpQuery, c0: usize, w: usize, acc: &mut [[i64; 2]
     );
     match p {
         DpQuery::Wide(w0, w1) => {
-            quad_scalar(quad, &w0[c0..c0 + w], &w1[c0..c0 + w], acc);
+            quad_scalar(quad, &w0[c0..c0 + w], &w1[c0..c0 + w], &mut acc.lm);
         }
         DpQuery::Limbs(l, kind) => {
             let l = &l[c0 * DP_LIMBS..(c0 + w) * DP_LIMBS];
@@ -225,7 +285,7 @@ fn quad_with(quad: &[i16], p: &DpQuery, c0: usize, w: usize, acc: &mut [[i64; 2]
                 #[cfg(target_arch = "x86_64")]
                 // SAFETY: `dp_limbs` found the kernel's CPU
                 // features at runtime before these limbs were prepared; the
-                // quad holds 4·w digits and the limb slice 6·w entries, w a
+                // quad holds 4·w digits and the limb slice 5·w entries, w a
                 // multiple of 32 and at most BLOCK_COLS (asserted inside).
                 DpLimbs::Vnni => unsafe { avx512_vnni::quad_limbs(quad, l, acc) },
                 #[cfg(target_arch = "x86_64")]

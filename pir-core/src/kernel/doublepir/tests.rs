@@ -1,5 +1,36 @@
 use super::*;
+use crate::arith::{P0, P1};
 use crate::kernel::test_util::{kernels, lcg};
+
+/// The limbs add back up to c2 centred mod Q2, each within the bound the
+/// kernels' overflow argument uses.
+#[test]
+fn limbs_recompose_c2_within_bounds() {
+    let crt = Crt::new();
+    let mut s = 5;
+    let mut top_seen = 0;
+    let edges = [0, 1, Q2 / 2 - 1, Q2 / 2, Q2 / 2 + 1, Q2 - 1];
+    for c in edges
+        .into_iter()
+        .chain((0..100_000).map(|_| lcg(&mut s) % Q2))
+    {
+        let l = limbs_of(&crt, (c % P0 as u64) as u32, (c % P1 as u64) as u32);
+        let back: i64 = l
+            .iter()
+            .enumerate()
+            .map(|(t, &v)| (v as i64) << (LIMB_BITS * t as u32))
+            .sum();
+        assert_eq!(back, crate::arith::centre(c, Q2), "c = {c}");
+        for &v in &l[..DP_LIMBS - 1] {
+            assert!((-1024..1024).contains(&v), "c = {c}: low limb {v}");
+        }
+        let top = l[DP_LIMBS - 1].unsigned_abs() as u64;
+        assert!(top <= TOP_LIMB_MAX, "c = {c}: top limb {top}");
+        top_seen = top_seen.max(top);
+    }
+    // ±Q2/2 reach the bound
+    assert_eq!(top_seen, TOP_LIMB_MAX);
+}
 
 #[test]
 fn doublepir_matches_wide_arithmetic() {
@@ -29,19 +60,22 @@ fn doublepir_matches_wide_arithmetic() {
             })
             .collect();
         let m = DigitMatrix::from_row_major(n_rows, ell2, &rows);
-        let residue = |s: &mut u64, p: u32| {
-            if extreme {
-                p - 1
-            } else {
-                (lcg(s) % p as u64) as u32
-            }
-        };
+        // c2 mod Q2; `extreme`: the largest top limbs (±Q2/2) and the
+        // largest residues
+        let edges = [Q2 / 2, Q2 / 2 + 1, Q2 - 1, Q2 / 2 - 1, P0 as u64 - 1];
         let mut c2s: Vec<Vec<u32>> = Vec::new();
-        for _ in 0..3 {
-            let mut c2: Vec<u32> = (0..ell2)
-                .map(|_| residue(&mut s, crate::arith::P0))
+        for q in 0..3 {
+            let c: Vec<u64> = (0..ell2)
+                .map(|j| {
+                    if extreme {
+                        edges[(j + q) % edges.len()]
+                    } else {
+                        lcg(&mut s) % Q2
+                    }
+                })
                 .collect();
-            c2.extend((0..ell2).map(|_| residue(&mut s, crate::arith::P1)));
+            let mut c2: Vec<u32> = c.iter().map(|&x| (x % P0 as u64) as u32).collect();
+            c2.extend(c.iter().map(|&x| (x % P1 as u64) as u32));
             c2s.push(c2);
         }
         let refs: Vec<&[u32]> = c2s.iter().map(|c| c.as_slice()).collect();
