@@ -25,6 +25,12 @@
 //! out.b = d2·Σ_i b_i x^i + KS, where KS is the same tree run on the
 //! key-switching terms alone. The server adds the leaf part directly in
 //! coefficient form and runs the tree only for KS.
+//!
+//! A static level-1 node's KS is one key switch of its cached digits, so
+//! its combination into the level-2 parent is linear in digits known at
+//! setup: those are folded into the parent's (`fold_level1`), and Answer
+//! sums the three nodes' key switches as one (no node combination for the
+//! level-1 pairs, one reduction instead of three).
 
 use crate::arith::MODS;
 use crate::rns::{self, Context};
@@ -72,6 +78,9 @@ pub struct PackPrecomp {
     /// in the order Answer visits them: the roots of the subtrees that
     /// [`PackPrecomp::static_ks`] sums.
     static_roots: Vec<(usize, usize)>,
+    /// `folded[r]`: level-2 node r is static with two static children,
+    /// whose cached digits were folded into it ([`fold_level1`]).
+    folded: Vec<bool>,
 }
 
 /// Online inputs of one query.
@@ -173,22 +182,120 @@ fn plus_minus_into(
 /// `out += Σ_k W[level][k] ⊙ G[k]`; `w` is in Montgomery form
 /// ([`Context::to_mont`]).
 fn add_keyswitch(ctx: &Context, w: &[u32], level: usize, g: &[u32], out: &mut [u32]) {
-    let d2 = ctx.params.d2;
     let t = ctx.params.gadget_len();
+    let n = 2 * ctx.params.d2;
+    keyswitch_rows(ctx, &w[(level - 1) * t * n..level * t * n], t, g, out);
+}
+
+/// `out += Σ_k w[k] ⊙ g[k]` over `rows` polynomials of 2·d2 words (both
+/// CRT halves), `w` in Montgomery form.
+fn keyswitch_rows(ctx: &Context, w: &[u32], rows: usize, g: &[u32], out: &mut [u32]) {
+    let d2 = ctx.params.d2;
     let n = 2 * d2;
-    let wl = &w[(level - 1) * t * n..level * t * n];
     for h in 0..2 {
         let off = h * d2;
         crate::kernel::keyswitch_acc(
             &ctx.mont[h],
-            &wl[off..],
+            &w[off..],
             &g[off..],
-            t,
+            rows,
             n,
             d2,
             &mut out[off..off + d2],
         );
     }
+}
+
+/// A batch's key-switching rows as [`PackPrecomp::eval_static`] reads
+/// them: each query's W_b, and (when some level-2 node is folded) its
+/// [`fold_keys`].
+struct Keys<'a> {
+    wbs: &'a [&'a [u32]],
+    w_folds: &'a [Vec<u32>],
+}
+
+/// [W_1 | τ(W_1) | W_2] of one query's W_b rows (τ of level 2, row by row
+/// and half by half): the 3t rows a folded level-2 node sums against its
+/// digit runs ([`fold_level1`]).
+fn fold_keys(ctx: &Context, wb: &[u32]) -> Vec<u32> {
+    let d2 = ctx.params.d2;
+    let n = 2 * d2;
+    let tn = ctx.params.gadget_len() * n;
+    let mut out = vec![0u32; 3 * tn];
+    out[..tn].copy_from_slice(&wb[..tn]);
+    for (src, dst) in wb[..tn]
+        .chunks_exact(d2)
+        .zip(out[tn..2 * tn].chunks_exact_mut(d2))
+    {
+        crate::kernel::permute(src, &ctx.levels[1].perm, dst);
+    }
+    out[2 * tn..].copy_from_slice(&wb[tn..2 * tn]);
+    out
+}
+
+/// Folds each level-2 static node with two static children into one
+/// key-switching sum, and returns which nodes it folded.
+///
+/// A static level-1 node's KS side is W_1 ⊙ G (its leaves carry none), so
+/// its level-2 parent's is (Construction 2.8, k = d2/4, τ = τ_5, all in
+/// the NTT domain where τ permutes slots, τ(v)[i] = v[π(i)])
+///
+/// ```text
+/// KS = W_1⊙G_e + x^k·W_1⊙G_o + τ(W_1⊙G_e − x^k·W_1⊙G_o) + W_2⊙G
+///    = W_1 ⊙ (G_e + x^k·G_o) + τ(W_1) ⊙ τ(G_e − x^k·G_o) + W_2 ⊙ G,
+/// ```
+///
+/// whose digit factors are all known at setup. The children's digit runs
+/// (laid out even, odd, then the node: [`digit_offsets`]) are replaced by
+/// A = G_e + x^k·G_o and B = τ(G_e − x^k·G_o), and Answer sums the three
+/// runs against [W_1 | τ(W_1) | W_2] ([`fold_keys`]) in one pass: the two
+/// children's node combinations and two of the three reductions go. The
+/// result is the same polynomial, computed with the same exact
+/// arithmetic mod each prime. Half of the tree's nodes are at level 1, a
+/// quarter at level 2.
+fn fold_level1(
+    ctx: &Context,
+    kinds: &[Vec<Kind>],
+    g_off: &[Vec<usize>],
+    g_data: &mut [u32],
+) -> Vec<bool> {
+    if kinds.len() < 3 {
+        return Vec::new();
+    }
+    let d2 = ctx.params.d2;
+    let n = 2 * d2;
+    let node_len = ctx.params.gadget_len() * n;
+    let n2 = kinds[2].len();
+    let lc = &ctx.levels[1];
+    let folded: Vec<bool> = (0..n2)
+        .map(|r| {
+            kinds[2][r] == Kind::Static
+                && kinds[1][r] == Kind::Static
+                && kinds[1][r + n2] == Kind::Static
+        })
+        .collect();
+    let (mut plus, mut minus) = (vec![0u32; d2], vec![0u32; d2]);
+    for r in (0..n2).filter(|&r| folded[r]) {
+        let (e, o) = (g_off[1][r], g_off[1][r + n2]);
+        assert!(
+            o == e + node_len && g_off[2][r] == o + node_len,
+            "a static node's digits follow its children's"
+        );
+        let (ge, go) = g_data[e..o + node_len].split_at_mut(node_len);
+        // row by row, half h of a row holding the residues mod MODS[h]
+        for (i, (re, ro)) in ge
+            .chunks_exact_mut(d2)
+            .zip(go.chunks_exact_mut(d2))
+            .enumerate()
+        {
+            let h = i % 2;
+            let mono = &lc.mono_mont[h * d2..(h + 1) * d2];
+            crate::kernel::plus_minus(&ctx.mont[h], re, ro, mono, &mut plus, &mut minus);
+            re.copy_from_slice(&plus);
+            crate::kernel::permute(&minus, &lc.perm, ro);
+        }
+    }
+    folded
 }
 
 thread_local! {
@@ -449,7 +556,7 @@ impl PackPrecomp {
     /// Montgomery form). The a parts are consumed (they become the a parts
     /// of the leaves' parents).
     pub fn new(ctx: &Context, leaves: Vec<Leaf>, hint_a: Vec<Vec<u32>>, wa: &[u32]) -> Self {
-        Self::build(ctx, leaves, hint_a, wa, Vec::new())
+        Self::build(ctx, leaves, hint_a, wa, Vec::new(), true)
     }
 
     /// Like [`PackPrecomp::new`], reusing the digit buffer of a previous
@@ -461,15 +568,18 @@ impl PackPrecomp {
         hint_a: Vec<Vec<u32>>,
         wa: &[u32],
     ) -> Self {
-        Self::build(ctx, leaves, hint_a, wa, self.g_data)
+        Self::build(ctx, leaves, hint_a, wa, self.g_data, true)
     }
 
+    /// `fold`: fold the level-1 pairs into level 2 ([`fold_level1`]);
+    /// without, every node is evaluated on its own (the tests' reference).
     fn build(
         ctx: &Context,
         leaves: Vec<Leaf>,
         hint_a: Vec<Vec<u32>>,
         wa: &[u32],
         mut g_data: Vec<u32>,
+        fold: bool,
     ) -> Self {
         let d2 = ctx.params.d2;
         let log_d2 = ctx.params.log_d2();
@@ -522,6 +632,11 @@ impl PackPrecomp {
             a_static.push(((log_d2, 0), a));
         }
         let static_roots = order_static_roots(&kinds, d2, log_d2, 0);
+        let folded = if fold {
+            fold_level1(ctx, &kinds, &g_off, &mut g_data)
+        } else {
+            Vec::new()
+        };
         PackPrecomp {
             log_d2,
             d2,
@@ -532,6 +647,7 @@ impl PackPrecomp {
             g_data,
             a_static,
             static_roots,
+            folded,
         }
     }
 
@@ -547,6 +663,7 @@ impl PackPrecomp {
             g_data: Vec::new(),
             a_static: Vec::new(),
             static_roots: Vec::new(),
+            folded: Vec::new(),
         }
     }
 
@@ -605,11 +722,20 @@ impl PackPrecomp {
     /// all of the cached digits the online pass reads). The server runs it
     /// beside the SimplePIR pass, which it does not depend on.
     pub fn static_ks(&self, ctx: &Context, wbs: &[&[u32]]) -> StaticKs {
+        let w_folds: Vec<Vec<u32>> = if self.folded.contains(&true) {
+            wbs.iter().map(|wb| fold_keys(ctx, wb)).collect()
+        } else {
+            Vec::new()
+        };
+        let keys = Keys {
+            wbs,
+            w_folds: &w_folds,
+        };
         let ks = self
             .static_roots
             .iter()
             .map(|&(level, r)| {
-                self.eval_static(ctx, wbs, level, r)
+                self.eval_static(ctx, &keys, level, r)
                     .unwrap_or_else(|| vec![None; wbs.len()])
             })
             .collect();
@@ -668,23 +794,40 @@ impl PackPrecomp {
     fn eval_static(
         &self,
         ctx: &Context,
-        wbs: &[&[u32]],
+        keys: &Keys<'_>,
         level: usize,
         r: usize,
     ) -> Option<Vec<Option<Vec<u32>>>> {
+        let wbs = keys.wbs;
         match self.kinds[level][r] {
             Kind::Zero => return None,
             Kind::Dynamic => unreachable!("static subtrees hold no T leaf"),
             Kind::Static if level == 0 => return Some(vec![None; wbs.len()]),
             Kind::Static => {}
         }
+        if level == 2 && self.folded.get(r) == Some(&true) {
+            // the subtree's three digit runs (both children's, folded, and
+            // its own) against [W_1 | τ(W_1) | W_2] in one sum of 3t rows
+            let off = self.g_off[1][r];
+            let g = &self.g_data[off..off + 3 * self.t * 2 * self.d2];
+            return Some(
+                keys.w_folds
+                    .iter()
+                    .map(|w| {
+                        let mut ks = vec![0u32; 2 * self.d2];
+                        keyswitch_rows(ctx, w, 3 * self.t, g, &mut ks);
+                        Some(ks)
+                    })
+                    .collect(),
+            );
+        }
         let n_nodes = self.d2 >> level;
         // Subtrees of ≥ 64 leaves fork, so the static sums of one query
         // spread over the threads (a node costs ~10 µs; a fork ~1 µs).
         let ((e, o), _) = crate::join_if(
             level >= STATIC_FORK_LEVEL,
-            || self.eval_static(ctx, wbs, level - 1, r),
-            || self.eval_static(ctx, wbs, level - 1, r + n_nodes),
+            || self.eval_static(ctx, keys, level - 1, r),
+            || self.eval_static(ctx, keys, level - 1, r + n_nodes),
         );
         let none = || vec![None; wbs.len()];
         let (e, o) = (e.unwrap_or_else(none), o.unwrap_or_else(none));
@@ -946,6 +1089,80 @@ mod tests {
         let fresh = PackPrecomp::new(&ctx, leaves.clone(), a.clone(), &wa);
         let rebuilt = rebuilt.rebuild(&ctx, leaves, a, &wa);
         assert!(rebuilt.g_data == fresh.g_data && rebuilt.g_off == fresh.g_off);
+    }
+
+    /// Folding level 1 into level 2 changes how Answer sums the key
+    /// switches, not what: the same outputs, word for word, as the tree
+    /// evaluated node by node, for single queries and a batch.
+    #[test]
+    fn folded_tree_equals_node_by_node() {
+        for params in [TOY, SMALL] {
+            let ctx = Context::new(params);
+            let d2 = params.d2;
+            let mut rng = SecretRng::from_test_seed(11);
+            let mut poly = || -> Vec<u32> {
+                (0..2 * d2)
+                    .map(|i| (rng.next_u64() % u64::from(MODS[i / d2].p)) as u32)
+                    .collect()
+            };
+            let keys_len = params.log_d2() * params.gadget_len();
+            let wa: Vec<u32> = (0..keys_len).flat_map(|_| poly()).collect();
+            // the real layout, and one with zero gaps, two T paths and
+            // level-2 nodes with a zero child
+            let real = {
+                let layout = params.layout();
+                let mut leaves = vec![Leaf::Zero; d2];
+                for (r, &p) in layout.pos_hint.iter().enumerate() {
+                    leaves[p] = Leaf::Hint(r);
+                }
+                for (r, &p) in layout.pos_t.iter().enumerate() {
+                    leaves[p] = Leaf::T(r);
+                }
+                leaves
+            };
+            let mut gaps = vec![Leaf::Zero; d2];
+            let mut n_hint = 0;
+            for i in (0..d2).filter(|i| i % 7 != 3) {
+                gaps[i] = match i {
+                    9 => Leaf::T(0),
+                    i if i == d2 - 2 => Leaf::T(1),
+                    _ => {
+                        n_hint += 1;
+                        Leaf::Hint(n_hint - 1)
+                    }
+                };
+            }
+            for leaves in [real, gaps] {
+                let hints = leaves.iter().filter(|l| matches!(l, Leaf::Hint(_))).count();
+                let ts = leaves.iter().filter(|l| matches!(l, Leaf::T(_))).count();
+                let hint_a: Vec<Vec<u32>> = (0..hints).map(|_| poly()).collect();
+                let folded =
+                    PackPrecomp::build(&ctx, leaves.clone(), hint_a.clone(), &wa, Vec::new(), true);
+                let plain = PackPrecomp::build(&ctx, leaves, hint_a, &wa, Vec::new(), false);
+                assert!(folded.folded.iter().filter(|&&f| f).count() > 0);
+                let wbs: Vec<Vec<u32>> = (0..3)
+                    .map(|_| (0..keys_len).flat_map(|_| poly()).collect())
+                    .collect();
+                let t_a: Vec<Vec<Vec<u32>>> =
+                    (0..3).map(|_| (0..ts).map(|_| poly()).collect()).collect();
+                let inputs: Vec<PackInputs<'_>> = wbs
+                    .iter()
+                    .zip(&t_a)
+                    .map(|(wb, ta)| PackInputs {
+                        wb,
+                        wa: &wa,
+                        t_leaf_a: ta,
+                    })
+                    .collect();
+                let a = folded.pack_batch(&ctx, &inputs);
+                let b = plain.pack_batch(&ctx, &inputs);
+                for (q, (x, y)) in a.iter().zip(&b).enumerate() {
+                    assert!(x.a == y.a && x.ks == y.ks, "{} query {q}", params.name);
+                }
+                let one = folded.pack(&ctx, &inputs[1]);
+                assert!(one.a == b[1].a && one.ks == b[1].ks);
+            }
+        }
     }
 
     #[test]

@@ -410,6 +410,8 @@ fn run(args: &Args) -> Result<()> {
     // bytes one answer streams, and that ÷ the best answer ÷ a bandwidth
     let stream = server.answer_stream_bytes();
     let stream_fraction = |bw: f64| stream as f64 / (ans_min / 1e3) / 1e9 / bw;
+    // the best all-threads read of the run (--threads n)
+    let bw_all_best = bw_all.iter().cloned().reduce(f64::max);
     let min_of = |v: &[f64]| v.iter().cloned().reduce(f64::min);
     let single_min = min_of(&single_ms);
     let one_thread_min = min_of(&one_thread_ms);
@@ -535,7 +537,7 @@ fn run(args: &Args) -> Result<()> {
         "mem_bw_gb_s": mem_bw,
         "mem_bw_plain_gb_s": bw_plain,
         "mem_bw_prefetch_gb_s": bw_prefetch,
-        "mem_bw_all_threads_gb_s": bw_all.iter().cloned().reduce(f64::max),
+        "mem_bw_all_threads_gb_s": bw_all_best,
         "bw_fraction": throughput / mem_bw,
         // bytes one answer streams (database, hint rows, packing digits),
         // and with --threads n that ÷ the best answer ÷ what the n threads
@@ -546,7 +548,7 @@ fn run(args: &Args) -> Result<()> {
         // would reach if it did (database bytes ÷ bytes read)
         "answer_stream_fraction": stream_fraction(mem_bw),
         "bw_fraction_ceiling": args.batch as f64 * db_bytes as f64 / stream as f64,
-        "all_threads_bw_fraction": bw_all.iter().cloned().reduce(f64::max).map(stream_fraction),
+        "all_threads_bw_fraction": bw_all_best.map(stream_fraction),
         // the SimplePIR pass against its arithmetic ceiling (docs/benchmarks.md):
         // the kernel's multiply instruction timed from registers beside each
         // trial, the clock from a chain of dependent adds, and per trial
