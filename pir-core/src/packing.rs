@@ -29,8 +29,7 @@
 //! A static level-1 node's KS is one key switch of its cached digits, so
 //! its combination into the level-2 parent is linear in digits known at
 //! setup: those are folded into the parent's (`fold_level1`), and Answer
-//! sums the three nodes' key switches as one (no node combination for the
-//! level-1 pairs, one reduction instead of three).
+//! sums the three nodes' key switches without combining the level-1 pairs.
 
 use crate::arith::MODS;
 use crate::rns::{self, Context};
@@ -248,11 +247,10 @@ fn fold_keys(ctx: &Context, wb: &[u32]) -> Vec<u32> {
 /// whose digit factors are all known at setup. The children's digit runs
 /// (laid out even, odd, then the node: [`digit_offsets`]) are replaced by
 /// A = G_e + x^k·G_o and B = τ(G_e − x^k·G_o), and Answer sums the three
-/// runs against [W_1 | τ(W_1) | W_2] ([`fold_keys`]) in one pass: the two
-/// children's node combinations and two of the three reductions go. The
-/// result is the same polynomial, computed with the same exact
-/// arithmetic mod each prime. Half of the tree's nodes are at level 1, a
-/// quarter at level 2.
+/// runs against [W_1 | τ(W_1) | W_2] ([`fold_keys`]): the two children's
+/// node combinations (and their buffers) go. The result is the same
+/// polynomial, computed with the same exact arithmetic mod each prime.
+/// Half of the tree's nodes are at level 1, a quarter at level 2.
 fn fold_level1(
     ctx: &Context,
     kinds: &[Vec<Kind>],
@@ -807,15 +805,22 @@ impl PackPrecomp {
         }
         if level == 2 && self.folded.get(r) == Some(&true) {
             // the subtree's three digit runs (both children's, folded, and
-            // its own) against [W_1 | τ(W_1) | W_2] in one sum of 3t rows
+            // its own) against [W_1 | τ(W_1) | W_2]
             let off = self.g_off[1][r];
-            let g = &self.g_data[off..off + 3 * self.t * 2 * self.d2];
+            let len = self.t * 2 * self.d2;
+            let g = &self.g_data[off..off + 3 * len];
             return Some(
                 keys.w_folds
                     .iter()
                     .map(|w| {
                         let mut ks = vec![0u32; 2 * self.d2];
-                        keyswitch_rows(ctx, w, 3 * self.t, g, &mut ks);
+                        // three key switches of t rows into one sum: one of
+                        // all 3t rows (a single reduction) took 1.3–1.5× as
+                        // long at k = 16 (B = 33, Zen 4), its 6t row streams
+                        // 16 KiB apart probably contending for L1 sets
+                        for (wc, gc) in w.chunks_exact(len).zip(g.chunks_exact(len)) {
+                            keyswitch_rows(ctx, wc, self.t, gc, &mut ks);
+                        }
                         Some(ks)
                     })
                     .collect(),

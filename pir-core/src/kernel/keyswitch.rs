@@ -57,33 +57,22 @@ impl Mont {
     }
 }
 
-/// Rows of the packing tree's digit stream that [`keyswitch_acc`]
-/// prefetches ahead: three nodes of t = 3 digit rows (Table 1), or one
-/// folded node of nine (`packing`).
+/// Nodes of the packing tree's digit stream that [`keyswitch_acc`]
+/// prefetches ahead.
 #[cfg(target_arch = "x86_64")]
-const KS_ROWS_AHEAD: usize = 9;
-
-/// Most rows [`keyswitch_acc`] sums before its one reduction: t products
-/// w·g < p² each sum below p·2^32 (what REDC needs) while t < 2^32/p, which
-/// is 16.0 for both CRT primes (< 2^28); and below 2^64 in the 64-bit
-/// lanes.
-pub(crate) const KS_ROWS_MAX: usize = 15;
-const _: () = assert!(
-    (KS_ROWS_MAX as u64) * (crate::arith::P0 as u64) < 1 << 32
-        && (KS_ROWS_MAX as u64) * (crate::arith::P1 as u64) < 1 << 32
-);
+const KS_NODES_AHEAD: usize = 3;
 
 /// Key-switching accumulation of one CRT half (Eq. 2.2, the W·g_z^{-1}(τ(c0))
 /// product of Automorph in the NTT domain):
 /// `out[i] = out[i] + Σ_k w[k][i]·g[k][i] mod p` where `w` is in Montgomery
 /// form (w·R mod p), so a single REDC of the 64-bit sum yields the product.
 /// `w` and `g` hold `t` rows of stride `stride`; each row's first `n` words
-/// are used. Σ of t ≤ [`KS_ROWS_MAX`] products < p·2^32, as REDC requires.
+/// are used. Σ of t ≤ 4 products < 4·2^56 < p·2^32, as REDC requires.
 /// The per-node cost of the online packing (YPIR §4.2). Runtime-dispatched:
 /// AVX-512F/BW or AVX2, with [`keyswitch_acc_scalar`] as the twin.
 ///
 /// # Panics
-/// If t > [`KS_ROWS_MAX`] or a row or `out` is shorter than described.
+/// If t > 4 or a row or `out` is shorter than described.
 pub(crate) fn keyswitch_acc(
     m: &Mont,
     w: &[u32],
@@ -95,7 +84,7 @@ pub(crate) fn keyswitch_acc(
 ) {
     // (checked in release builds too: the SIMD kernels rely on it)
     let rows = t.saturating_sub(1) * stride + n;
-    assert!(t <= KS_ROWS_MAX && w.len() >= rows && g.len() >= rows && out.len() >= n);
+    assert!(t <= 4 && w.len() >= rows && g.len() >= rows && out.len() >= n);
     #[cfg(target_arch = "x86_64")]
     {
         match simd_width() {

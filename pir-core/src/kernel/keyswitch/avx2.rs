@@ -62,7 +62,7 @@ pub(super) unsafe fn keyswitch_acc(
     let n8 = n / 8 * 8;
     let p = _mm256_set1_epi32(m.p as i32);
     let pinv = _mm256_set1_epi32(m.pinv_neg as i32);
-    let pf = super::avx512::ks_prefetch(stride);
+    let pf = super::avx512::ks_prefetch(t, stride);
     let mut i = 0;
     while i < n8 {
         // SAFETY: i + 8 <= n8 <= n; every row k < t of w and g has n

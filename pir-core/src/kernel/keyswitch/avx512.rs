@@ -1,20 +1,20 @@
 use super::Mont;
 use std::arch::x86_64::*;
 
-/// Prefetch distance (words) of the digit stream for rows of `stride`
-/// words; shared with the AVX2 kernel. The packing tree's cached digits
-/// are laid out node after node in the order the online pass visits them
-/// (t·stride words per node), so the same row [`super::KS_ROWS_AHEAD`]
-/// rows on is where this stream will be then. The hint is `prefetcht1`
-/// (into L2): with `prefetcht0` 2 KiB ahead, 2,000 key switches over 94 MB
-/// of digits streamed at 14 GB/s (6.4–6.7 ms, against 3.3 ms with the
-/// digits in cache); into L2 three nodes ahead, 3.8–4.1 ms (min of 3
-/// runs each, four alternating rounds, Zen 4). `PIR_KSPF=<words>`
-/// overrides it.
-pub(super) fn ks_prefetch(stride: usize) -> usize {
+/// Prefetch distance (words) of the digit stream for t rows of
+/// `stride` words; shared with the AVX2 kernel. The packing tree's
+/// cached digits are laid out node after node in the order the online
+/// pass visits them (t·stride words per node), so the same row of the
+/// node [`super::KS_NODES_AHEAD`] ahead is where this stream will be
+/// then. The hint is `prefetcht1` (into L2): with `prefetcht0` 2 KiB
+/// ahead, 2,000 key switches over 94 MB of digits
+/// streamed at 14 GB/s (6.4–6.7 ms, against 3.3 ms with the digits in
+/// cache); into L2 three nodes ahead, 3.8–4.1 ms (min of 3 runs each,
+/// four alternating rounds, Zen 4). `PIR_KSPF=<words>` overrides it.
+pub(super) fn ks_prefetch(t: usize, stride: usize) -> usize {
     static D: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
     D.get_or_init(|| std::env::var("PIR_KSPF").ok().and_then(|v| v.parse().ok()))
-        .unwrap_or(super::KS_ROWS_AHEAD * stride)
+        .unwrap_or(super::KS_NODES_AHEAD * t * stride)
 }
 
 /// REDC of eight 64-bit lanes (values < p·2^32) to [0, p).
@@ -77,7 +77,7 @@ pub(super) unsafe fn keyswitch_acc(
     let p = _mm512_set1_epi64(m.p as i64);
     let pinv = _mm512_set1_epi64(m.pinv_neg as i64);
     let p32 = _mm512_set1_epi32(m.p as i32);
-    let pf = ks_prefetch(stride);
+    let pf = ks_prefetch(t, stride);
     let mut i = 0;
     while i < n16 {
         // SAFETY: i + 16 <= n16 <= n; every row k < t of w and g has n
