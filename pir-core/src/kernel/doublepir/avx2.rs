@@ -1,9 +1,14 @@
 use super::QuadSums;
 use std::arch::x86_64::*;
 
-// The same bound as for `vpdpwssd`: `vpmaddwd` adds the same two
-// products per lane.
-use super::avx512_vnni::FLUSH;
+/// Chunks (32 columns) between flushes of the 32-bit accumulators into
+/// the 64-bit sums: a ymm lane takes two `vpmaddwd` pairs per chunk (the
+/// chunk's two 16-column halves), four products |x·l| ≤ 2^14·1904, so 16
+/// chunks stay below 2^31 (16 · 4 · 2^14 · 1904 ≈ 2^30.9). (Twice the
+/// products per lane and chunk of the `vpdpwssd` kernel, whose zmm lanes
+/// cover a whole chunk.)
+const FLUSH: usize = 16;
+const _: () = assert!(FLUSH as u64 * 4 * (1 << 14) * super::TOP_LIMB_MAX < 1 << 31);
 
 /// Sum of the 4 i64 lanes of the widened i32 lanes of `v`.
 #[inline]
@@ -36,44 +41,56 @@ fn lane_sum(v: __m256i) -> i64 {
 ///
 /// # Safety
 /// avx2 must be available; `quad` holds 4·w digits in chunk order and
-/// `limbs` 5·w entries, w a multiple of 32 and at most 32·FLUSH.
+/// `limbs` 5·w entries, w a multiple of 32.
 #[target_feature(enable = "avx2")]
 pub(super) unsafe fn quad_limbs(quad: &[i16], limbs: &[i16], acc: &mut QuadSums) {
     let chunks = quad.len() / 128;
     assert!(
-        quad.len() == chunks * 128 && limbs.len() == chunks * 160 && chunks <= FLUSH,
+        quad.len() == chunks * 128 && limbs.len() == chunks * 160,
         "quad shape"
     );
     for pair in 0..2 {
-        let mut a = [[_mm256_setzero_si256(); 5]; 2];
-        for c in 0..chunks {
-            for half in 0..2 {
-                // SAFETY: c < chunks; row 2·pair + i of chunk c is at
-                // c·128 + 32·(2·pair + i), limb t at c·160 + 32·t, and
-                // the 16 entries from + 16·half stay inside (asserted).
-                unsafe {
-                    let xp = quad.as_ptr().add(c * 128 + 64 * pair + 16 * half);
-                    let x0 = _mm256_loadu_si256(xp as *const __m256i);
-                    let x1 = _mm256_loadu_si256(xp.add(32) as *const __m256i);
-                    let lp = limbs.as_ptr().add(c * 160 + 16 * half);
-                    for t in 0..5 {
-                        let l = _mm256_loadu_si256(lp.add(32 * t) as *const __m256i);
-                        a[0][t] = _mm256_add_epi32(a[0][t], _mm256_madd_epi16(x0, l));
-                        a[1][t] = _mm256_add_epi32(a[1][t], _mm256_madd_epi16(x1, l));
+        // per row: the 64-bit sums (l_0 + 2^11·l_1, l_2 + 2^11·l_3, l_4)
+        let mut wide = [[_mm256_setzero_si256(); 3]; 2];
+        let mut c0 = 0;
+        while c0 < chunks {
+            let c1 = (c0 + FLUSH).min(chunks);
+            let mut a = [[_mm256_setzero_si256(); 5]; 2];
+            for c in c0..c1 {
+                for half in 0..2 {
+                    // SAFETY: c < chunks; row 2·pair + i of chunk c is at
+                    // c·128 + 32·(2·pair + i), limb t at c·160 + 32·t, and
+                    // the 16 entries from + 16·half stay inside (asserted).
+                    unsafe {
+                        let xp = quad.as_ptr().add(c * 128 + 64 * pair + 16 * half);
+                        let x0 = _mm256_loadu_si256(xp as *const __m256i);
+                        let x1 = _mm256_loadu_si256(xp.add(32) as *const __m256i);
+                        let lp = limbs.as_ptr().add(c * 160 + 16 * half);
+                        for t in 0..5 {
+                            let l = _mm256_loadu_si256(lp.add(32 * t) as *const __m256i);
+                            a[0][t] = _mm256_add_epi32(a[0][t], _mm256_madd_epi16(x0, l));
+                            a[1][t] = _mm256_add_epi32(a[1][t], _mm256_madd_epi16(x1, l));
+                        }
                     }
                 }
             }
-        }
-        for (i, ai) in a.iter().enumerate() {
-            let row = 2 * pair + i;
-            for h in 0..2 {
-                let s = _mm256_add_epi64(
-                    widen(ai[2 * h]),
-                    _mm256_slli_epi64::<11>(widen(ai[2 * h + 1])),
-                );
-                acc.lm[row][h] += lane_sum(s);
+            for (w, ai) in wide.iter_mut().zip(&a) {
+                for h in 0..2 {
+                    let s = _mm256_add_epi64(
+                        widen(ai[2 * h]),
+                        _mm256_slli_epi64::<11>(widen(ai[2 * h + 1])),
+                    );
+                    w[h] = _mm256_add_epi64(w[h], s);
+                }
+                w[2] = _mm256_add_epi64(w[2], widen(ai[4]));
             }
-            acc.hi[row] += lane_sum(widen(ai[4]));
+            c0 = c1;
+        }
+        for (i, w) in wide.iter().enumerate() {
+            let row = 2 * pair + i;
+            acc.lm[row][0] += lane_sum(w[0]);
+            acc.lm[row][1] += lane_sum(w[1]);
+            acc.hi[row] += lane_sum(w[2]);
         }
     }
 }

@@ -2,13 +2,14 @@ use super::QuadSums;
 use std::arch::x86_64::*;
 
 /// Most 32-column steps before the 32-bit accumulators could overflow:
-/// one `vpdpwssd` adds two products |x·l| ≤ 2^14·1904 per lane (x: signed
+/// a step is one `vpdpwssd` per row and limb, which adds two products
+/// |x·l| ≤ 2^14·1904 to each lane (its zmm covers the chunk; x: signed
 /// digit |x| ≤ 2^14; limbs |l| ≤ 2^10 below the top one and
 /// [`super::TOP_LIMB_MAX`] = 1904 at the top), so 34 steps stay below
 /// 2^31 (34 · 2 · 2^14 · 1904 ≈ 2^30.96). A block has at most
 /// BLOCK_COLS / 32 = 32 steps, so a quad never needs an intermediate
 /// flush.
-pub(super) const FLUSH: usize = 34;
+const FLUSH: usize = 34;
 const _: () = assert!(crate::digits::BLOCK_COLS / 32 <= FLUSH);
 const _: () = assert!(FLUSH as u64 * 2 * (1 << 14) * super::TOP_LIMB_MAX < 1 << 31);
 const _: () = assert!(FLUSH as u64 * 2 * (1 << 14) * (1 << 10) < 1 << 31);

@@ -60,15 +60,18 @@ fn doublepir_matches_wide_arithmetic() {
             })
             .collect();
         let m = DigitMatrix::from_row_major(n_rows, ell2, &rows);
-        // c2 mod Q2; `extreme`: the largest top limbs (±Q2/2) and the
-        // largest residues
-        let edges = [Q2 / 2, Q2 / 2 + 1, Q2 - 1, Q2 / 2 - 1, P0 as u64 - 1];
+        // c2 mod Q2; `extreme`: the largest top limbs (±Q2/2) in every
+        // column (queries 0 and 1: with the digits at −2^14 each 32-bit
+        // lane of a full block reaches 64 · 2^14 · 1904 ≈ 2^30.9 in the
+        // `vpdpwssd` kernel, 16 chunks' worth in the AVX2 one), and a mix
+        // with the largest residues (query 2)
+        let edges = [Q2 / 2 + 1, Q2 / 2, Q2 - 1, Q2 / 2 - 1, P0 as u64 - 1];
         let mut c2s: Vec<Vec<u32>> = Vec::new();
         for q in 0..3 {
             let c: Vec<u64> = (0..ell2)
                 .map(|j| {
                     if extreme {
-                        edges[(j + q) % edges.len()]
+                        edges[if q < 2 { q } else { j % edges.len() }]
                     } else {
                         lcg(&mut s) % Q2
                     }
