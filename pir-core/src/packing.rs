@@ -207,28 +207,22 @@ fn keyswitch_rows(ctx: &Context, w: &[u32], rows: usize, g: &[u32], out: &mut [u
 
 /// A batch's key-switching rows as [`PackPrecomp::eval_static`] reads
 /// them: each query's W_b, and (when some level-2 node is folded) its
-/// [`fold_keys`].
+/// τ(W_1) ([`tau_w1`]).
 struct Keys<'a> {
     wbs: &'a [&'a [u32]],
-    w_folds: &'a [Vec<u32>],
+    tau_w1: &'a [Vec<u32>],
 }
 
-/// [W_1 | τ(W_1) | W_2] of one query's W_b rows (τ of level 2, row by row
-/// and half by half): the 3t rows a folded level-2 node sums against its
-/// digit runs ([`fold_level1`]).
-fn fold_keys(ctx: &Context, wb: &[u32]) -> Vec<u32> {
+/// τ(W_1) of one query's W_b rows (τ of level 2, row by row and half by
+/// half): the key a folded level-2 node sums against its odd child's run
+/// ([`fold_level1`]); W_1 and W_2 are read from W_b itself.
+fn tau_w1(ctx: &Context, wb: &[u32]) -> Vec<u32> {
     let d2 = ctx.params.d2;
-    let n = 2 * d2;
-    let tn = ctx.params.gadget_len() * n;
-    let mut out = vec![0u32; 3 * tn];
-    out[..tn].copy_from_slice(&wb[..tn]);
-    for (src, dst) in wb[..tn]
-        .chunks_exact(d2)
-        .zip(out[tn..2 * tn].chunks_exact_mut(d2))
-    {
+    let tn = ctx.params.gadget_len() * 2 * d2;
+    let mut out = vec![0u32; tn];
+    for (src, dst) in wb[..tn].chunks_exact(d2).zip(out.chunks_exact_mut(d2)) {
         crate::kernel::permute(src, &ctx.levels[1].perm, dst);
     }
-    out[2 * tn..].copy_from_slice(&wb[tn..2 * tn]);
     out
 }
 
@@ -247,7 +241,7 @@ fn fold_keys(ctx: &Context, wb: &[u32]) -> Vec<u32> {
 /// whose digit factors are all known at setup. The children's digit runs
 /// (laid out even, odd, then the node: [`digit_offsets`]) are replaced by
 /// A = G_e + x^k·G_o and B = τ(G_e − x^k·G_o), and Answer sums the three
-/// runs against [W_1 | τ(W_1) | W_2] ([`fold_keys`]): the two children's
+/// runs against W_1, τ(W_1) ([`tau_w1`]) and W_2: the two children's
 /// node combinations (and their buffers) go. The result is the same
 /// polynomial, computed with the same exact arithmetic mod each prime.
 /// Half of the tree's nodes are at level 1, a quarter at level 2.
@@ -720,14 +714,14 @@ impl PackPrecomp {
     /// all of the cached digits the online pass reads). The server runs it
     /// beside the SimplePIR pass, which it does not depend on.
     pub fn static_ks(&self, ctx: &Context, wbs: &[&[u32]]) -> StaticKs {
-        let w_folds: Vec<Vec<u32>> = if self.folded.contains(&true) {
-            wbs.iter().map(|wb| fold_keys(ctx, wb)).collect()
+        let tau_w1: Vec<Vec<u32>> = if self.folded.contains(&true) {
+            wbs.iter().map(|wb| tau_w1(ctx, wb)).collect()
         } else {
             Vec::new()
         };
         let keys = Keys {
             wbs,
-            w_folds: &w_folds,
+            tau_w1: &tau_w1,
         };
         let ks = self
             .static_roots
@@ -805,22 +799,23 @@ impl PackPrecomp {
         }
         if level == 2 && self.folded.get(r) == Some(&true) {
             // the subtree's three digit runs (both children's, folded, and
-            // its own) against [W_1 | τ(W_1) | W_2]
-            let off = self.g_off[1][r];
+            // its own) against W_1, τ(W_1) and W_2, as three key switches
+            // of t rows into one sum: one of all 3t rows (a single
+            // reduction) took 1.3–1.5× as long at k = 16 (B = 33, Zen 4),
+            // its 6t row streams 16 KiB apart probably contending for L1
+            // sets
             let len = self.t * 2 * self.d2;
-            let g = &self.g_data[off..off + 3 * len];
+            let off = self.g_off[1][r];
+            let (a, rest) = self.g_data[off..off + 3 * len].split_at(len);
+            let (b, own) = rest.split_at(len);
             return Some(
-                keys.w_folds
-                    .iter()
-                    .map(|w| {
+                wbs.iter()
+                    .zip(keys.tau_w1)
+                    .map(|(wb, tw)| {
                         let mut ks = vec![0u32; 2 * self.d2];
-                        // three key switches of t rows into one sum: one of
-                        // all 3t rows (a single reduction) took 1.3–1.5× as
-                        // long at k = 16 (B = 33, Zen 4), its 6t row streams
-                        // 16 KiB apart probably contending for L1 sets
-                        for (wc, gc) in w.chunks_exact(len).zip(g.chunks_exact(len)) {
-                            keyswitch_rows(ctx, wc, self.t, gc, &mut ks);
-                        }
+                        add_keyswitch(ctx, wb, 1, a, &mut ks);
+                        keyswitch_rows(ctx, tw, self.t, b, &mut ks);
+                        add_keyswitch(ctx, wb, 2, own, &mut ks);
                         Some(ks)
                     })
                     .collect(),

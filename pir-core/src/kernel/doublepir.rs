@@ -85,6 +85,21 @@ pub(super) struct QuadSums {
 /// overflow in i64.
 type RowSums = [i64; 3];
 
+/// The weights of `RowSums` entries 1 and 2, 2^22 and 2^44, mod P0 and
+/// mod P1.
+const LIMB_WEIGHTS: [[u32; 2]; 2] = [
+    limb_weights(crate::arith::P0),
+    limb_weights(crate::arith::P1),
+];
+
+/// 2^22 and 2^44 mod p.
+const fn limb_weights(p: u32) -> [u32; 2] {
+    [
+        ((1u64 << (2 * LIMB_BITS)) % p as u64) as u32,
+        ((1u64 << (4 * LIMB_BITS)) % p as u64) as u32,
+    ]
+}
+
 impl DpQuery {
     fn new(c2: &[u32], cols: usize, limbs: Option<DpLimbs>) -> DpQuery {
         use crate::digits::{DigitMatrix, CHUNK_COLS};
@@ -117,13 +132,16 @@ impl DpQuery {
         use crate::arith::reduce_signed;
         match self {
             DpQuery::Wide(..) => [reduce_signed(&MOD0, s[0]), reduce_signed(&MOD1, s[1])],
-            DpQuery::Limbs(..) => [MOD0, MOD1].map(|m| {
-                // s0 + 2^22·s1 + 2^44·s2 mod p
-                let w22 = m.reduce(1 << (2 * LIMB_BITS));
-                let w44 = m.reduce(1 << (4 * LIMB_BITS));
-                let r = m.add(reduce_signed(&m, s[0]), m.mul(reduce_signed(&m, s[1]), w22));
-                m.add(r, m.mul(reduce_signed(&m, s[2]), w44))
-            }),
+            DpQuery::Limbs(..) => {
+                [(MOD0, LIMB_WEIGHTS[0]), (MOD1, LIMB_WEIGHTS[1])].map(|(m, w)| {
+                    // s0 + 2^22·s1 + 2^44·s2 mod p
+                    let r = m.add(
+                        reduce_signed(&m, s[0]),
+                        m.mul(reduce_signed(&m, s[1]), w[0]),
+                    );
+                    m.add(r, m.mul(reduce_signed(&m, s[2]), w[1]))
+                })
+            }
         }
     }
 }
