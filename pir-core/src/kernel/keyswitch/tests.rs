@@ -9,25 +9,32 @@ fn montgomery_keyswitch_matches_naive() {
     for p in [crate::arith::P0, crate::arith::P1] {
         let m = Mont::new(p);
         assert_eq!(m.p.wrapping_mul(m.pinv_neg), u32::MAX); // p·(−p^{-1}) = −1
-        for n in [1usize, 15, 16, 33, 2048] {
-            let t = 3;
+        // random rows (t = 3, as packing uses), and the largest residues
+        // in every slot at t = 4, the most products one REDC takes here
+        for (n, extreme) in [1usize, 15, 16, 33, 2048]
+            .into_iter()
+            .flat_map(|n| [(n, false), (n, true)])
+        {
+            let t = if extreme { 4 } else { 3 };
             let stride = n + 5;
-            let w: Vec<u32> = (0..t * stride)
-                .map(|_| (lcg(&mut s) % p as u64) as u32)
-                .collect();
-            let g: Vec<u32> = (0..t * stride)
-                .map(|_| (lcg(&mut s) % p as u64) as u32)
-                .collect();
-            let wm: Vec<u32> = w
-                .iter()
-                .map(|&x| (x as u64 * m.r_mod_p as u64 % p as u64) as u32)
-                .collect();
-            let init: Vec<u32> = (0..n).map(|_| (lcg(&mut s) % p as u64) as u32).collect();
+            let mut r = |s: &mut u64| -> u32 {
+                if extreme {
+                    p - 1
+                } else {
+                    (lcg(s) % p as u64) as u32
+                }
+            };
+            // the keys as the kernels take them (Montgomery form, w·R)
+            let wm: Vec<u32> = (0..t * stride).map(|_| r(&mut s)).collect();
+            let g: Vec<u32> = (0..t * stride).map(|_| r(&mut s)).collect();
+            let init: Vec<u32> = (0..n).map(|_| r(&mut s)).collect();
+            let r_inv = m.pinv_inv_r() as u128;
             let want: Vec<u32> = (0..n)
                 .map(|i| {
                     let mut a = init[i] as u128;
                     for k in 0..t {
-                        a += w[k * stride + i] as u128 * g[k * stride + i] as u128;
+                        let w = wm[k * stride + i] as u128 * r_inv % p as u128;
+                        a += w * g[k * stride + i] as u128;
                     }
                     (a % p as u128) as u32
                 })
@@ -36,7 +43,7 @@ fn montgomery_keyswitch_matches_naive() {
             keyswitch_acc(&m, &wm, &g, t, stride, n, &mut fast);
             let mut slow = init.clone();
             keyswitch_acc_scalar(&m, &wm, &g, t, stride, 0, n, &mut slow);
-            assert_eq!(fast, want, "p={p} n={n}");
+            assert_eq!(fast, want, "p={p} n={n} extreme={extreme}");
             assert_eq!(slow, want);
         }
     }
