@@ -8,7 +8,8 @@ fn montgomery_keyswitch_matches_naive() {
     let mut s = 3;
     for p in [crate::arith::P0, crate::arith::P1] {
         let m = Mont::new(p);
-        assert_eq!(m.p.wrapping_mul(m.pinv_neg), u32::MAX); // p·(−p^{-1}) = −1
+        // p·(−p^{-1}) = −1
+        assert_eq!(m.p.wrapping_mul(m.pinv_neg), u32::MAX);
         // random rows (t = 3, as packing uses), and the largest residues
         // in every slot at t = 4, the most products one REDC takes here
         for (n, extreme) in [1usize, 15, 16, 33, 2048]
@@ -17,7 +18,7 @@ fn montgomery_keyswitch_matches_naive() {
         {
             let t = if extreme { 4 } else { 3 };
             let stride = n + 5;
-            let mut r = |s: &mut u64| -> u32 {
+            let r = |s: &mut u64| -> u32 {
                 if extreme {
                     p - 1
                 } else {
