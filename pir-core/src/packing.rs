@@ -803,7 +803,10 @@ impl PackPrecomp {
             // of t rows into one sum: one of all 3t rows (a single
             // reduction) took 1.3–1.5× as long at k = 16 (B = 33, Zen 4),
             // its 6t row streams 16 KiB apart probably contending for L1
-            // sets
+            // sets, and one reduction over the three t-row sets, their
+            // 64-bit sums kept in a buffer between them, was slower too
+            // (docs/benchmarks.md, "Tried and dropped"): the key switch is
+            // bound by its loads
             let len = self.t * 2 * self.d2;
             let off = self.g_off[1][r];
             let (a, rest) = self.g_data[off..off + 3 * len].split_at(len);

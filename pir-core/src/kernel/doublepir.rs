@@ -6,7 +6,7 @@
 use super::Kernel;
 #[cfg(target_arch = "x86_64")]
 use super::{avx2 as has_avx2, avx512_vnni as has_avx512_vnni};
-use crate::arith::{Crt, MOD0, MOD1, Q2};
+use crate::arith::{Crt, MOD0, MOD1, MODS, Q2};
 
 #[cfg(target_arch = "x86_64")]
 mod avx2;
@@ -85,12 +85,9 @@ pub(super) struct QuadSums {
 /// overflow in i64.
 type RowSums = [i64; 3];
 
-/// The weights of `RowSums` entries 1 and 2, 2^22 and 2^44, mod P0 and
-/// mod P1.
-const LIMB_WEIGHTS: [[u32; 2]; 2] = [
-    limb_weights(crate::arith::P0),
-    limb_weights(crate::arith::P1),
-];
+/// The weights of `RowSums` entries 1 and 2, 2^22 and 2^44, mod each
+/// prime of [`MODS`].
+const LIMB_WEIGHTS: [[u32; 2]; 2] = [limb_weights(MODS[0].p), limb_weights(MODS[1].p)];
 
 /// 2^22 and 2^44 mod p.
 const fn limb_weights(p: u32) -> [u32; 2] {
@@ -132,16 +129,12 @@ impl DpQuery {
         use crate::arith::reduce_signed;
         match self {
             DpQuery::Wide(..) => [reduce_signed(&MOD0, s[0]), reduce_signed(&MOD1, s[1])],
-            DpQuery::Limbs(..) => {
-                [(MOD0, LIMB_WEIGHTS[0]), (MOD1, LIMB_WEIGHTS[1])].map(|(m, w)| {
-                    // s0 + 2^22·s1 + 2^44·s2 mod p
-                    let r = m.add(
-                        reduce_signed(&m, s[0]),
-                        m.mul(reduce_signed(&m, s[1]), w[0]),
-                    );
-                    m.add(r, m.mul(reduce_signed(&m, s[2]), w[1]))
-                })
-            }
+            DpQuery::Limbs(..) => std::array::from_fn(|i| {
+                // s0 + 2^22·s1 + 2^44·s2 mod p
+                let (m, w) = (&MODS[i], LIMB_WEIGHTS[i]);
+                let r = m.add(reduce_signed(m, s[0]), m.mul(reduce_signed(m, s[1]), w[0]));
+                m.add(r, m.mul(reduce_signed(m, s[2]), w[1]))
+            }),
         }
     }
 }
