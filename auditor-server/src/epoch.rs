@@ -634,20 +634,22 @@ pub fn manifest_digest(manifest_json: &[u8]) -> [u8; 32] {
     Sha256::digest(manifest_json).into()
 }
 
-/// Logs, once per process, the SimplePIR software-prefetch distance and
-/// single-query kernel pir-core measured at the first database large
-/// enough to measure on
-/// (`pir_core::server::prefetch_tuning`): it depends on the machine, so an
-/// operator comparing hosts should see it.
+/// Logs the SimplePIR software-prefetch distance and single-query kernel
+/// pir-core chose (`pir_core::server::prefetch_tuning`) each time it has
+/// measured again (at the 1st, 2nd, 4th, 8th, … database large enough to
+/// measure on): it depends on the machine, so an operator comparing hosts
+/// should see it.
 fn log_prefetch_choice() {
-    use std::sync::atomic::{AtomicBool, Ordering};
-    static LOGGED: AtomicBool = AtomicBool::new(false);
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    // measurements logged so far, plus one (0: nothing logged yet)
+    static LOGGED: AtomicUsize = AtomicUsize::new(0);
     if let Some(t) = pir_core::server::prefetch_tuning() {
-        if !LOGGED.swap(true, Ordering::Relaxed) {
+        if LOGGED.swap(t.measurements + 1, Ordering::Relaxed) != t.measurements + 1 {
             tracing::info!(
                 bytes = t.chosen,
                 single_query_kernel = t.kernel,
                 forced = t.forced,
+                measurements = t.measurements,
                 candidates_gb_s = ?t.candidates,
                 "SimplePIR prefetch distance"
             );

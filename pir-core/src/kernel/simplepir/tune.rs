@@ -43,9 +43,9 @@ const PF_UNSET: usize = usize::MAX;
 
 static PF_DIST: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(PF_UNSET);
 
-/// The kernel of a single query ([`single_kernel`]), set once by
-/// [`tune_prefetch`].
-static SINGLE: std::sync::OnceLock<Kernel> = std::sync::OnceLock::new();
+/// The kernel of a single query ([`single_kernel`]), set by
+/// [`tune_prefetch`] at each measurement.
+static SINGLE: std::sync::Mutex<Option<Kernel>> = std::sync::Mutex::new(None);
 
 /// The kernel a pass of a single query uses: what the first large
 /// DBSetup measured fastest for it ([`tune_prefetch`]), else
@@ -55,7 +55,11 @@ static SINGLE: std::sync::OnceLock<Kernel> = std::sync::OnceLock::new();
 /// one (docs/benchmarks.md, Zen 4 "One query"); batches always use the
 /// selected kernel.
 pub(crate) fn single_kernel() -> Kernel {
-    SINGLE.get().copied().unwrap_or_else(Kernel::selected)
+    SINGLE
+        .lock()
+        .ok()
+        .and_then(|k| *k)
+        .unwrap_or_else(Kernel::selected)
 }
 
 /// The kernel a pass of `queries` queries uses: [`single_kernel`] for
@@ -105,10 +109,11 @@ pub fn prefetch_distance() -> usize {
     }
 }
 
-/// What the first DBSetup of a database of at least 64 MiB measured
+/// What the DBSetups of databases of at least 64 MiB measured
 /// ([`crate::server::Server::setup`] times the SimplePIR pass of one
-/// query at 0, 4, 8 and 24 KiB, with each kernel it may use, and keeps
-/// the fastest for the process).
+/// query at 0, 4, 8 and 24 KiB, with each kernel it may use, at the 1st,
+/// 2nd, 4th, 8th, … such setup of the process, and keeps the fastest by
+/// the best rate each candidate has reached so far).
 #[derive(Clone, Debug, PartialEq)]
 pub struct PrefetchTuning {
     /// The distance chosen (bytes; 0 = no software prefetch).
@@ -119,24 +124,66 @@ pub struct PrefetchTuning {
     /// Set by `PIR_PF`: nothing was measured.
     pub forced: bool,
     /// Best single-thread SimplePIR throughput (GB/s) of each candidate
-    /// (kernel, distance) over the same span of the database, the
-    /// selected kernel first.
+    /// (kernel, distance) over the same span of a database, over every
+    /// measurement so far, the selected kernel first.
     pub candidates: Vec<(&'static str, usize, f64)>,
     /// Bytes streamed per timed pass.
     pub span_bytes: usize,
+    /// Measurements merged into `candidates` (0 when forced).
+    pub measurements: usize,
 }
 
-static TUNING: std::sync::Mutex<Option<PrefetchTuning>> = std::sync::Mutex::new(None);
+/// The process's tuning: the last result, and how many DBSetups large
+/// enough to measure on it has seen.
+struct TuneState {
+    tuning: Option<PrefetchTuning>,
+    setups: usize,
+}
+
+static TUNING: std::sync::Mutex<TuneState> = std::sync::Mutex::new(TuneState {
+    tuning: None,
+    setups: 0,
+});
+
+/// Whether the `setup`-th DBSetup large enough to measure on (from 1)
+/// measures again: the 1st, 2nd, 4th, 8th, …, so that a server building
+/// hundreds of databases a day re-checks its choice a few times, spread
+/// over its first epochs, at a cost that stays below a pass per setup on
+/// average. Each measurement takes ~0.1 s per kernel; one taken while the
+/// core's memory was slow (on a shared Zen 4, every candidate at 18–22
+/// GB/s against 23–29 in other runs, so that none beat the selected kernel
+/// without prefetch by the margin and a single query's pass ran at 0.75
+/// of the read loop instead of 0.91–0.93) no longer fixes the choice for
+/// the life of the process.
+fn measures_at(setup: usize) -> bool {
+    setup.is_power_of_two()
+}
+
+/// Merges a measurement's rates into the best so far (`best` empty: the
+/// first). A shared core only ever slows a pass, so the best rate each
+/// candidate has reached is the estimate of what it can do.
+fn merge_best(best: &mut Vec<f64>, rates: &[f64]) {
+    if best.len() != rates.len() {
+        *best = rates.to_vec();
+        return;
+    }
+    for (b, &r) in best.iter_mut().zip(rates) {
+        *b = b.max(r);
+    }
+}
 
 /// Times the first `panels` panels of `view` for one query with every
 /// kernel of `kernels` at every [`PREFETCH_CANDIDATES`] distance, three
-/// interleaved rounds, and returns the fastest ([`choose`]) with its
-/// kernel. Leaves the process-wide distance at the last candidate; the
-/// caller sets it.
+/// interleaved rounds, merges each candidate's best rate into `prior`
+/// (the rates of earlier measurements in the same order, or empty;
+/// [`merge_best`]) and returns the fastest by the merged rates
+/// ([`choose`]) with its kernel. Leaves the process-wide distance at the
+/// last candidate; the caller sets it.
 fn measure_prefetch(
     kernels: &[Kernel],
     view: &View<'_>,
     panels: usize,
+    prior: &PrefetchTuning,
 ) -> (PrefetchTuning, Kernel) {
     use std::sync::atomic::Ordering::Relaxed;
     let panels = panels.min(view.panels());
@@ -158,17 +205,36 @@ fn measure_prefetch(
             std::hint::black_box(&out);
         }
     }
-    let (kernel, chosen) = pairs[choose(&best)];
+    let rates: Vec<f64> = best
+        .iter()
+        .map(|&s| span_bytes as f64 / s.max(1e-9) / 1e9)
+        .collect();
+    // earlier rates count only for the same candidates in the same order
+    let same = prior.candidates.len() == pairs.len()
+        && prior
+            .candidates
+            .iter()
+            .zip(&pairs)
+            .all(|(c, &(k, d))| (c.0, c.1) == (k.name(), d));
+    let mut merged: Vec<f64> = if same {
+        prior.candidates.iter().map(|c| c.2).collect()
+    } else {
+        Vec::new()
+    };
+    merge_best(&mut merged, &rates);
+    let times: Vec<f64> = merged.iter().map(|&r| 1.0 / r.max(1e-9)).collect();
+    let (kernel, chosen) = pairs[choose(&times)];
     let tuning = PrefetchTuning {
         chosen,
         kernel: kernel.name(),
         forced: false,
         candidates: pairs
             .iter()
-            .zip(&best)
-            .map(|(&(k, d), &s)| (k.name(), d, span_bytes as f64 / s.max(1e-9) / 1e9))
+            .zip(&merged)
+            .map(|(&(k, d), &r)| (k.name(), d, r))
             .collect(),
         span_bytes,
+        measurements: if same { prior.measurements + 1 } else { 1 },
     };
     (tuning, kernel)
 }
@@ -189,41 +255,45 @@ fn choose(times: &[f64]) -> usize {
     chosen
 }
 
-/// The measurement the first large DBSetup made in this process, if any
-/// (see [`PrefetchTuning`]).
+/// The last measurement of this process, merged with the earlier ones,
+/// if any (see [`PrefetchTuning`]).
 pub fn prefetch_tuning() -> Option<PrefetchTuning> {
-    TUNING.lock().map(|t| t.clone()).unwrap_or(None)
+    TUNING.lock().map(|t| t.tuning.clone()).unwrap_or(None)
 }
 
-/// Measures the SimplePIR pass of one query over the first 256 MiB of
-/// `db` (all of it if smaller) with every [`PREFETCH_CANDIDATES`]
-/// distance and every kernel a single query may use
-/// ([`single_candidates`]; three interleaved rounds, best time of each),
-/// and keeps the fastest (another candidate than the selected kernel
-/// without prefetch only if it beats that by more than 2 %) for the rest
-/// of the process: the distance and the kernel of single-query passes
-/// ([`prefetch_distance`], [`single_kernel`]; a batch prefetches the
-/// next tiles at its own fixed distance with the selected kernel). Runs
-/// once per process (later calls return the first result); returns
-/// `None` without measuring when the tiled region of `db` is smaller than
-/// 64 MiB or the kernel is scalar (no prefetch), so a later, larger
-/// database can still tune. About 12 passes of 256 MiB per kernel: ~0.1 s
-/// each at 30 GB/s, paid at the first DBSetup.
+/// Called by every DBSetup: on the 1st, 2nd, 4th, 8th, … one of a
+/// database of at least 64 MiB in this process ([`measures_at`]), measures
+/// the SimplePIR pass of one query over the first 256 MiB of `db` (all of
+/// it if smaller) with every [`PREFETCH_CANDIDATES`] distance and every
+/// kernel a single query may use ([`single_candidates`]; three
+/// interleaved rounds, best time of each), merges the rates into the best
+/// each candidate has reached in this process, and keeps the fastest by
+/// those (another candidate than the selected kernel without prefetch
+/// only if it beats that by more than 2 %): the distance and the kernel
+/// of single-query passes from then on ([`prefetch_distance`],
+/// [`single_kernel`]; a batch prefetches the next tiles at its own fixed
+/// distance with the selected kernel). Returns the merged result when it
+/// measured, else `None`: the tiled region of `db` is smaller than 64 MiB
+/// (not counted, so a later, larger database still tunes), the kernel is
+/// scalar (no prefetch), or this setup is not one that measures. `PIR_PF`
+/// fixes the distance instead (returned once, at the first call). About
+/// 12 passes of 256 MiB per kernel: ~0.1 s each at 30 GB/s.
 pub(crate) fn tune_prefetch(db: &crate::db::Database) -> Option<PrefetchTuning> {
     use std::sync::atomic::Ordering::Relaxed;
-    let mut slot = TUNING.lock().ok()?;
-    if let Some(t) = slot.as_ref() {
-        return Some(t.clone());
-    }
+    let mut state = TUNING.lock().ok()?;
     if let Some(d) = prefetch_forced() {
+        if state.tuning.is_some() {
+            return None;
+        }
         let t = PrefetchTuning {
             chosen: d,
             kernel: Kernel::selected().name(),
             forced: true,
             candidates: Vec::new(),
             span_bytes: 0,
+            measurements: 0,
         };
-        *slot = Some(t.clone());
+        state.tuning = Some(t.clone());
         return Some(t);
     }
     let k = Kernel::selected();
@@ -232,15 +302,29 @@ pub(crate) fn tune_prefetch(db: &crate::db::Database) -> Option<PrefetchTuning> 
     if k == Kernel::Scalar || panel_bytes == 0 || view.panels() * panel_bytes < MIN_TUNE_BYTES {
         return None;
     }
+    state.setups += 1;
+    if !measures_at(state.setups) {
+        return None;
+    }
+    let prior = state.tuning.clone().unwrap_or(PrefetchTuning {
+        chosen: PREFETCH_DEFAULT,
+        kernel: k.name(),
+        forced: false,
+        candidates: Vec::new(),
+        span_bytes: 0,
+        measurements: 0,
+    });
     let (t, single) = measure_prefetch(
         &single_candidates(),
         &view,
         TUNE_BYTES.div_ceil(panel_bytes),
+        &prior,
     );
     PF_DIST.store(t.chosen, Relaxed);
-    // set once: this runs once per process (guarded by `TUNING`)
-    let _ = SINGLE.set(single);
-    *slot = Some(t.clone());
+    if let Ok(mut s) = SINGLE.lock() {
+        *s = Some(single);
+    }
+    state.tuning = Some(t.clone());
     Some(t)
 }
 
@@ -290,7 +374,16 @@ mod tests {
         assert!(view.panels() > 1);
         let kernels = single_candidates();
         assert_eq!(kernels[0], Kernel::selected());
-        let (t, single) = measure_prefetch(&kernels, &view, 2);
+        let none = PrefetchTuning {
+            chosen: 0,
+            kernel: Kernel::selected().name(),
+            forced: false,
+            candidates: Vec::new(),
+            span_bytes: 0,
+            measurements: 0,
+        };
+        let (t, single) = measure_prefetch(&kernels, &view, 2, &none);
+        assert_eq!(t.measurements, 1);
         assert_eq!(t.span_bytes, 2 * view.panel * view.tiled_cols);
         let want: Vec<_> = kernels
             .iter()
@@ -316,6 +409,14 @@ mod tests {
             assert_eq!(chosen.2, fastest);
             assert!(chosen.2 > baseline);
         }
+        // a second measurement merges into the first: same candidates,
+        // each at least as fast as either measurement alone
+        let (t2, _) = measure_prefetch(&kernels, &view, 2, &t);
+        assert_eq!(t2.measurements, 2);
+        for (a, b) in t2.candidates.iter().zip(&t.candidates) {
+            assert_eq!((a.0, a.1), (b.0, b.1));
+            assert!(a.2 >= b.2);
+        }
         // too small to measure on: no tuning, nothing cached
         assert_eq!(
             tune_prefetch(&db).filter(|t| !t.forced && t.span_bytes < MIN_TUNE_BYTES),
@@ -336,9 +437,30 @@ mod tests {
     }
 
     #[test]
+    fn measurements_thin_out_over_a_process() {
+        let at: Vec<usize> = (1..=40).filter(|&n| measures_at(n)).collect();
+        assert_eq!(at, [1, 2, 4, 8, 16, 32]);
+        // 768 databases a day for a year: 19 measurements
+        assert_eq!((1..=768 * 365).filter(|&n| measures_at(n)).count(), 19);
+    }
+
+    #[test]
+    fn merging_keeps_each_candidates_best_rate() {
+        let mut best = Vec::new();
+        merge_best(&mut best, &[20.0, 25.0, 18.0]);
+        assert_eq!(best, [20.0, 25.0, 18.0]);
+        // a slow measurement lowers nothing; a faster one raises its own
+        merge_best(&mut best, &[19.0, 22.0, 29.0]);
+        assert_eq!(best, [20.0, 25.0, 29.0]);
+        // other candidates: start over
+        merge_best(&mut best, &[1.0, 2.0]);
+        assert_eq!(best, [1.0, 2.0]);
+    }
+
+    #[test]
     fn single_queries_use_the_measured_kernel() {
         // unmeasured: the selected kernel; a batch always uses it
-        if SINGLE.get().is_none() {
+        if SINGLE.lock().unwrap().is_none() {
             assert_eq!(single_kernel(), Kernel::selected());
         }
         assert_eq!(pass_kernel(1), single_kernel());
