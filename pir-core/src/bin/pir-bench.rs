@@ -202,9 +202,14 @@ fn run(args: &Args) -> Result<()> {
     let t = Instant::now();
     let mut server = Server::setup(params, db, seed)?;
     let prep_seconds = t.elapsed().as_secs_f64();
-    // (the first DBSetup's parts: later rebuilds for the update ratio do
-    // not repeat the prefetch measurement)
+    // (the first DBSetup's parts; the update ratio's rebuilds repeat the
+    // prefetch measurement at the 2nd and 4th setup, so the choice the
+    // answer trials ran with is taken now)
     let prep = server.setup_timings();
+    let tuning = (
+        pir_core::server::prefetch_distance(),
+        pir_core::server::prefetch_tuning(),
+    );
     let client = Client::new(params, shape, seed)?;
 
     let mut answer_ms = Vec::new();
@@ -496,11 +501,11 @@ fn run(args: &Args) -> Result<()> {
         "prep_hint_seconds": prep.hint,
         "prep_h2_seconds": prep.h2,
         "prep_packing_seconds": prep.packing,
-        // the one-off prefetch measurement of the first DBSetup (included in
-        // prep_seconds) and what it chose
+        // the prefetch measurement of the first DBSetup (included in
+        // prep_seconds) and what the answer trials ran with
         "prep_tune_seconds": prep.tune,
-        "simplepir_prefetch_bytes": pir_core::server::prefetch_distance(),
-        "simplepir_prefetch_tuning": pir_core::server::prefetch_tuning().map(|t| serde_json::json!({
+        "simplepir_prefetch_bytes": tuning.0,
+        "simplepir_prefetch_tuning": tuning.1.map(|t| serde_json::json!({
             "forced": t.forced,
             "span_bytes": t.span_bytes,
             // measurements merged (each candidate's best rate over them)
