@@ -342,12 +342,12 @@ fn run(args: &Args) -> Result<()> {
     let mut update = serde_json::Value::Null;
     if let Some(frac) = args.update_fraction {
         // What the update is compared with: DBSetup from scratch, timed
-        // `trials` times like the update (the first setup, without its
-        // prefetch measurement, which a running server repeats only at its
-        // 2nd, 4th, 8th, … setup and which is taken out of those too, then rebuilds of the same database and
-        // seed; the server is torn down before each, so memory peaks as in
-        // the first). One setup is seconds long, but the host's noise
-        // moves it by ±10 % from one to the next.
+        // `trials` times like the update (the first setup, then rebuilds
+        // of the same database and seed, each without the prefetch
+        // measurement that the 1st, 2nd, 4th, … setup of a process makes;
+        // the server is torn down before each, so memory peaks as in the
+        // first). One setup is seconds long, but the host's noise moves it
+        // by ±10 % from one to the next.
         let mut setups = vec![prep_seconds - prep.tune];
         for _ in 1..args.trials {
             let db = server.into_database();

@@ -47,8 +47,8 @@ static PF_DIST: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize:
 /// [`tune_prefetch`] at each measurement.
 static SINGLE: std::sync::Mutex<Option<Kernel>> = std::sync::Mutex::new(None);
 
-/// The kernel a pass of a single query uses: what the first large
-/// DBSetup measured fastest for it ([`tune_prefetch`]), else
+/// The kernel a pass of a single query uses: what the measurements of
+/// the large DBSetups so far found fastest for it ([`tune_prefetch`]), else
 /// [`Kernel::selected`]. A single query is bound by the stream, not by
 /// the multiplies, and on a Zen 4 EPYC the AVX2 kernel, whose prefetch
 /// goes out one line per quad, streamed it faster than the `vpdpbusd`
