@@ -95,8 +95,8 @@ fn prefetch_forced() -> Option<usize> {
 
 /// Software prefetch distance in bytes of the SimplePIR stream: how far
 /// ahead of the tile being read the kernels request cache lines (0: none).
-/// `PIR_PF` if set, else what the first large DBSetup measured (see
-/// [`prefetch_tuning`]), else 0.
+/// `PIR_PF` if set, else what the measurements of the large DBSetups so
+/// far chose (see [`prefetch_tuning`]), else 0.
 pub fn prefetch_distance() -> usize {
     use std::sync::atomic::Ordering::Relaxed;
     match PF_DIST.load(Relaxed) {
