@@ -175,15 +175,14 @@ fn merge_best(best: &mut Vec<f64>, rates: &[f64]) {
 /// Times the first `panels` panels of `view` for one query with every
 /// kernel of `kernels` at every [`PREFETCH_CANDIDATES`] distance, three
 /// interleaved rounds, merges each candidate's best rate into `prior`
-/// (the rates of earlier measurements in the same order, or empty;
-/// [`merge_best`]) and returns the fastest by the merged rates
+/// (the earlier measurements, if any; [`merge_best`]) and returns the fastest by the merged rates
 /// ([`choose`]) with its kernel. Leaves the process-wide distance at the
 /// last candidate; the caller sets it.
 fn measure_prefetch(
     kernels: &[Kernel],
     view: &View<'_>,
     panels: usize,
-    prior: &PrefetchTuning,
+    prior: Option<&PrefetchTuning>,
 ) -> (PrefetchTuning, Kernel) {
     use std::sync::atomic::Ordering::Relaxed;
     let panels = panels.min(view.panels());
@@ -210,17 +209,16 @@ fn measure_prefetch(
         .map(|&s| span_bytes as f64 / s.max(1e-9) / 1e9)
         .collect();
     // earlier rates count only for the same candidates in the same order
-    let same = prior.candidates.len() == pairs.len()
-        && prior
-            .candidates
-            .iter()
-            .zip(&pairs)
-            .all(|(c, &(k, d))| (c.0, c.1) == (k.name(), d));
-    let mut merged: Vec<f64> = if same {
-        prior.candidates.iter().map(|c| c.2).collect()
-    } else {
-        Vec::new()
-    };
+    let prior = prior.filter(|p| {
+        p.candidates.len() == pairs.len()
+            && p.candidates
+                .iter()
+                .zip(&pairs)
+                .all(|(c, &(k, d))| (c.0, c.1) == (k.name(), d))
+    });
+    let mut merged: Vec<f64> = prior
+        .map(|p| p.candidates.iter().map(|c| c.2).collect())
+        .unwrap_or_default();
     merge_best(&mut merged, &rates);
     let times: Vec<f64> = merged.iter().map(|&r| 1.0 / r.max(1e-9)).collect();
     let (kernel, chosen) = pairs[choose(&times)];
@@ -234,7 +232,7 @@ fn measure_prefetch(
             .map(|(&(k, d), &r)| (k.name(), d, r))
             .collect(),
         span_bytes,
-        measurements: if same { prior.measurements + 1 } else { 1 },
+        measurements: prior.map_or(0, |p| p.measurements) + 1,
     };
     (tuning, kernel)
 }
@@ -306,19 +304,11 @@ pub(crate) fn tune_prefetch(db: &crate::db::Database) -> Option<PrefetchTuning> 
     if !measures_at(state.setups) {
         return None;
     }
-    let prior = state.tuning.clone().unwrap_or(PrefetchTuning {
-        chosen: PREFETCH_DEFAULT,
-        kernel: k.name(),
-        forced: false,
-        candidates: Vec::new(),
-        span_bytes: 0,
-        measurements: 0,
-    });
     let (t, single) = measure_prefetch(
         &single_candidates(),
         &view,
         TUNE_BYTES.div_ceil(panel_bytes),
-        &prior,
+        state.tuning.as_ref(),
     );
     PF_DIST.store(t.chosen, Relaxed);
     if let Ok(mut s) = SINGLE.lock() {
@@ -374,15 +364,7 @@ mod tests {
         assert!(view.panels() > 1);
         let kernels = single_candidates();
         assert_eq!(kernels[0], Kernel::selected());
-        let none = PrefetchTuning {
-            chosen: 0,
-            kernel: Kernel::selected().name(),
-            forced: false,
-            candidates: Vec::new(),
-            span_bytes: 0,
-            measurements: 0,
-        };
-        let (t, single) = measure_prefetch(&kernels, &view, 2, &none);
+        let (t, single) = measure_prefetch(&kernels, &view, 2, None);
         assert_eq!(t.measurements, 1);
         assert_eq!(t.span_bytes, 2 * view.panel * view.tiled_cols);
         let want: Vec<_> = kernels
@@ -411,7 +393,7 @@ mod tests {
         }
         // a second measurement merges into the first: same candidates,
         // each at least as fast as either measurement alone
-        let (t2, _) = measure_prefetch(&kernels, &view, 2, &t);
+        let (t2, _) = measure_prefetch(&kernels, &view, 2, Some(&t));
         assert_eq!(t2.measurements, 2);
         for (a, b) in t2.candidates.iter().zip(&t.candidates) {
             assert_eq!((a.0, a.1), (b.0, b.1));
