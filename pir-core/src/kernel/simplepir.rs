@@ -23,7 +23,9 @@
 //! shares each quad it loads (§4.3 cross-client batching). With
 //! `vpdpbusd` a batch takes the same slice of two neighbouring tiles per
 //! call ([`panels_pairs`]), so that each query digit it broadcasts feeds
-//! two multiplies.
+//! two multiplies. A single query, bound by the stream alone, goes through
+//! the `vpdpbusd` kernel a panel's tiles per call, so that nothing
+//! interrupts the stream between tiles.
 
 use super::Kernel;
 #[cfg(target_arch = "x86_64")]
@@ -191,7 +193,8 @@ fn tail_spans(view: &View<'_>) -> Vec<(usize, usize)> {
 /// the slice is read from memory once and from L1 by every further group
 /// (128 and 256 rows measured 10–25 % slower in L2, 1024 and 2048 no
 /// faster, with a transposed copy of the slice; 1024 within noise for
-/// the two-tile kernel). A single query takes a whole tile per call.
+/// the two-tile kernel). A single query takes a whole tile per call, or
+/// with `vpdpbusd` all of a panel's tiles ([`avx512::run_vnni`]).
 const SLICE_ROWS: usize = 512;
 
 /// Most rows of a batch's slice with the AVX2 kernel: a whole panel of
@@ -304,6 +307,30 @@ fn tiles_with(
 ) {
     let panel = view.panel;
     let nq = queries.len();
+    #[cfg(target_arch = "x86_64")]
+    if nq == 1 && k == Kernel::Avx512Vnni && avx512_vnni() {
+        // one query with `vpdpbusd`: each panel's tiles in one call
+        let region = &view.data[..view.panels() * panel * view.tiled_cols];
+        let cols = tiles.start * GROUP_COLS..tiles.end * GROUP_COLS;
+        for p in p0..p1 {
+            let at = (p * view.tiled_cols + cols.start) * panel;
+            let data = &region[at..at + cols.len() * panel];
+            let digits = queries[0].digits(p * panel, (p + 1) * panel);
+            // SAFETY: avx512f, avx512bw and avx512vnni were detected at
+            // runtime; a panel is a multiple of 32 rows, so `digits` holds
+            // 16 bytes for each of an even number of quads, `data` whole
+            // tiles of that many quads, and `out` 16 words per tile.
+            unsafe {
+                avx512::run_vnni(
+                    data,
+                    digits,
+                    tune::prefetch_distance(),
+                    &mut out[0][cols.clone()],
+                )
+            };
+        }
+        return;
+    }
     let slice = if nq == 1 {
         panel
     } else {

@@ -236,6 +236,90 @@ pub(super) unsafe fn group_vnni<const Q: usize, const U: usize>(
     }
 }
 
+/// Bytes of database after which [`run_vnni`] issues its next pair of
+/// prefetches: one 4 KiB page.
+const PAGE: usize = 4096;
+
+/// The `vpdpbusd` kernel of a single query over a run of whole tiles of
+/// one panel (`data`, each tile `digits.len() / 16` quads; `digits` the
+/// query's digits of the panel's rows, 16 bytes per quad as for
+/// [`group_vnni`]): adds each tile's 16 column sums to its 16 words of
+/// `out`. Each quad feeds 4 `vpdpbusd`, one per digit, into two sets of
+/// 4 accumulators (8 chains hide the latency).
+///
+/// One query needs 4 `vpdpbusd` per 64 bytes, half the time a core's
+/// memory stream takes to deliver them, so the pass is bound by the
+/// stream alone, and what it needs is that nothing interrupts it: the
+/// whole run goes through one loop, not one call per tile (per-tile calls
+/// of [`group_vnni`] streamed 0.75–0.80 of the read loop at B = 33 on a
+/// Zen 4, this loop 0.90–0.91), and the software prefetch is two lines at
+/// the start of each 4 KiB page, `ahead` bytes on (0: none), which
+/// restarts the hardware streamer where a page boundary stops it (at 8
+/// to 32 KiB, 0.94–0.98 of the read loop, against 0.75–0.80 for a
+/// prefetch of every line as [`Spread`](super::Spread) issues it, which
+/// takes load slots and miss buffers the stream needs).
+///
+/// # Safety
+/// The caller must have checked avx512f, avx512bw and avx512vnni at
+/// runtime; `digits` holds 16 bytes for each of an even, positive number
+/// n of quads, `data` whole tiles of n quads, and `out` 16 words per tile.
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+pub(super) unsafe fn run_vnni(data: &[u8], digits: &[u8], ahead: usize, out: &mut [u32]) {
+    let n = digits.len() / 16;
+    assert!(
+        n >= 2
+            && n.is_multiple_of(2)
+            && digits.len() == 16 * n
+            && data.len().is_multiple_of(64 * n)
+            && out.len() == 16 * (data.len() / (64 * n)),
+        "run shape"
+    );
+    let qp = digits.as_ptr();
+    for (tile, o) in data.chunks_exact(64 * n).zip(out.chunks_exact_mut(16)) {
+        let dp = tile.as_ptr();
+        let zero = _mm512_setzero_si512();
+        let mut acc = [[zero; 4]; 2];
+        let mut t = 0;
+        while t < n {
+            let at = dp.wrapping_add(64 * t);
+            if ahead > 0 && (at as usize) % PAGE < 128 {
+                // the first step of a page (each step is 128 bytes):
+                // the first two lines of the page `ahead` bytes on
+                stage_l2(at.wrapping_add(ahead));
+                stage_l2(at.wrapping_add(ahead + 64));
+            }
+            for (u, a) in acc.iter_mut().enumerate() {
+                // SAFETY: t + u < n (t even, n even), so bytes
+                // [64(t+u), +64) of the tile and [16(t+u), +16) of
+                // `digits` are in bounds (asserted above).
+                unsafe {
+                    let quad = _mm512_loadu_si512(dp.add(64 * (t + u)) as *const __m512i);
+                    for (k, a) in a.iter_mut().enumerate() {
+                        let s = (qp.add(16 * (t + u) + 4 * k) as *const i32).read_unaligned();
+                        *a = _mm512_dpbusd_epi32(*a, _mm512_set1_epi32(s), quad);
+                    }
+                }
+            }
+            t += 2;
+        }
+        let v = _mm512_add_epi32(combine_limbs(&acc[0]), combine_limbs(&acc[1]));
+        // SAFETY: `o` is 16 u32s, exactly one 512-bit vector.
+        unsafe {
+            let p = o.as_mut_ptr() as *mut __m512i;
+            _mm512_storeu_si512(p, _mm512_add_epi32(_mm512_loadu_si512(p), v));
+        }
+    }
+}
+
+/// `prefetcht1` of the line at `p`, whatever the address (see
+/// [`stage_l1`]).
+#[inline(always)]
+fn stage_l2(p: *const u8) {
+    // SAFETY: a prefetch is a hint; it cannot fault or change memory,
+    // whatever the address.
+    unsafe { _mm_prefetch::<_MM_HINT_T1>(p as *const i8) }
+}
+
 columns_body!(columns_vnni, "avx512f,avx512bw,avx512vnni", |a, d, q| {
     _mm512_dpwssd_epi32(a, d, q)
 });

@@ -7,17 +7,19 @@ use crate::kernel::Kernel;
 
 /// Software-prefetch distances (bytes ahead of the tile being read) that
 /// [`tune_prefetch`] tries; 0 issues no prefetch instruction and leaves the
-/// stream to the hardware prefetchers.
+/// stream to the hardware prefetchers. The AVX2 and AVX-512BW kernels
+/// prefetch every line of the database that far ahead, one per quad; the
+/// `vpdpbusd` kernel of one query the first two lines of each 4 KiB page.
 ///
 /// Which is best depends on the core and the kernel: on an AVX2-only
 /// EPYC `prefetchnta` 24 KiB ahead beat the alternatives; on a Zen 4
 /// EPYC, with the earlier 8-column layout, any software prefetch cost
 /// 10–35 % of the pass (0.60–0.74 of bandwidth with it, 0.91–0.94
-/// without), and with the quad layout the `vpdpbusd` kernel streams one
-/// query fastest without it (~23 GB/s, 0.75 of bandwidth) while the
-/// AVX2 kernel does 24 KiB ahead (26–29 GB/s; see `docs/benchmarks.md`).
-/// So the distance is measured on the machine, like an FFT plan, rather
-/// than fixed at compile time.
+/// without); with the quad layout the AVX2 kernel streams one query at
+/// 0.90–0.92 of the read loop 8 KiB ahead and 0.63–0.65 without, and the
+/// `vpdpbusd` kernel 8 or 24 KiB ahead at 0.94–0.96 and 0.87 without (see
+/// `docs/benchmarks.md`). So the distance is measured on the machine,
+/// like an FFT plan, rather than fixed at compile time.
 const PREFETCH_CANDIDATES: [usize; 4] = [0, 4096, 8192, 24576];
 
 /// How much faster than the selected kernel without software prefetch
@@ -50,10 +52,11 @@ static SINGLE: std::sync::Mutex<Option<Kernel>> = std::sync::Mutex::new(None);
 /// The kernel a pass of a single query uses: what the measurements of
 /// the large DBSetups so far found fastest for it ([`tune_prefetch`]), else
 /// [`Kernel::selected`]. A single query is bound by the stream, not by
-/// the multiplies, and on a Zen 4 EPYC the AVX2 kernel, whose prefetch
-/// goes out one line per quad, streamed it faster than the `vpdpbusd`
-/// one (docs/benchmarks.md, Zen 4 "One query"); batches always use the
-/// selected kernel.
+/// the multiplies, so the kernel that streams best is not always the one
+/// with the most multiplies per cycle: on a Zen 4 EPYC the AVX2 kernel
+/// streamed it faster than the per-tile `vpdpbusd` one, until that took
+/// a panel per call with its own prefetch (docs/benchmarks.md, Zen 4 "One
+/// query"); batches always use the selected kernel.
 pub(crate) fn single_kernel() -> Kernel {
     SINGLE
         .lock()
@@ -94,7 +97,9 @@ fn prefetch_forced() -> Option<usize> {
 }
 
 /// Software prefetch distance in bytes of the SimplePIR stream: how far
-/// ahead of the tile being read the kernels request cache lines (0: none).
+/// ahead of the tile being read the kernels request cache lines (0: none;
+/// the AVX2 and AVX-512BW kernels every line, the `vpdpbusd` kernel of one
+/// query the first two of each 4 KiB page).
 /// `PIR_PF` if set, else what the measurements of the large DBSetups so
 /// far chose (see [`prefetch_tuning`]), else 0.
 pub fn prefetch_distance() -> usize {
