@@ -30,6 +30,16 @@ const PREFETCH_MARGIN: f64 = 0.02;
 /// databases too small to measure on): hardware prefetch only.
 const PREFETCH_DEFAULT: usize = 0;
 
+/// Interleaved rounds of [`measure_prefetch`], each timing every
+/// candidate once; a candidate's rate is its best round. A timed pass
+/// over 256 MiB takes ~9 ms, and on a shared core a slow stretch can
+/// spoil every round of one candidate: with three rounds, a Zen 4 EPYC's
+/// B = 35 runs chose no prefetch or 4 KiB for the `vpdpbusd` kernel in
+/// two of five, whose passes then streamed 0.89–0.91 of the read loop
+/// against 0.92–0.98 at 24 KiB; with five, 8 or 24 KiB in four of four
+/// (0.96–1.02).
+const TUNE_ROUNDS: usize = 5;
+
 /// Most bytes of database [`tune_prefetch`] streams per timed pass.
 const TUNE_BYTES: usize = 256 << 20;
 
@@ -154,7 +164,7 @@ static TUNING: std::sync::Mutex<TuneState> = std::sync::Mutex::new(TuneState {
 /// measures again: the 1st, 2nd, 4th, 8th, …, so that a server building
 /// hundreds of databases a day re-checks its choice a few times, spread
 /// over its first epochs, at a cost that stays below a pass per setup on
-/// average. Each measurement takes ~0.1 s per kernel; one taken while the
+/// average. Each measurement takes ~0.2 s per kernel; one taken while the
 /// core's memory was slow (on a shared Zen 4, every candidate at 18–22
 /// GB/s against 23–29 in other runs, so that none beat the selected kernel
 /// without prefetch by the margin and a single query's pass ran at 0.75
@@ -178,10 +188,10 @@ fn merge_best(best: &mut Vec<f64>, rates: &[f64]) {
 }
 
 /// Times the first `panels` panels of `view` for one query with every
-/// kernel of `kernels` at every [`PREFETCH_CANDIDATES`] distance, three
-/// interleaved rounds, merges each candidate's best rate into `prior`
-/// (the earlier measurements, if any; [`merge_best`]) and returns the fastest by the merged rates
-/// ([`choose`]) with its kernel. Leaves the process-wide distance at the
+/// kernel of `kernels` at every [`PREFETCH_CANDIDATES`] distance,
+/// [`TUNE_ROUNDS`] interleaved rounds, merges each candidate's best rate
+/// into `prior` (the earlier measurements, if any; [`merge_best`]) and
+/// returns the fastest by the merged rates ([`choose`]) with its kernel. Leaves the process-wide distance at the
 /// last candidate; the caller sets it.
 fn measure_prefetch(
     kernels: &[Kernel],
@@ -200,7 +210,7 @@ fn measure_prefetch(
         .flat_map(|&k| PREFETCH_CANDIDATES.iter().map(move |&d| (k, d)))
         .collect();
     let mut best = vec![f64::INFINITY; pairs.len()];
-    for _round in 0..3 {
+    for _round in 0..TUNE_ROUNDS {
         for (b, &(k, d)) in best.iter_mut().zip(&pairs) {
             PF_DIST.store(d, Relaxed);
             let t = std::time::Instant::now();
@@ -268,7 +278,7 @@ pub fn prefetch_tuning() -> Option<PrefetchTuning> {
 /// database of at least 64 MiB in this process ([`measures_at`]), measures
 /// the SimplePIR pass of one query over the first 256 MiB of `db` (all of
 /// it if smaller) with every [`PREFETCH_CANDIDATES`] distance and every
-/// kernel a single query may use ([`single_candidates`]; three
+/// kernel a single query may use ([`single_candidates`]; [`TUNE_ROUNDS`]
 /// interleaved rounds, best time of each), merges the rates into the best
 /// each candidate has reached in this process, and keeps the fastest by
 /// those (another candidate than the selected kernel without prefetch
@@ -280,7 +290,7 @@ pub fn prefetch_tuning() -> Option<PrefetchTuning> {
 /// (not counted, so a later, larger database still tunes), the kernel is
 /// scalar (no prefetch), or this setup is not one that measures. `PIR_PF`
 /// fixes the distance instead (returned once, at the first call). About
-/// 12 passes of 256 MiB per kernel: ~0.1 s each at 30 GB/s.
+/// 20 passes of 256 MiB per kernel: ~0.2 s each at 30 GB/s.
 pub(crate) fn tune_prefetch(db: &crate::db::Database) -> Option<PrefetchTuning> {
     use std::sync::atomic::Ordering::Relaxed;
     let mut state = TUNING.lock().ok()?;
