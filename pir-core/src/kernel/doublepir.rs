@@ -35,6 +35,46 @@ enum DpQuery {
 /// the smallest L2 measured) while every query of the batch reads them.
 const DP_RUN_QUADS: usize = 32;
 
+/// How far ahead of the quad being multiplied the DoublePIR pass
+/// prefetches the digits, in bytes ([`prefetch_page_starts`]). The hardware
+/// streamer stops at every 4 KiB page, so each page's first two lines are
+/// requested this far ahead and the streamer takes the rest: at B = 35 on
+/// a Zen 4 EPYC (three alternating pairs of `pir-bench` runs) the pass
+/// over 251 MB of hint digits took 9.9–10.3 ms 32 KiB ahead and 9.8–11.1
+/// at 8 KiB, against 11.1–11.9 without; a prefetch of every line had cost
+/// it a fifth (see `docs/benchmarks.md`, "Tried and dropped").
+const PAGE_AHEAD: usize = 32 << 10;
+
+/// `prefetcht1` of the first two lines of every 4 KiB page that starts
+/// in the `ahead` bytes after `quad`'s, i.e. the bytes the pass reads
+/// `ahead` later. Past the matrix's end these name other memory, which a
+/// prefetch may do: it is a hint and never faults.
+#[inline(always)]
+fn prefetch_page_starts(quad: &[i16], ahead: usize) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let base = quad.as_ptr() as *const u8;
+        let at = base as usize;
+        // offsets from the quad's start of the pages starting in
+        // [at + ahead, at + ahead + len)
+        let mut off = (at + ahead).next_multiple_of(4096) - at;
+        while off < ahead + std::mem::size_of_val(quad) {
+            for line in [off, off + 64] {
+                // SAFETY: a prefetch is a hint that cannot fault, whatever
+                // the address (`wrapping_add` names it without claiming
+                // it is inside `quad`).
+                unsafe {
+                    std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T1 }>(
+                        base.wrapping_add(line) as *const i8,
+                    )
+                };
+            }
+            off += 4096;
+        }
+    }
+    let _ = (quad, ahead);
+}
+
 /// Limbs per column of [`DpQuery::Limbs`].
 const DP_LIMBS: usize = 5;
 
@@ -194,6 +234,7 @@ fn doublepir_with(
                 for (p, s) in preps.iter().zip(sums.iter_mut()) {
                     for q in r0..r1 {
                         let quad = &blk[q * QUAD_ROWS * w..(q + 1) * QUAD_ROWS * w];
+                        prefetch_page_starts(quad, PAGE_AHEAD);
                         let mut acc = QuadSums::default();
                         quad_with(quad, p, c0, w, &mut acc);
                         let rows = s[(q - q0) * QUAD_ROWS..].iter_mut();
