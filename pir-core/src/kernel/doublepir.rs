@@ -39,10 +39,11 @@ const DP_RUN_QUADS: usize = 32;
 /// prefetches the digits, in bytes ([`prefetch_page_starts`]). The hardware
 /// streamer stops at every 4 KiB page, so each page's first two lines are
 /// requested this far ahead and the streamer takes the rest: at B = 35 on
-/// a Zen 4 EPYC (three alternating pairs of `pir-bench` runs) the pass
+/// a Zen 4 EPYC (two alternating rounds of `pir-bench` runs) the pass
 /// over 251 MB of hint digits took 9.9–10.3 ms 32 KiB ahead and 9.8–11.1
 /// at 8 KiB, against 11.1–11.9 without; a prefetch of every line had cost
-/// it a fifth (see `docs/benchmarks.md`, "Tried and dropped").
+/// it 10–30 % (see `docs/benchmarks.md`, "Tried and dropped"). The AVX2
+/// kernel, bound by its multiplies, neither gains nor loses.
 const PAGE_AHEAD: usize = 32 << 10;
 
 /// `prefetcht1` of the first two lines of every 4 KiB page that starts
