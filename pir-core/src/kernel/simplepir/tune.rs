@@ -36,8 +36,8 @@ const PREFETCH_DEFAULT: usize = 0;
 /// spoil every round of one candidate: with three rounds, a Zen 4 EPYC's
 /// B = 35 runs chose no prefetch or 4 KiB for the `vpdpbusd` kernel in
 /// two of five, whose passes then streamed 0.89–0.91 of the read loop
-/// against 0.92–0.98 at 24 KiB; with five, 8 or 24 KiB in four of four
-/// (0.96–1.02).
+/// against 0.92–0.98 at 24 KiB; with five, 8 or 24 KiB in ten of ten
+/// (0.92–1.02).
 const TUNE_ROUNDS: usize = 5;
 
 /// Most bytes of database [`tune_prefetch`] streams per timed pass.
