@@ -47,9 +47,10 @@ const DP_RUN_QUADS: usize = 32;
 const PAGE_AHEAD: usize = 32 << 10;
 
 /// `prefetcht1` of the first two lines of every 4 KiB page that starts
-/// in the `ahead` bytes after `quad`'s, i.e. the bytes the pass reads
-/// `ahead` later. Past the matrix's end these name other memory, which a
-/// prefetch may do: it is a hint and never faults.
+/// within `quad`'s bytes shifted `ahead` bytes on: the pages the pass
+/// reads when it is `ahead` bytes further. Past the matrix's end these
+/// name other memory, which a prefetch may do: it is a hint and never
+/// faults.
 #[inline(always)]
 fn prefetch_page_starts(quad: &[i16], ahead: usize) {
     #[cfg(target_arch = "x86_64")]

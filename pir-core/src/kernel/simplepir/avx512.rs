@@ -255,7 +255,7 @@ const PAGE: usize = 4096;
 /// Zen 4, this loop 0.90–0.91), and the software prefetch is two lines at
 /// the start of each 4 KiB page, `ahead` bytes on (0: none), which
 /// restarts the hardware streamer where a page boundary stops it (at 8
-/// to 32 KiB, 0.94–0.98 of the read loop, against 0.75–0.80 for a
+/// to 32 KiB, 0.94–1.0 of the read loop, against 0.75–0.80 for a
 /// prefetch of every line as [`Spread`](super::Spread) issues it, which
 /// takes load slots and miss buffers the stream needs).
 ///
