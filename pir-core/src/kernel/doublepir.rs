@@ -233,10 +233,13 @@ fn doublepir_with(
         for (c0, w, blk) in m.blocks() {
             for r0 in (q0..q1).step_by(DP_RUN_QUADS) {
                 let r1 = (r0 + DP_RUN_QUADS).min(q1);
-                for (p, s) in preps.iter().zip(sums.iter_mut()) {
+                for (i, (p, s)) in preps.iter().zip(sums.iter_mut()).enumerate() {
                     for q in r0..r1 {
                         let quad = &blk[q * QUAD_ROWS * w..(q + 1) * QUAD_ROWS * w];
-                        prefetch_page_starts(quad, PAGE_AHEAD);
+                        // only the first query reads the run from memory
+                        if i == 0 {
+                            prefetch_page_starts(quad, PAGE_AHEAD);
+                        }
                         let mut acc = QuadSums::default();
                         quad_with(quad, p, c0, w, &mut acc);
                         let rows = s[(q - q0) * QUAD_ROWS..].iter_mut();

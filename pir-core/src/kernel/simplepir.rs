@@ -312,6 +312,7 @@ fn tiles_with(
         // one query with `vpdpbusd`: each panel's tiles in one call
         let region = &view.data[..view.panels() * panel * view.tiled_cols];
         let cols = tiles.start * GROUP_COLS..tiles.end * GROUP_COLS;
+        let ahead = tune::prefetch_distance();
         for p in p0..p1 {
             let at = (p * view.tiled_cols + cols.start) * panel;
             let data = &region[at..at + cols.len() * panel];
@@ -320,14 +321,7 @@ fn tiles_with(
             // runtime; a panel is a multiple of 32 rows, so `digits` holds
             // 16 bytes for each of an even number of quads, `data` whole
             // tiles of that many quads, and `out` 16 words per tile.
-            unsafe {
-                avx512::run_vnni(
-                    data,
-                    digits,
-                    tune::prefetch_distance(),
-                    &mut out[0][cols.clone()],
-                )
-            };
+            unsafe { avx512::run_vnni(data, digits, ahead, &mut out[0][cols.clone()]) };
         }
         return;
     }
