@@ -150,6 +150,38 @@ pub(crate) fn prefetch_lines_l2(data: &[u8], lines: std::ops::Range<usize>) {
     let _ = (data, lines);
 }
 
+/// Prefetch hints into L2 for the first two lines of every 4 KiB page
+/// that starts in `[p + ahead, p + ahead + len)`: the pages a stream at
+/// `p` reads when it is `ahead` bytes further. The hardware streamer
+/// stops at every page boundary; a request for a page's first lines
+/// restarts it there and leaves the rest of the page to it (the
+/// single-query `vpdpbusd` pass and the DoublePIR pass, see
+/// `docs/benchmarks.md`). The addresses may lie outside any allocation:
+/// a prefetch is a hint and never faults.
+#[inline(always)]
+pub(crate) fn prefetch_page_starts(p: *const u8, len: usize, ahead: usize) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let at = p as usize;
+        // offsets from p of the pages starting in [at + ahead, at + ahead + len)
+        let mut off = (at + ahead).next_multiple_of(4096) - at;
+        while off < ahead + len {
+            for line in [off, off + 64] {
+                // SAFETY: a prefetch is a hint that cannot fault, whatever
+                // the address (`wrapping_add` names it without claiming it
+                // is inside an allocation).
+                unsafe {
+                    std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T1 }>(
+                        p.wrapping_add(line) as *const i8,
+                    )
+                };
+            }
+            off += 4096;
+        }
+    }
+    let _ = (p, len, ahead);
+}
+
 /// CPU time the calling thread has run so far, in seconds
 /// (`CLOCK_THREAD_CPUTIME_ID`), or `None` where it is not available. On a
 /// shared machine a timing in CPU time leaves out the time the thread

@@ -36,7 +36,7 @@ enum DpQuery {
 const DP_RUN_QUADS: usize = 32;
 
 /// How far ahead of the quad being multiplied the DoublePIR pass
-/// prefetches the digits, in bytes ([`prefetch_page_starts`]). The hardware
+/// prefetches the digits, in bytes ([`crate::mem::prefetch_page_starts`]). The hardware
 /// streamer stops at every 4 KiB page, so each page's first two lines are
 /// requested this far ahead and the streamer takes the rest: at B = 35 on
 /// a Zen 4 EPYC (two alternating rounds of `pir-bench` runs) the pass
@@ -45,37 +45,6 @@ const DP_RUN_QUADS: usize = 32;
 /// it 10–30 % (see `docs/benchmarks.md`, "Tried and dropped"). The AVX2
 /// kernel, bound by its multiplies, neither gains nor loses.
 const PAGE_AHEAD: usize = 32 << 10;
-
-/// `prefetcht1` of the first two lines of every 4 KiB page that starts
-/// within `quad`'s bytes shifted `ahead` bytes on: the pages the pass
-/// reads when it is `ahead` bytes further. Past the matrix's end these
-/// name other memory, which a prefetch may do: it is a hint and never
-/// faults.
-#[inline(always)]
-fn prefetch_page_starts(quad: &[i16], ahead: usize) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        let base = quad.as_ptr() as *const u8;
-        let at = base as usize;
-        // offsets from the quad's start of the pages starting in
-        // [at + ahead, at + ahead + len)
-        let mut off = (at + ahead).next_multiple_of(4096) - at;
-        while off < ahead + std::mem::size_of_val(quad) {
-            for line in [off, off + 64] {
-                // SAFETY: a prefetch is a hint that cannot fault, whatever
-                // the address (`wrapping_add` names it without claiming
-                // it is inside `quad`).
-                unsafe {
-                    std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T1 }>(
-                        base.wrapping_add(line) as *const i8,
-                    )
-                };
-            }
-            off += 4096;
-        }
-    }
-    let _ = (quad, ahead);
-}
 
 /// Limbs per column of [`DpQuery::Limbs`].
 const DP_LIMBS: usize = 5;
@@ -238,7 +207,12 @@ fn doublepir_with(
                         let quad = &blk[q * QUAD_ROWS * w..(q + 1) * QUAD_ROWS * w];
                         // only the first query reads the run from memory
                         if i == 0 {
-                            prefetch_page_starts(quad, PAGE_AHEAD);
+                            let bytes = std::mem::size_of_val(quad);
+                            crate::mem::prefetch_page_starts(
+                                quad.as_ptr().cast(),
+                                bytes,
+                                PAGE_AHEAD,
+                            );
                         }
                         let mut acc = QuadSums::default();
                         quad_with(quad, p, c0, w, &mut acc);

@@ -236,10 +236,6 @@ pub(super) unsafe fn group_vnni<const Q: usize, const U: usize>(
     }
 }
 
-/// Bytes of database after which [`run_vnni`] issues its next pair of
-/// prefetches: one 4 KiB page.
-const PAGE: usize = 4096;
-
 /// The `vpdpbusd` kernel of a single query over a run of whole tiles of
 /// one panel (`data`, each tile `digits.len() / 16` quads; `digits` the
 /// query's digits of the panel's rows, 16 bytes per quad as for
@@ -281,12 +277,10 @@ pub(super) unsafe fn run_vnni(data: &[u8], digits: &[u8], ahead: usize, out: &mu
         let mut acc = [[zero; 4]; 2];
         let mut t = 0;
         while t < n {
-            let at = dp.wrapping_add(64 * t);
-            if ahead > 0 && (at as usize) % PAGE < 128 {
-                // the first step of a page (each step is 128 bytes):
-                // the first two lines of the page `ahead` bytes on
-                stage_l2(at.wrapping_add(ahead));
-                stage_l2(at.wrapping_add(ahead + 64));
+            if ahead > 0 {
+                // a page `ahead` bytes on that starts within this step's
+                // 128 bytes: its first two lines
+                crate::mem::prefetch_page_starts(dp.wrapping_add(64 * t), 128, ahead);
             }
             for (u, a) in acc.iter_mut().enumerate() {
                 // SAFETY: t + u < n (t even, n even), so bytes
@@ -309,15 +303,6 @@ pub(super) unsafe fn run_vnni(data: &[u8], digits: &[u8], ahead: usize, out: &mu
             _mm512_storeu_si512(p, _mm512_add_epi32(_mm512_loadu_si512(p), v));
         }
     }
-}
-
-/// `prefetcht1` of the line at `p`, whatever the address (see
-/// [`stage_l1`]).
-#[inline(always)]
-fn stage_l2(p: *const u8) {
-    // SAFETY: a prefetch is a hint; it cannot fault or change memory,
-    // whatever the address.
-    unsafe { _mm_prefetch::<_MM_HINT_T1>(p as *const i8) }
 }
 
 columns_body!(columns_vnni, "avx512f,avx512bw,avx512vnni", |a, d, q| {
