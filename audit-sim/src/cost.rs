@@ -516,8 +516,8 @@ pub fn answer_times(
 
 /// Adds what the fixed costs and batched prices need, measured here on one
 /// core: the batch curve for `batch_ks` at the largest database measured
-/// in process (`trials` rounds, each batch against a single query timed
-/// just before it, [`crate::scale::measure_batch_curve`]), the filter
+/// in process (`trials` rounds, each batch between two single queries and
+/// repeated when they disagree, [`crate::scale::measure_batch_curve`]), the filter
 /// build rate over `build_entries` entries
 /// ([`crate::scale::measure_filter_build`]), and the DBSetup rate of that
 /// largest database. Needs at least one size measured here
