@@ -168,7 +168,7 @@ impl RandomDb {
 /// made under the same conditions (on a shared host the core's share moves
 /// from one minute to the next, and a curve timed k by k takes that drift
 /// for a batching effect), and repeats the round when the two single
-/// queries disagree ([`batch_rounds`]); a point keeps the median batch
+/// queries disagree by more than 15 %; a point keeps the median batch
 /// time and the median of its rounds' ratios. One single query before the
 /// first round warms the server up and is not counted. (Eight curves each
 /// way at 2^33 bits, 3 rounds, alternating, on a shared AVX2 Zen 3: the
