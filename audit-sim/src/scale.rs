@@ -230,10 +230,13 @@ const ROUND_REPEATS: usize = 2;
 /// 4 at 0.43 of a single query instead of 0.57.
 const SINGLES_AGREE: f64 = 0.15;
 
-/// How many rounds [`batch_rounds`] repeated, and how many still
-/// disagreed after [`ROUND_REPEATS`] repeats.
+/// How [`batch_rounds`] went: of its `total` rounds, how many it timed
+/// again (`rounds`, with `repeats` extra timings in all) and how many
+/// still disagreed after [`ROUND_REPEATS`] repeats (`unsettled`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 struct Repeated {
+    total: usize,
+    rounds: usize,
     repeats: usize,
     unsettled: usize,
 }
@@ -242,17 +245,29 @@ impl Repeated {
     /// For the curve's source line.
     fn describe(self) -> String {
         let pct = format!("{:.0} %", SINGLES_AGREE * 100.0);
-        match (self.repeats, self.unsettled) {
-            (0, _) => format!("no round was repeated (the two single queries agreed within {pct})"),
-            (r, 0) => format!(
-                "{r} round{} repeated because the two single queries differed by more than {pct}",
-                if r == 1 { "" } else { "s" }
-            ),
-            (r, u) => format!(
-                "{r} round{} repeated because the two single queries differed by more than {pct}, {u} of them still differing after {ROUND_REPEATS} repeats and priced against the faster single query",
-                if r == 1 { "" } else { "s" }
-            ),
+        let Repeated {
+            total,
+            rounds,
+            repeats,
+            unsettled,
+        } = self;
+        let plural = |n: usize| if n == 1 { "" } else { "s" };
+        if rounds == 0 {
+            return format!(
+                "no round timed again (the two single queries of each agreed within {pct})"
+            );
         }
+        let mut s = format!(
+            "{rounds} of {total} round{} timed again, {repeats} time{} in all, because the two single queries differed by more than {pct}",
+            plural(total),
+            plural(repeats)
+        );
+        if unsettled > 0 {
+            s += &format!(
+                "; {unsettled} still differing after {ROUND_REPEATS} repeats, priced against the faster single query"
+            );
+        }
+        s
     }
 }
 
@@ -280,7 +295,10 @@ fn batch_rounds(
 ) -> Result<Rounds> {
     pass(1)?;
     let mut singles = Vec::new();
-    let mut repeated = Repeated::default();
+    let mut repeated = Repeated {
+        total: trials * (ks.len() - 1),
+        ..Repeated::default()
+    };
     // per k > 1: its batch times and its rounds' ratios
     let mut rounds: Vec<(Vec<f64>, Vec<f64>)> = vec![Default::default(); ks.len() - 1];
     for _ in 0..trials {
@@ -296,6 +314,7 @@ fn batch_rounds(
                 let agree = before.max(after) <= before.min(after) * (1.0 + SINGLES_AGREE);
                 if agree || repeats == ROUND_REPEATS {
                     repeated.unsettled += usize::from(!agree);
+                    repeated.rounds += usize::from(repeats > 0);
                     break (before, batch, after, agree);
                 }
                 repeats += 1;
@@ -789,7 +808,13 @@ mod tests {
         };
         let ks = [1, 2, 4, 8, 16];
         let Rounds { points, repeated } = batch_rounds(&ks, 3, pass).unwrap();
-        assert_eq!(repeated, Repeated::default());
+        assert_eq!(
+            repeated,
+            Repeated {
+                total: 12,
+                ..Repeated::default()
+            }
+        );
         assert_eq!(points.iter().map(|p| p.k).collect::<Vec<_>>(), ks);
         assert_eq!(points[0].per_query_ratio, 1.0);
         for p in &points[1..] {
@@ -828,13 +853,17 @@ mod tests {
         assert_eq!(
             repeated,
             Repeated {
+                total: 1,
+                rounds: 1,
                 repeats: 1,
                 unsettled: 0
             }
         );
         assert_eq!(calls, 1 + 2 * 3);
         assert!((points[1].per_query_ratio - 3.0 / 4.0 / 1.5).abs() < 1e-12);
-        assert!(repeated.describe().contains("1 round repeated"));
+        assert!(repeated
+            .describe()
+            .starts_with("1 of 1 round timed again, 1 time in all"));
 
         let mut calls = 0u32;
         let always = |k: usize| -> Result<f64> {
@@ -850,6 +879,8 @@ mod tests {
         assert_eq!(
             repeated,
             Repeated {
+                total: 2,
+                rounds: 2,
                 repeats: 2 * ROUND_REPEATS,
                 unsettled: 2
             }
@@ -858,6 +889,7 @@ mod tests {
         assert!((points[1].per_query_ratio - 3.0 / 4.0 / 1.5).abs() < 1e-12);
         assert!(repeated.describe().contains("faster single query"));
         assert!(Repeated::default().describe().starts_with("no round"));
+        assert!(!Repeated::default().describe().contains("faster"));
     }
 
     #[test]
