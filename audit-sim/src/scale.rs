@@ -219,15 +219,16 @@ pub fn measure_batch_curve(log2_bits: u32, ks: &[usize], trials: usize) -> Resul
 }
 
 /// Most times [`batch_rounds`] repeats one round whose two single queries
-/// disagree. A round costs k + 2 passes, so two repeats add at most a few
-/// seconds at 4 GiB.
+/// disagree. A round costs k + 2 passes: at 4 GiB on the Zen 4 the 12
+/// rounds of the default curve take about 12 s, so even two repeats of
+/// every round would add no more than about 24 s.
 const ROUND_REPEATS: usize = 2;
 
 /// Largest relative difference between a round's two single queries that
-/// [`batch_rounds`] accepts. Two single queries a batch apart differed by
-/// 1–5 % on a quiet core (AMD EPYC Zen 4, 2^35 bits); a transient of the
-/// host once timed one at 230 ms against 160 ms, which priced a batch of
-/// 4 at 0.43 of a single query instead of 0.57.
+/// [`batch_rounds`] accepts. Over the 12 rounds of one curve at 2^35 bits
+/// on a quiet core (AMD EPYC Zen 4) the two differed by 0.3–14 %, median
+/// 3 %; a transient of the host once timed one at 230 ms against 160 ms,
+/// which priced a batch of 4 at 0.43 of a single query instead of 0.57.
 const SINGLES_AGREE: f64 = 0.15;
 
 /// How [`batch_rounds`] went: of its `total` rounds, how many it timed
