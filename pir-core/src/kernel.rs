@@ -116,7 +116,9 @@ pub(crate) enum Kernel {
     /// Portable scalar twin (lo/hi split, same arithmetic).
     Scalar,
     /// AVX2 `pmaddwd` on widened quarter quads (4 rows × 4 columns), two
-    /// quarters per broadcast, a group of up to 3 queries per widening.
+    /// quarters per broadcast, a group of up to 3 queries per widening;
+    /// groups of 4 on the records' 16-bit words as stored (two rows of a
+    /// column each), without widening.
     Avx2,
     /// AVX-512BW `vpmaddwd` on widened half quads (4 rows × 8 columns),
     /// one query per call.

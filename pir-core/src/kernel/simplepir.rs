@@ -51,9 +51,19 @@ pub(crate) struct SplitQuery {
     lo: Vec<i16>,
     hi: Vec<i16>,
     /// The same halves per 4-row quad, lo of rows 4i..4i+3 at entries
-    /// 8i.., hi at 8i + 4.. (the AVX2 slice kernel: one pointer per query
-    /// keeps a group's pointers and accumulators in registers).
+    /// 8i.., hi at 8i + 4.. (the AVX2 half-quad kernel, [`avx2::group`]:
+    /// one pointer per query keeps a group's pointers and accumulators in
+    /// registers).
     halves: Vec<i16>,
+    /// The AVX2 word kernel's coefficients ([`avx2::group_words`]), four
+    /// words per 4-row quad: with a_m = c1[4i + 2m] and
+    /// b_m = c1[4i + 2m + 1] − 2^8·c1[4i + 2m] (m = 0, 1), each split as
+    /// lo + 2^16·hi like `lo`/`hi`, word 0 packs lo(a_0) | lo(a_1) << 16,
+    /// word 1 the two hi(a), words 2 and 3 the same of b.
+    words: Vec<u32>,
+    /// `even[i]` = Σ c1[r] over the even rows r < 4i, wrapping: the word
+    /// kernel's bias over rows r0..r1 is 2^7·(even[r1/4] − even[r0/4]).
+    even: Vec<u32>,
     /// The bytes of c1 per 4-row quad, `c1[r] = Σ_k 2^{8k}·u_k[r]`: digit
     /// k of rows 4i..4i+3 at bytes 16i + 4k.. (`vpdpbusd` broadcasts one
     /// digit of a quad, 4 bytes, with one load).
@@ -69,19 +79,34 @@ impl SplitQuery {
         let mut hi = vec![0i16; padded];
         let mut halves = vec![0i16; 2 * padded];
         let mut digits = vec![0u8; 4 * padded];
+        let mut words = vec![0u32; padded];
+        let mut even = vec![0u32; padded / 4 + 1];
         for (r, &c) in c1.iter().enumerate() {
-            let l = c as u16 as i16;
-            let h = (c.wrapping_sub(l as i32 as u32) >> 16) as u16 as i16;
+            let (l, h) = split16(c);
             (lo[r], hi[r]) = (l, h);
             (halves[r / 4 * 8 + r % 4], halves[r / 4 * 8 + 4 + r % 4]) = (l, h);
             for (k, b) in c.to_le_bytes().into_iter().enumerate() {
                 digits[r / 4 * 16 + 4 * k + r % 4] = b;
             }
         }
+        let row = |r: usize| c1.get(r).copied().unwrap_or(0);
+        for (i, w) in words.chunks_exact_mut(4).enumerate() {
+            let (a0, a1) = (row(4 * i), row(4 * i + 2));
+            let b0 = row(4 * i + 1).wrapping_sub(a0 << 8);
+            let b1 = row(4 * i + 3).wrapping_sub(a1 << 8);
+            for (j, (x, y)) in [(a0, a1), (b0, b1)].into_iter().enumerate() {
+                let ((xl, xh), (yl, yh)) = (split16(x), split16(y));
+                w[2 * j] = u32::from(xl as u16) | u32::from(yl as u16) << 16;
+                w[2 * j + 1] = u32::from(xh as u16) | u32::from(yh as u16) << 16;
+            }
+            even[i + 1] = even[i].wrapping_add(a0).wrapping_add(a1);
+        }
         SplitQuery {
             lo,
             hi,
             halves,
+            words,
+            even,
             digits,
             len: c1.len(),
         }
@@ -97,6 +122,15 @@ impl SplitQuery {
     #[inline]
     fn halves(&self, r0: usize, r1: usize) -> &[i16] {
         &self.halves[2 * r0..2 * r1]
+    }
+
+    /// The word kernel's coefficients of rows `r0..r1` (multiples of 4)
+    /// and its bias over them ([`avx2::group_words`]).
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+    #[inline]
+    fn words(&self, r0: usize, r1: usize) -> (&[u32], u32) {
+        let bias = self.even[r1 / 4].wrapping_sub(self.even[r0 / 4]) << 7;
+        (&self.words[r0..r1], bias)
     }
 
     /// The bytes of rows `r0..r1` (multiples of 4), the `vpdpbusd`
@@ -115,6 +149,12 @@ impl SplitQuery {
             hi: &self.hi[r0..r1],
         }
     }
+}
+
+/// `c = lo + 2^16·hi (mod 2^32)` with lo and hi signed 16-bit.
+fn split16(c: u32) -> (i16, i16) {
+    let l = c as u16 as i16;
+    (l, (c.wrapping_sub(l as i32 as u32) >> 16) as u16 as i16)
 }
 
 /// The lo and hi halves of a [`SplitQuery`] that one slice of a tile
@@ -227,11 +267,18 @@ const AVX2_SLICE_ROWS: usize = 2048;
 #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 const VNNI_GROUP: usize = 5;
 
-/// Most queries of one group with the AVX2 kernel: 4 accumulators each
-/// ([`avx2::group`] takes the slice half at a time), 12 of the 16 ymm
-/// registers beside two quarters of records and a broadcast.
+/// Most queries of one group with the AVX2 half-quad kernel: 4
+/// accumulators each ([`avx2::group`] takes the slice half at a time), 12
+/// of the 16 ymm registers beside two quarters of records and a
+/// broadcast.
 #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
-const AVX2_GROUP: usize = 3;
+const AVX2_HALF_QUAD_GROUP: usize = 3;
+
+/// Most queries of one group with the AVX2 kernels: groups of 4 go to the
+/// word kernel ([`avx2::group_words`], 2 accumulators per query), the
+/// smaller ones to the half-quad kernel ([`groups_for`]).
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+const AVX2_GROUP: usize = 4;
 
 /// How many slices ahead of the one being multiplied a batch prefetches
 /// the database into L2 (half a slice to 4 slices measured within 3 %
@@ -342,7 +389,7 @@ fn tiles_with(
     // query at 0.84 of the peak and a group at 0.94–0.96; over a database
     // in L2 the two splits of 7, 10, 13, 16 and 64 measured within the
     // noise, two to five alternating runs)
-    let groups: Vec<_> = balanced_groups(nq, group_max(k)).collect();
+    let groups = groups_for(k, nq);
     let mut sums = vec![[0u32; GROUP_COLS]; nq];
     for p in p0..p1 {
         for g in tiles.clone() {
@@ -419,6 +466,32 @@ fn pairs_for(k: Kernel, nq: usize) -> bool {
 /// chains), so a batch is split into groups of 2 and 3
 /// ([`balanced_groups`]).
 const PAIR_GROUP: usize = 3;
+
+/// The query groups of a batch of `nq` with kernel `k`: balanced groups
+/// of at most [`group_max`], except with AVX2, where the balanced groups
+/// of at most 3 ([`avx2::group`]) are kept and a last two groups of 2
+/// become one group of 4 for the word kernel ([`avx2::group_words`]). In
+/// L1 (`slice_kernel_compute_rate`, Zen 4, two runs) the half-quad kernel
+/// ran groups of 2 and 3 at 0.89–0.91 and 0.93–0.96 of the `vpmaddwd`
+/// peak and the word kernel groups of 4, 5 and 6 at 0.90–0.93,
+/// 0.90–0.94 and 0.81–0.91: the word kernel pays a broadcast per
+/// `vpmaddwd` where the half-quad kernel pays one per two, so it beats a
+/// pair of 2s but not groups of 3.
+fn groups_for(k: Kernel, nq: usize) -> Vec<std::ops::Range<usize>> {
+    #[cfg(target_arch = "x86_64")]
+    if k == Kernel::Avx2 {
+        let mut groups: Vec<_> = balanced_groups(nq, AVX2_HALF_QUAD_GROUP).collect();
+        if let [.., a, b] = groups.as_slice() {
+            if a.len() == 2 && b.len() == 2 {
+                let merged = a.start..b.end;
+                groups.truncate(groups.len() - 2);
+                groups.push(merged);
+            }
+        }
+        return groups;
+    }
+    balanced_groups(nq, group_max(k)).collect()
+}
 
 /// `nq` queries split into the fewest groups of at most `max`, their sizes
 /// differing by at most one (7 by 3: 3, 2, 2, never 3, 3, 1): the query
@@ -614,6 +687,16 @@ fn group_with(
                     1 => call!(1),
                     2 => call!(2),
                     3 => call!(3),
+                    4 => {
+                        let wb: [(&[u32], u32); 4] =
+                            std::array::from_fn(|i| queries[i].words(r0, r1));
+                        let (words, bias) = (wb.map(|w| w.0), wb.map(|w| w.1));
+                        let out: &mut [[u32; 16]; 4] = out.try_into().expect("group size");
+                        // SAFETY: avx2 was detected at runtime; `data`
+                        // holds 16 bytes per row and every `words` one
+                        // word per row, rows r0..r1 (asserted above).
+                        unsafe { avx2::group_words::<4>(data, words, bias, ahead, out) }
+                    }
                     n => unreachable!("a group of {n} queries"),
                 }
                 return;

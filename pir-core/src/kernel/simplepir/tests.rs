@@ -193,6 +193,54 @@ fn query_split_reconstructs_c1() {
     assert!(q.lo[100..].iter().chain(&q.hi[100..]).all(|&v| v == 0));
     assert_eq!(q.halves.len(), 2 * 128);
     assert!(q.halves[2 * 100..].iter().all(|&v| v == 0));
+    // the word kernel's form: per quad lo/hi of a_m = c[2m] and
+    // b_m = c[2m + 1] − 2^8·c[2m], and the prefix sums of the even rows
+    let c = |r: usize| c1.get(r).copied().unwrap_or(0);
+    let (mut even, mut zero_even) = (0u32, true);
+    for i in 0..128 / 4 {
+        assert_eq!(q.even[i], even, "even rows before quad {i}");
+        let w = &q.words[4 * i..4 * i + 4];
+        for m in 0..2 {
+            let half = |x: u32| (x >> (16 * m)) as u16 as i16 as i32 as u32;
+            let a = half(w[0]).wrapping_add(half(w[1]) << 16);
+            let b = half(w[2]).wrapping_add(half(w[3]) << 16);
+            let (even_row, odd_row) = (c(4 * i + 2 * m), c(4 * i + 2 * m + 1));
+            assert_eq!(a, even_row, "a_{m} of quad {i}");
+            assert_eq!(b, odd_row.wrapping_sub(even_row << 8), "b_{m} of quad {i}");
+            even = even.wrapping_add(even_row);
+            zero_even &= even_row == 0;
+        }
+    }
+    assert_eq!(q.even[128 / 4], even);
+    assert!(!zero_even);
+    assert_eq!(q.words(8, 100).1, q.even[25].wrapping_sub(q.even[2]) << 7);
+}
+
+/// AVX2 batches: groups of at most 3, a last two groups of 2 merged into
+/// one group of 4 for the word kernel; other kernels balanced groups.
+#[test]
+fn groups_cover_the_batch() {
+    for k in [Kernel::Scalar, Kernel::Avx2, Kernel::Avx512Vnni] {
+        for nq in 0..=40 {
+            let g = groups_for(k, nq);
+            assert_eq!(g.iter().map(|r| r.len()).sum::<usize>(), nq);
+            assert!(g.first().is_none_or(|r| r.start == 0));
+            assert!(g.windows(2).all(|w| w[0].end == w[1].start));
+            assert!(g.iter().all(|r| !r.is_empty() && r.len() <= group_max(k)));
+            if k == Kernel::Avx2 {
+                let twos = g.iter().filter(|r| r.len() == 2).count();
+                let fours = g.iter().filter(|r| r.len() == 4).count();
+                assert!(twos + 2 * fours <= 2, "{nq}: {g:?}");
+                assert!(fours == 0 || g.last().is_some_and(|r| r.len() == 4));
+            }
+        }
+    }
+    assert_eq!(groups_for(Kernel::Avx2, 4), vec![0..4usize]);
+    assert_eq!(groups_for(Kernel::Avx2, 8), [0..3, 3..6, 6..8]);
+    assert_eq!(
+        groups_for(Kernel::Avx2, 16),
+        [0..3, 3..6, 6..9, 9..12, 12..16]
+    );
 }
 
 #[test]
