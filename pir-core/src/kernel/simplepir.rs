@@ -5,11 +5,15 @@
 //!
 //! Arithmetic: records are `i8` (representative in [−N/2, N/2)), c1 ∈
 //! Z_{2^32}, and no reduction is ever needed because q1 = 2^32 is the
-//! machine word (YPIR §4.1 "Modulus selection"). Two splittings of c1:
+//! machine word (YPIR §4.1 "Modulus selection"). Three splittings of c1:
 //!
 //! * `pmaddwd` kernels (AVX2, AVX-512BW): c = lo + 2^16·hi with lo, hi
 //!   signed 16-bit, so c·d = lo·d + 2^16·(hi·d) mod 2^32, and lo·d, hi·d
 //!   fit in 23 bits;
+//! * the AVX2 word kernel (groups of 4): the same halves of
+//!   a = c_{2m} and b = c_{2m+1} − 2^8·c_{2m}, multiplied by a record
+//!   word as stored (rows 2m, 2m + 1, its low byte biased by 2^7) and by
+//!   its high byte, so that no record is widened ([`avx2::group_words`]);
 //! * `vpdpbusd` kernel (AVX-512 VNNI): c = Σ_k 2^{8k}·u_k with u_k the
 //!   unsigned bytes of c, and `vpdpbusd` multiplies 4 of them by 4 signed
 //!   records and adds the 4 products to a wrapping 32-bit lane.
