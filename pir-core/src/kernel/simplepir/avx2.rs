@@ -18,6 +18,22 @@ unsafe fn hsum(v: __m256i) -> u32 {
 /// two, and groups of 2 no faster).
 const STEP: usize = 2;
 
+/// The loop of a half pass over `$n` quads: a line of `$cursor` issued
+/// every [`STEP`] quads while `$prefetch`, then `$body` for each quad `$u`
+/// of the step.
+macro_rules! steps {
+    ($n:expr, $prefetch:expr, $cursor:ident, |$u:ident| $body:block) => {
+        let mut t = 0;
+        while t < $n {
+            if $prefetch {
+                $cursor.issue();
+            }
+            for $u in t..t + STEP $body
+            t += STEP;
+        }
+    };
+}
+
 /// AVX2 slice kernel: `Q` queries (1 ≤ Q ≤ 3) over a slice of quads
 /// (4 rows × 16 columns each, see [`crate::db`]), adding each query's 16
 /// column sums to `out[q]`. The slice is taken half at a time (8 columns,
@@ -67,51 +83,50 @@ pub(super) unsafe fn group<const Q: usize>(
         unsafe { single(data, halves[0], ahead, &mut out[0]) };
         return;
     }
-    // a share of at most a line per step of one half pass goes out in the
-    // first pass, a larger one over both, a line per step
-    let passes = if ahead.len().div_ceil(64) * STEP <= n {
-        1
-    } else {
-        2
-    };
-    let mut cursor = super::Cursor::new(ahead, passes * n / STEP);
+    let (passes, mut cursor) = half_pass_prefetch(ahead, n);
     let dp = data.as_ptr();
     let hp = halves.map(|v| v.as_ptr());
     for half in 0..2 {
         let mut acc_lo = [[_mm256_setzero_si256(); Q]; 2];
         let mut acc_hi = [[_mm256_setzero_si256(); Q]; 2];
-        let mut t = 0;
-        while t < n {
-            if half < passes {
-                cursor.issue();
-            }
-            for u in t..t + STEP {
-                // SAFETY: u < t + STEP ≤ n (STEP divides n, asserted a
-                // multiple of 4), so bytes [64u + 32·half, +32) are
-                // inside `data`, and entries [8u, 8u + 8) inside every
-                // halves slice (asserted above); the loads are unaligned.
-                unsafe {
-                    let at = dp.add(64 * u + 32 * half);
-                    let d0 = _mm256_cvtepi8_epi16(_mm_loadu_si128(at as *const __m128i));
-                    let d1 = _mm256_cvtepi8_epi16(_mm_loadu_si128(at.add(16) as *const __m128i));
-                    for q in 0..Q {
-                        let p = hp[q].add(8 * u) as *const i64;
-                        let l = _mm256_set1_epi64x(p.read_unaligned());
-                        acc_lo[0][q] = _mm256_add_epi32(acc_lo[0][q], _mm256_madd_epi16(d0, l));
-                        acc_lo[1][q] = _mm256_add_epi32(acc_lo[1][q], _mm256_madd_epi16(d1, l));
-                        let h = _mm256_set1_epi64x(p.add(1).read_unaligned());
-                        acc_hi[0][q] = _mm256_add_epi32(acc_hi[0][q], _mm256_madd_epi16(d0, h));
-                        acc_hi[1][q] = _mm256_add_epi32(acc_hi[1][q], _mm256_madd_epi16(d1, h));
-                    }
+        steps!(n, half < passes, cursor, |u| {
+            // SAFETY: u < n (STEP divides n, asserted a multiple of
+            // 4), so bytes [64u + 32·half, +32) are inside `data`,
+            // and entries [8u, 8u + 8) inside every halves slice
+            // (asserted above); the loads are unaligned.
+            unsafe {
+                let at = dp.add(64 * u + 32 * half);
+                let d0 = _mm256_cvtepi8_epi16(_mm_loadu_si128(at as *const __m128i));
+                let d1 = _mm256_cvtepi8_epi16(_mm_loadu_si128(at.add(16) as *const __m128i));
+                for q in 0..Q {
+                    let p = hp[q].add(8 * u) as *const i64;
+                    let l = _mm256_set1_epi64x(p.read_unaligned());
+                    acc_lo[0][q] = _mm256_add_epi32(acc_lo[0][q], _mm256_madd_epi16(d0, l));
+                    acc_lo[1][q] = _mm256_add_epi32(acc_lo[1][q], _mm256_madd_epi16(d1, l));
+                    let h = _mm256_set1_epi64x(p.add(1).read_unaligned());
+                    acc_hi[0][q] = _mm256_add_epi32(acc_hi[0][q], _mm256_madd_epi16(d0, h));
+                    acc_hi[1][q] = _mm256_add_epi32(acc_hi[1][q], _mm256_madd_epi16(d1, h));
                 }
             }
-            t += STEP;
-        }
+        });
         for q in 0..Q {
             let (lo, hi) = (acc_lo.map(|a| a[q]), acc_hi.map(|a| a[q]));
             add_half(lo, hi, &mut out[q], half);
         }
     }
+}
+
+/// How a kernel of two half passes over `n` quads prefetches `ahead`, a
+/// line per loop step: a share of at most a line per step of one half
+/// pass goes out in the first pass, a larger one over both. Returns the
+/// number of half passes that prefetch and their cursor.
+fn half_pass_prefetch(ahead: &[u8], n: usize) -> (usize, super::Cursor) {
+    let passes = if ahead.len().div_ceil(64) * STEP <= n {
+        1
+    } else {
+        2
+    };
+    (passes, super::Cursor::new(ahead, passes * n / STEP))
 }
 
 /// [`group`] for one query: each quad is read once, all four quarters at
@@ -297,39 +312,27 @@ pub(super) unsafe fn group_words<const Q: usize>(
             && words.iter().all(|v| v.len() == 4 * n),
         "slice shape"
     );
-    let passes = if ahead.len().div_ceil(64) * STEP <= n {
-        1
-    } else {
-        2
-    };
-    let mut cursor = super::Cursor::new(ahead, passes * n / STEP);
+    let (passes, mut cursor) = half_pass_prefetch(ahead, n);
     let dp = data.as_ptr();
     let wp = words.map(|v| v.as_ptr());
     let flip = _mm256_set1_epi16(0x80);
     for half in 0..2 {
         let mut lo = [_mm256_setzero_si256(); Q];
         let mut hi = [_mm256_setzero_si256(); Q];
-        let mut t = 0;
-        while t < n {
-            if half < passes {
-                cursor.issue();
-            }
-            for u in t..t + STEP {
-                // SAFETY: u < t + STEP ≤ n (STEP divides n, asserted), so
-                // bytes [64u + 32·half, +32) are inside `data` and words
-                // [4u, 4u + 4) inside every `words` slice, which
-                // `word_macs` reads; the loads are unaligned.
-                unsafe {
-                    let w = _mm256_loadu_si256(dp.add(64 * u + 32 * half) as *const __m256i);
-                    let x = _mm256_xor_si256(w, flip);
-                    let y = _mm256_srai_epi16::<8>(w);
-                    for q in 0..Q {
-                        word_macs(wp[q].add(4 * u), x, y, &mut lo[q], &mut hi[q]);
-                    }
+        steps!(n, half < passes, cursor, |u| {
+            // SAFETY: u < n (STEP divides n, asserted), so bytes
+            // [64u + 32·half, +32) are inside `data` and words
+            // [4u, 4u + 4) inside every `words` slice, which
+            // `word_macs` reads; the loads are unaligned.
+            unsafe {
+                let w = _mm256_loadu_si256(dp.add(64 * u + 32 * half) as *const __m256i);
+                let x = _mm256_xor_si256(w, flip);
+                let y = _mm256_srai_epi16::<8>(w);
+                for q in 0..Q {
+                    word_macs(wp[q].add(4 * u), x, y, &mut lo[q], &mut hi[q]);
                 }
             }
-            t += STEP;
-        }
+        });
         for q in 0..Q {
             let v = _mm256_add_epi32(lo[q], _mm256_slli_epi32::<16>(hi[q]));
             let v = _mm256_sub_epi32(v, _mm256_set1_epi32(bias[q] as i32));
