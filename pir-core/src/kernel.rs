@@ -63,10 +63,10 @@ pub(crate) use runs::add_scaled_runs;
 pub use simplepir::peak::{
     cached_pass, mac_peak, overlap_ceiling, CachedPass, MacPeak, OverlapCeiling,
 };
+pub(crate) use simplepir::simplepir;
 pub use simplepir::simplepir_impl;
 pub(crate) use simplepir::tune::tune_prefetch;
 pub use simplepir::tune::{prefetch_distance, prefetch_tuning, PrefetchTuning};
-pub(crate) use simplepir::{simplepir, SplitQuery};
 
 #[cfg(target_arch = "x86_64")]
 fn avx512() -> bool {

@@ -46,7 +46,7 @@ use crate::arith::{round_mod, round_pow2, small_residue, MODS, Q2};
 use crate::db::{ColumnsMut, Database};
 use crate::digits::{ColumnBlockMut, DigitMatrix, BLOCK_COLS, CHUNK_COLS, QUAD_ROWS};
 use crate::error::{Error, Result};
-use crate::kernel::{self, SplitQuery};
+use crate::kernel;
 use crate::packing::{Leaf, PackInputs, PackPrecomp, StaticKs};
 use crate::params::{DbShape, Layout, Params, LOG_Q1};
 use crate::rns::{self, Context};
@@ -1276,9 +1276,9 @@ impl Server {
         // Step 1: SimplePIR pass, one scan for the whole batch.
         let scan = || {
             let t = Instant::now();
-            let split: Vec<SplitQuery> = qs.iter().map(|q| SplitQuery::new(q.c1())).collect();
+            let c1s: Vec<&[u32]> = qs.iter().map(|q| q.c1()).collect();
             let mut y1 = vec![vec![0u32; ell2]; qs.len()];
-            kernel::simplepir(&self.db, &split, &mut y1);
+            kernel::simplepir(&self.db, &c1s, &mut y1);
             (y1, t.elapsed().as_secs_f64())
         };
         // With more than one thread the memory-bound scan runs beside the

@@ -42,7 +42,8 @@ fn simd_kernel_matches_scalar_reference() {
                 .collect();
             let split: Vec<SplitQuery> = qs.iter().map(|q| SplitQuery::new(q)).collect();
             let mut out = vec![vec![0u32; ell2]; nq];
-            simplepir(&db, &split, &mut out);
+            let c1s: Vec<&[u32]> = qs.iter().map(Vec::as_slice).collect();
+            simplepir(&db, &c1s, &mut out);
             for (q, o) in qs.iter().zip(&out) {
                 let mut want = vec![0u32; ell2];
                 simplepir_scalar(&cm, ell1, q, &mut want);
@@ -214,6 +215,64 @@ fn query_split_reconstructs_c1() {
     assert_eq!(q.even[128 / 4], even);
     assert!(!zero_even);
     assert_eq!(q.words(8, 100).1, q.even[25].wrapping_sub(q.even[2]) << 7);
+}
+
+/// A pass builds only the forms its kernel reads, each equal to the same
+/// form of a full split.
+#[test]
+fn a_pass_splits_only_the_forms_it_reads() {
+    let none = Forms {
+        halves: false,
+        words: false,
+        digits: false,
+    };
+    assert_eq!(Forms::for_pass(Kernel::Scalar, 4), none);
+    assert_eq!(Forms::for_pass(Kernel::Avx512Bw, 4), none);
+    let vnni = Forms {
+        digits: true,
+        ..none
+    };
+    assert_eq!(Forms::for_pass(Kernel::Avx512Vnni, 1), vnni);
+    let half_quad = Forms {
+        halves: true,
+        ..none
+    };
+    for nq in [1, 2, 3, 5, 6, 8] {
+        assert_eq!(Forms::for_pass(Kernel::Avx2, nq), half_quad, "{nq}");
+    }
+    let word = Forms {
+        words: true,
+        ..half_quad
+    };
+    for nq in [4, 7, 16, 64] {
+        assert_eq!(Forms::for_pass(Kernel::Avx2, nq), word, "{nq}");
+    }
+    let mut s = 11;
+    let c1: Vec<u32> = (0..133).map(|_| lcg(&mut s) as u32).collect();
+    let all = SplitQuery::new(&c1);
+    for forms in [none, vnni, half_quad, word, Forms::ALL] {
+        let q = SplitQuery::with_forms(&c1, forms);
+        assert_eq!((&q.lo, &q.hi), (&all.lo, &all.hi));
+        let pick = |on: bool, v: &[u32]| if on { v.to_vec() } else { Vec::new() };
+        assert_eq!(q.words, pick(forms.words, &all.words));
+        assert_eq!(q.even, pick(forms.words, &all.even));
+        assert_eq!(
+            q.halves,
+            if forms.halves {
+                all.halves.clone()
+            } else {
+                Vec::new()
+            }
+        );
+        assert_eq!(
+            q.digits,
+            if forms.digits {
+                all.digits.clone()
+            } else {
+                Vec::new()
+            }
+        );
+    }
 }
 
 /// AVX2 batches: groups of at most 3, a last two groups of 2 merged into
