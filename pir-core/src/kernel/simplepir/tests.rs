@@ -217,6 +217,16 @@ fn query_split_reconstructs_c1() {
     assert_eq!(q.words(8, 100).1, q.even[25].wrapping_sub(q.even[2]) << 7);
 }
 
+/// The form a split with the form switched `on` holds: that of a full
+/// split, or nothing.
+fn built<T: Clone>(on: bool, full: &[T]) -> Vec<T> {
+    if on {
+        full.to_vec()
+    } else {
+        Vec::new()
+    }
+}
+
 /// A pass builds only the forms its kernel reads, each equal to the same
 /// form of a full split.
 #[test]
@@ -253,25 +263,10 @@ fn a_pass_splits_only_the_forms_it_reads() {
     for forms in [none, vnni, half_quad, word, Forms::ALL] {
         let q = SplitQuery::with_forms(&c1, forms);
         assert_eq!((&q.lo, &q.hi), (&all.lo, &all.hi));
-        let pick = |on: bool, v: &[u32]| if on { v.to_vec() } else { Vec::new() };
-        assert_eq!(q.words, pick(forms.words, &all.words));
-        assert_eq!(q.even, pick(forms.words, &all.even));
-        assert_eq!(
-            q.halves,
-            if forms.halves {
-                all.halves.clone()
-            } else {
-                Vec::new()
-            }
-        );
-        assert_eq!(
-            q.digits,
-            if forms.digits {
-                all.digits.clone()
-            } else {
-                Vec::new()
-            }
-        );
+        assert_eq!(q.words, built(forms.words, &all.words));
+        assert_eq!(q.even, built(forms.words, &all.even));
+        assert_eq!(q.halves, built(forms.halves, &all.halves));
+        assert_eq!(q.digits, built(forms.digits, &all.digits));
     }
 }
 
