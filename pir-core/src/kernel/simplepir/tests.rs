@@ -250,17 +250,23 @@ fn a_pass_splits_only_the_forms_it_reads() {
     for nq in [1, 2, 3, 5, 6, 8] {
         assert_eq!(Forms::for_pass(Kernel::Avx2, nq), half_quad, "{nq}");
     }
-    let word = Forms {
+    let both = Forms {
         words: true,
         ..half_quad
     };
-    for nq in [4, 7, 16, 64] {
-        assert_eq!(Forms::for_pass(Kernel::Avx2, nq), word, "{nq}");
+    for nq in [7, 16, 64] {
+        assert_eq!(Forms::for_pass(Kernel::Avx2, nq), both, "{nq}");
     }
+    // a batch of 4 is one group of 4: the word form alone
+    let word = Forms {
+        words: true,
+        ..none
+    };
+    assert_eq!(Forms::for_pass(Kernel::Avx2, 4), word);
     let mut s = 11;
     let c1: Vec<u32> = (0..133).map(|_| lcg(&mut s) as u32).collect();
     let all = SplitQuery::new(&c1);
-    for forms in [none, vnni, half_quad, word, Forms::ALL] {
+    for forms in [none, vnni, half_quad, word, both, Forms::ALL] {
         let q = SplitQuery::with_forms(&c1, forms);
         assert_eq!((&q.lo, &q.hi), (&all.lo, &all.hi));
         assert_eq!(q.words, built(forms.words, &all.words));
