@@ -12,6 +12,11 @@
 #            screenshot after the first NOT FOUND goes to $SCREENSHOT and the
 #            one after the report to $REPORT_SCREENSHOT, if set
 #
+# DEMO_SERVER_PROFILE picks the cargo profile of demo-server: release (the
+# default) or dev (pir-core is optimised in dev builds too, so the server
+# keeps up; .ci/run uses it because `cargo test --workspace` has just built
+# the dev binary, which saves a release build of the whole server side).
+#
 # The server's stdin is a pipe held by this script: whenever the script
 # ends, even by SIGKILL, the server sees end of file and shuts down.
 set -euo pipefail
@@ -26,7 +31,11 @@ done
 wants() { [[ " $EXTENSION_TESTS " == *" $1 "* ]]; }
 
 "$here/../build.sh"
-(cd "$root" && cargo build --release -p audit-demo --bin demo-server)
+case "${DEMO_SERVER_PROFILE:-release}" in
+  release) (cd "$root" && cargo build --release -p audit-demo --bin demo-server); server="$target/release/demo-server" ;;
+  dev) (cd "$root" && cargo build -p audit-demo --bin demo-server); server="$target/debug/demo-server" ;;
+  *) echo "run.sh: DEMO_SERVER_PROFILE must be release or dev" >&2; exit 2 ;;
+esac
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/ct-extension-e2e.XXXXXX")"
 server_pid=""
@@ -56,7 +65,7 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-exec {ctl}> >(exec "$target/release/demo-server" --out "$work/data" \
+exec {ctl}> >(exec "$server" --out "$work/data" \
   --logged 100 --omitted 12 --forged 8 --epoch-interval "$EPOCH_INTERVAL" \
   >"$work/server.out" 2>"$work/server.err")
 server_pid=$!
