@@ -32,10 +32,12 @@ wants() { [[ " $EXTENSION_TESTS " == *" $1 "* ]]; }
 
 "$here/../build.sh"
 case "${DEMO_SERVER_PROFILE:-release}" in
-  release) (cd "$root" && cargo build --release -p audit-demo --bin demo-server); server="$target/release/demo-server" ;;
-  dev) (cd "$root" && cargo build -p audit-demo --bin demo-server); server="$target/debug/demo-server" ;;
+  release) profile=(--release) out=release ;;
+  dev) profile=() out=debug ;;
   *) echo "run.sh: DEMO_SERVER_PROFILE must be release or dev" >&2; exit 2 ;;
 esac
+(cd "$root" && cargo build "${profile[@]}" -p audit-demo --bin demo-server)
+server="$target/$out/demo-server"
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/ct-extension-e2e.XXXXXX")"
 server_pid=""
