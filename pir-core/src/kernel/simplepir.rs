@@ -14,6 +14,11 @@
 //!   a = c_{2m} and b = c_{2m+1} − 2^8·c_{2m}, multiplied by a record
 //!   word as stored (rows 2m, 2m + 1, its low byte biased by 2^7) and by
 //!   its high byte, so that no record is widened ([`avx2::group_words`]);
+//! * the AVX2 `vpmulld` kernel (groups of 4 and 5 where `vpmulld` is as
+//!   fast as `vpmaddwd`, [`Avx2Batch`]): whole 32-bit coefficients
+//!   c_0, c_1 − 2^8·c_0, c_2 − 2^8·c_1, c_3 − 2^8·c_2 against a column's
+//!   quad D (its 4 records biased by 2^7) shifted right by 0, 8, 16 and 24
+//!   bits ([`avx2::group_mulld`]);
 //! * `vpdpbusd` kernel (AVX-512 VNNI): c = Σ_k 2^{8k}·u_k with u_k the
 //!   unsigned bytes of c, and `vpdpbusd` multiplies 4 of them by 4 signed
 //!   records and adds the 4 products to a wrapping 32-bit lane.
@@ -68,6 +73,13 @@ pub(crate) struct SplitQuery {
     /// `even[i]` = Σ c1[r] over the even rows r < 4i, wrapping: the word
     /// kernel's bias over rows r0..r1 is 2^7·(even[r1/4] − even[r0/4]).
     even: Vec<u32>,
+    /// The `vpmulld` kernel's coefficients ([`avx2::group_mulld`]), four
+    /// per 4-row quad: with c_x = c1[4i + x], c_0, c_1 − 2^8·c_0,
+    /// c_2 − 2^8·c_1, c_3 − 2^8·c_2 (wrapping).
+    dwords: Vec<u32>,
+    /// `all[i]` = Σ c1[r] over the rows r < 4i, wrapping: the `vpmulld`
+    /// kernel's bias over rows r0..r1 is 2^7·(all[r1/4] − all[r0/4]).
+    all: Vec<u32>,
     /// The bytes of c1 per 4-row quad, `c1[r] = Σ_k 2^{8k}·u_k[r]`: digit
     /// k of rows 4i..4i+3 at bytes 16i + 4k.. (`vpdpbusd` broadcasts one
     /// digit of a quad, 4 bytes, with one load).
@@ -80,6 +92,7 @@ pub(crate) struct SplitQuery {
 struct Forms {
     halves: bool,
     words: bool,
+    dwords: bool,
     digits: bool,
 }
 
@@ -87,23 +100,34 @@ impl Forms {
     const ALL: Forms = Forms {
         halves: true,
         words: true,
+        dwords: true,
         digits: true,
     };
 
-    /// The forms a pass of `nq` queries with kernel `k` reads: with AVX2
-    /// the half-quad form when a group has fewer than 4 queries and the
-    /// word form when one has 4 ([`groups_for`]; a batch of 4 needs only
-    /// the word form: 127 µs against 233 µs with both for 2^15 rows on
-    /// the Zen 4, best of 5 × 100), the bytes with `vpdpbusd`.
+    /// The forms a pass of `nq` queries with kernel `k` reads
+    /// ([`Forms::for_batch`] with this core's [`avx2_batch`]).
     fn for_pass(k: Kernel, nq: usize) -> Forms {
+        Self::for_batch(k, avx2_batch(), nq)
+    }
+
+    /// The forms a pass of `nq` queries with kernel `k` reads, AVX2 groups
+    /// of 4 and more going to kernel `big` ([`groups_with`]): with AVX2
+    /// the half-quad form when a group has fewer than 4 queries and the
+    /// word or `vpmulld` form when one has 4 or 5 (a batch of 4 needs only
+    /// the one: 127 µs against 233 µs with the half-quad form beside it
+    /// for 2^15 rows on the Zen 4, best of 5 × 100), the bytes with
+    /// `vpdpbusd`.
+    fn for_batch(k: Kernel, big: Avx2Batch, nq: usize) -> Forms {
         let groups = if k == Kernel::Avx2 {
-            groups_for(k, nq)
+            groups_with(k, big, nq)
         } else {
             Vec::new()
         };
+        let grouped = groups.iter().any(|g| g.len() >= 4);
         Forms {
             halves: groups.iter().any(|g| g.len() < 4),
-            words: groups.iter().any(|g| g.len() == 4),
+            words: grouped && big == Avx2Batch::Words,
+            dwords: grouped && big == Avx2Batch::Mulld,
             digits: k == Kernel::Avx512Vnni,
         }
     }
@@ -133,6 +157,9 @@ impl SplitQuery {
         let mut words = vec![0u32; sized(forms.words, 1)];
         let mut even = Vec::with_capacity(if forms.words { quads + 1 } else { 0 });
         let mut sum = 0u32;
+        let mut dwords = vec![0u32; sized(forms.dwords, 1)];
+        let mut all = Vec::with_capacity(if forms.dwords { quads + 1 } else { 0 });
+        let mut total = 0u32;
         for i in 0..quads {
             let c: [u32; 4] = std::array::from_fn(|x| c1.get(4 * i + x).copied().unwrap_or(0));
             let (l, h) = (&mut lo[4 * i..4 * i + 4], &mut hi[4 * i..4 * i + 4]);
@@ -162,9 +189,20 @@ impl SplitQuery {
                 even.push(sum);
                 sum = sum.wrapping_add(c[0]).wrapping_add(c[2]);
             }
+            if forms.dwords {
+                dwords[4 * i] = c[0];
+                for x in 1..4 {
+                    dwords[4 * i + x] = c[x].wrapping_sub(c[x - 1] << 8);
+                }
+                all.push(total);
+                total = c.iter().fold(total, |t, &v| t.wrapping_add(v));
+            }
         }
         if forms.words {
             even.push(sum);
+        }
+        if forms.dwords {
+            all.push(total);
         }
         SplitQuery {
             lo,
@@ -172,6 +210,8 @@ impl SplitQuery {
             halves,
             words,
             even,
+            dwords,
+            all,
             digits,
         }
     }
@@ -195,6 +235,15 @@ impl SplitQuery {
     fn words(&self, r0: usize, r1: usize) -> (&[u32], u32) {
         let bias = self.even[r1 / 4].wrapping_sub(self.even[r0 / 4]) << 7;
         (&self.words[r0..r1], bias)
+    }
+
+    /// The `vpmulld` kernel's coefficients of rows `r0..r1` (multiples of
+    /// 4) and its bias over them ([`avx2::group_mulld`]).
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+    #[inline]
+    fn dwords(&self, r0: usize, r1: usize) -> (&[u32], u32) {
+        let bias = self.all[r1 / 4].wrapping_sub(self.all[r0 / 4]) << 7;
+        (&self.dwords[r0..r1], bias)
     }
 
     /// The bytes of rows `r0..r1` (multiples of 4), the `vpdpbusd`
@@ -343,11 +392,52 @@ const VNNI_GROUP: usize = 5;
 #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 const AVX2_HALF_QUAD_GROUP: usize = 3;
 
-/// Most queries of one group with the AVX2 kernels: groups of 4 go to the
-/// word kernel ([`avx2::group_words`], 2 accumulators per query), the
-/// smaller ones to the half-quad kernel ([`groups_for`]).
+/// Most queries of one group with the AVX2 `vpmulld` kernel
+/// ([`avx2::group_mulld`]): 2 accumulators each, 10 of the 16 ymm
+/// registers beside the two halves of a quad, their shifts, a broadcast
+/// and a product. On the Zen 4 (AVX2 forced, B = 33) batches of 5 and
+/// 10 ran at 0.82 and 0.87 of the bound as groups of 5 against 0.80 and
+/// 0.83 as groups of at most 4.
 #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
-const AVX2_GROUP: usize = 4;
+const AVX2_MULLD_GROUP: usize = 5;
+
+/// Which AVX2 kernel takes the groups of 4 and more of a batch (smaller
+/// groups always go to the half-quad kernel, [`avx2::group`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Avx2Batch {
+    /// The word kernel ([`avx2::group_words`]): groups of 4, `vpmaddwd`
+    /// on the records as stored, every broadcast feeding one multiply.
+    Words,
+    /// The `vpmulld` kernel ([`avx2::group_mulld`]): groups of 4 and 5,
+    /// a whole quad per step, every broadcast feeding two multiplies.
+    Mulld,
+}
+
+/// The AVX2 batch kernel of this core: `PIR_AVX2_BATCH` (`words` or
+/// `mulld`) if set, else [`Avx2Batch::Mulld`] where `vpmulld` runs as
+/// fast as `vpmaddwd` (`peak::mulld_as_fast`, measured once).
+///
+/// Both kernels issue 8 multiplies and 8 adds per 64 multiply-accumulates
+/// and query; the `vpmulld` kernel needs half the broadcasts and reads
+/// each quad once instead of once per half. On the Zen 4 (AVX2 forced,
+/// B = 33, alternating) a batch of 4 ran at 0.88–0.89 of the bound
+/// against 0.83–0.84 with the word kernel, 8 at 0.89 against 0.80–0.85,
+/// 16 at 0.89 against 0.86; on cores that split `vpmulld` into two µops
+/// (Intel) it would run at half the rate, hence the measurement.
+pub(crate) fn avx2_batch() -> Avx2Batch {
+    static B: std::sync::OnceLock<Avx2Batch> = std::sync::OnceLock::new();
+    *B.get_or_init(|| match std::env::var("PIR_AVX2_BATCH").as_deref() {
+        Ok("words") => Avx2Batch::Words,
+        Ok("mulld") => Avx2Batch::Mulld,
+        _ => {
+            #[cfg(target_arch = "x86_64")]
+            if peak::mulld_as_fast() {
+                return Avx2Batch::Mulld;
+            }
+            Avx2Batch::Words
+        }
+    })
+}
 
 /// How many slices ahead of the one being multiplied a batch prefetches
 /// the database into L2 (half a slice to 4 slices measured within 3 %
@@ -366,7 +456,10 @@ fn group_max(k: Kernel) -> usize {
         #[cfg(target_arch = "x86_64")]
         Kernel::Avx512Vnni => VNNI_GROUP,
         #[cfg(target_arch = "x86_64")]
-        Kernel::Avx2 => AVX2_GROUP,
+        Kernel::Avx2 => match avx2_batch() {
+            Avx2Batch::Words => 4,
+            Avx2Batch::Mulld => AVX2_MULLD_GROUP,
+        },
         // the AVX-512BW kernel takes one query per call; a batch's further
         // queries find the slice in L1
         Kernel::Avx512Bw => 1,
@@ -536,19 +629,30 @@ fn pairs_for(k: Kernel, nq: usize) -> bool {
 /// ([`balanced_groups`]).
 const PAIR_GROUP: usize = 3;
 
-/// The query groups of a batch of `nq` with kernel `k`: balanced groups
-/// of at most [`group_max`], except with AVX2, where the balanced groups
-/// of at most 3 ([`avx2::group`]) are kept and a last two groups of 2
-/// become one group of 4 for the word kernel ([`avx2::group_words`]). In
-/// L1 (`slice_kernel_compute_rate`, Zen 4, two runs) the half-quad kernel
-/// ran groups of 2 and 3 at 0.89–0.91 and 0.93–0.96 of the `vpmaddwd`
-/// peak and the word kernel groups of 4, 5 and 6 at 0.90–0.93,
-/// 0.90–0.94 and 0.81–0.91: the word kernel pays a broadcast per
-/// `vpmaddwd` where the half-quad kernel pays one per two, so it beats a
-/// pair of 2s but not groups of 3.
+/// The query groups of a batch of `nq` with kernel `k` on this core
+/// ([`groups_with`] and [`avx2_batch`]).
 fn groups_for(k: Kernel, nq: usize) -> Vec<std::ops::Range<usize>> {
+    groups_with(k, avx2_batch(), nq)
+}
+
+/// The query groups of a batch of `nq` with kernel `k`, AVX2 groups of 4
+/// and more going to kernel `big`: balanced groups of at most
+/// [`group_max`], except with AVX2. There, with the `vpmulld` kernel,
+/// balanced groups of at most 5, those of 3 and fewer to the half-quad
+/// kernel ([`avx2::group`]); with the word kernel ([`avx2::group_words`])
+/// the balanced groups of at most 3 are kept and a last two groups of 2
+/// become one group of 4. In L1 (`slice_kernel_compute_rate`, Zen 4, two
+/// runs) the half-quad kernel ran groups of 2 and 3 at 0.89–0.91 and
+/// 0.93–0.96 of the `vpmaddwd` peak and the word kernel groups of 4, 5
+/// and 6 at 0.90–0.93, 0.90–0.94 and 0.81–0.91: the word kernel pays a
+/// broadcast per `vpmaddwd` where the half-quad kernel pays one per two,
+/// so it beats a pair of 2s but not groups of 3.
+fn groups_with(k: Kernel, big: Avx2Batch, nq: usize) -> Vec<std::ops::Range<usize>> {
     #[cfg(target_arch = "x86_64")]
     if k == Kernel::Avx2 {
+        if big == Avx2Batch::Mulld {
+            return balanced_groups(nq, AVX2_MULLD_GROUP).collect();
+        }
         let mut groups: Vec<_> = balanced_groups(nq, AVX2_HALF_QUAD_GROUP).collect();
         if let [.., a, b] = groups.as_slice() {
             if a.len() == 2 && b.len() == 2 {
@@ -559,6 +663,7 @@ fn groups_for(k: Kernel, nq: usize) -> Vec<std::ops::Range<usize>> {
         }
         return groups;
     }
+    let _ = big;
     balanced_groups(nq, group_max(k)).collect()
 }
 
@@ -741,33 +846,7 @@ fn group_with(
                 return;
             }
             Kernel::Avx2 if super::avx2() => {
-                macro_rules! call {
-                    ($q:literal) => {{
-                        let halves: [&[i16]; $q] =
-                            std::array::from_fn(|i| queries[i].halves(r0, r1));
-                        let out: &mut [[u32; 16]; $q] = out.try_into().expect("group size");
-                        // SAFETY: avx2 was detected at runtime; `data`
-                        // holds 16 bytes per row and every `halves` 2
-                        // entries per row, rows r0..r1 (asserted above).
-                        unsafe { avx2::group::<$q>(data, halves, ahead, out) }
-                    }};
-                }
-                match queries.len() {
-                    1 => call!(1),
-                    2 => call!(2),
-                    3 => call!(3),
-                    4 => {
-                        let wb: [(&[u32], u32); 4] =
-                            std::array::from_fn(|i| queries[i].words(r0, r1));
-                        let (words, bias) = (wb.map(|w| w.0), wb.map(|w| w.1));
-                        let out: &mut [[u32; 16]; 4] = out.try_into().expect("group size");
-                        // SAFETY: avx2 was detected at runtime; `data`
-                        // holds 16 bytes per row and every `words` one
-                        // word per row, rows r0..r1 (asserted above).
-                        unsafe { avx2::group_words::<4>(data, words, bias, ahead, out) }
-                    }
-                    n => unreachable!("a group of {n} queries"),
-                }
+                avx2_group(avx2_batch(), data, queries, (r0, r1), ahead, out);
                 return;
             }
             _ => {}
@@ -777,6 +856,65 @@ fn group_with(
     crate::mem::prefetch_l2(ahead);
     for (q, o) in queries.iter().zip(out.iter_mut()) {
         group_scalar(data, q.rows(r0, r1), o);
+    }
+}
+
+/// [`group_with`] for the AVX2 kernels, groups of 4 and 5 going to kernel
+/// `big` (groups of 5 only with [`Avx2Batch::Mulld`]).
+#[cfg(target_arch = "x86_64")]
+fn avx2_group(
+    big: Avx2Batch,
+    data: &[u8],
+    queries: &[SplitQuery],
+    (r0, r1): (usize, usize),
+    ahead: &[u8],
+    out: &mut [[u32; GROUP_COLS]],
+) {
+    assert!(
+        super::avx2()
+            && queries.len() == out.len()
+            && data.len() == GROUP_COLS * (r1 - r0)
+            && r0.is_multiple_of(32)
+            && r1.is_multiple_of(32),
+        "slice shape"
+    );
+    macro_rules! halves {
+        ($q:literal) => {{
+            let halves: [&[i16]; $q] = std::array::from_fn(|i| queries[i].halves(r0, r1));
+            let out: &mut [[u32; 16]; $q] = out.try_into().expect("group size");
+            // SAFETY: avx2 was detected at runtime; `data` holds 16 bytes
+            // per row and every `halves` 2 entries per row, rows r0..r1
+            // (asserted above).
+            unsafe { avx2::group::<$q>(data, halves, ahead, out) }
+        }};
+    }
+    macro_rules! mulld {
+        ($q:literal) => {{
+            let wb: [(&[u32], u32); $q] = std::array::from_fn(|i| queries[i].dwords(r0, r1));
+            let (dwords, bias) = (wb.map(|w| w.0), wb.map(|w| w.1));
+            let out: &mut [[u32; 16]; $q] = out.try_into().expect("group size");
+            // SAFETY: avx2 was detected at runtime; `data` holds 16 bytes
+            // per row and every `dwords` one word per row, rows r0..r1
+            // (asserted above).
+            unsafe { avx2::group_mulld::<$q>(data, dwords, bias, ahead, out) }
+        }};
+    }
+    match (queries.len(), big) {
+        (1, _) => halves!(1),
+        (2, _) => halves!(2),
+        (3, _) => halves!(3),
+        (4, Avx2Batch::Words) => {
+            let wb: [(&[u32], u32); 4] = std::array::from_fn(|i| queries[i].words(r0, r1));
+            let (words, bias) = (wb.map(|w| w.0), wb.map(|w| w.1));
+            let out: &mut [[u32; 16]; 4] = out.try_into().expect("group size");
+            // SAFETY: avx2 was detected at runtime; `data` holds 16 bytes
+            // per row and every `words` one word per row, rows r0..r1
+            // (asserted above).
+            unsafe { avx2::group_words::<4>(data, words, bias, ahead, out) }
+        }
+        (4, Avx2Batch::Mulld) => mulld!(4),
+        (5, Avx2Batch::Mulld) => mulld!(5),
+        (n, b) => unreachable!("a group of {n} queries for {b:?}"),
     }
 }
 

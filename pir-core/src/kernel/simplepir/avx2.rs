@@ -384,3 +384,152 @@ unsafe fn word_macs(p: *const u32, x: __m256i, y: __m256i, lo: &mut __m256i, hi:
         );
     }
 }
+
+/// AVX2 `vpmulld` kernel: `Q` queries (4 or 5) over a slice of quads, a
+/// whole quad per step and one accumulator per query and half quad. A
+/// column's quad is one 32-bit lane D = Σ_x 2^{8x}·b_x with b_x = r_x + 2^7
+/// (its 4 records biased into [0, 2^8) by one `vpxor`), and with
+/// w_0 = c_0, w_x = c_x − 2^8·c_{x−1} (x = 1, 2, 3; `SplitQuery::dwords`)
+///
+/// ```text
+/// D·w_0 + (D ≫ 8)·w_1 + (D ≫ 16)·w_2 + (D ≫ 24)·w_3 ≡ Σ_x b_x·c_x (mod 2^32)
+/// ```
+///
+/// (logical shifts: the coefficient of b_x telescopes to c_x), which is
+/// Σ_x r_x·c_x plus the bias 2^7·Σ_x c_x that `bias[q]` removes once per
+/// call. Each broadcast w_x multiplies both halves of the quad (8 columns
+/// each), so a step of Q queries takes 4Q broadcasts, 8Q `vpmulld` and 8Q
+/// `vpaddd` for 64Q multiply-accumulates, against 8Q broadcasts and two
+/// loads of every line for the word kernel over two half passes
+/// ([`group_words`]); the 3 shifts of each half are shared by the group.
+/// Where `vpmulld` is one µop, as on the Zen 4 (5.9 G `vpmulld` +
+/// `vpaddd` pairs per second, as many as `vpmaddwd` + `vpaddd`), this
+/// is the faster of the two; see `super::avx2_batch`.
+///
+/// # Safety
+/// The caller must have checked that the CPU supports AVX2; `data` holds
+/// whole 64-byte quads and every `dwords[q]` 4 words per quad.
+#[target_feature(enable = "avx2")]
+pub(super) unsafe fn group_mulld<const Q: usize>(
+    data: &[u8],
+    dwords: [&[u32]; Q],
+    bias: [u32; Q],
+    ahead: &[u8],
+    out: &mut [[u32; 16]; Q],
+) {
+    let n = data.len() / 64;
+    assert!(
+        data.len().is_multiple_of(64) && dwords.iter().all(|v| v.len() == 4 * n),
+        "slice shape"
+    );
+    // a line of `ahead` per quad, one pass
+    let mut cursor = super::Cursor::new(ahead, n);
+    let dp = data.as_ptr();
+    let wp = dwords.map(|v| v.as_ptr());
+    let flip = _mm256_set1_epi8(0x80u8 as i8);
+    let mut acc = [[_mm256_setzero_si256(); 2]; Q];
+    for u in 0..n {
+        cursor.issue();
+        // SAFETY: u < n, so bytes [64u, 64u + 64) are inside `data` and
+        // words [4u, 4u + 4) inside every `dwords` slice (asserted
+        // above), which `mulld_macs` reads; the loads are unaligned.
+        unsafe {
+            let at = dp.add(64 * u);
+            let d0 = _mm256_xor_si256(_mm256_loadu_si256(at as *const __m256i), flip);
+            let d1 = _mm256_xor_si256(_mm256_loadu_si256(at.add(32) as *const __m256i), flip);
+            let w = wp.map(|p| p.add(4 * u));
+            for (q, [a0, a1]) in acc.iter_mut().enumerate() {
+                mulld_macs::<0>(w[q], d0, d1, a0, a1);
+            }
+            let (s0, s1) = shifted::<8>(d0, d1);
+            for (q, [a0, a1]) in acc.iter_mut().enumerate() {
+                mulld_macs::<4>(w[q], s0, s1, a0, a1);
+            }
+            let (s0, s1) = shifted::<16>(d0, d1);
+            for (q, [a0, a1]) in acc.iter_mut().enumerate() {
+                mulld_macs::<8>(w[q], s0, s1, a0, a1);
+            }
+            let (s0, s1) = shifted::<24>(d0, d1);
+            for (q, [a0, a1]) in acc.iter_mut().enumerate() {
+                mulld_macs::<12>(w[q], s0, s1, a0, a1);
+            }
+        }
+    }
+    for (q, halves) in acc.iter().enumerate() {
+        let b = _mm256_set1_epi32(bias[q] as i32);
+        for (half, &a) in halves.iter().enumerate() {
+            let o = &mut out[q][8 * half..8 * half + 8];
+            // SAFETY: `o` is 8 u32s, exactly one 256-bit vector; the loads
+            // and stores are unaligned.
+            unsafe {
+                let prev = _mm256_loadu_si256(o.as_ptr() as *const __m256i);
+                let v = _mm256_add_epi32(prev, _mm256_sub_epi32(a, b));
+                _mm256_storeu_si256(o.as_mut_ptr() as *mut __m256i, v);
+            }
+        }
+    }
+}
+
+/// Both halves of a quad shifted right by `S` bits in each 32-bit lane,
+/// for [`group_mulld`]: an assembly block, so that the shifts stay
+/// between the multiplies that read them (see [`mulld_macs`]).
+#[inline]
+#[target_feature(enable = "avx2")]
+fn shifted<const S: u32>(a: __m256i, b: __m256i) -> (__m256i, __m256i) {
+    let (x, y);
+    // SAFETY: two register-only shifts; no memory is touched.
+    unsafe {
+        std::arch::asm!(
+            "vpsrld {x}, {a}, {s}",
+            "vpsrld {y}, {b}, {s}",
+            a = in(ymm_reg) a,
+            b = in(ymm_reg) b,
+            s = const S,
+            x = out(ymm_reg) x,
+            y = out(ymm_reg) y,
+            options(nomem, nostack, preserves_flags),
+        );
+    }
+    (x, y)
+}
+
+/// One query's two `vpmulld` + `vpaddd` pairs of [`group_mulld`]: the
+/// word at `p + OFF` bytes, broadcast, times both halves (a, b) of a
+/// quad's shifted records. One assembly block, as [`word_macs`], and not
+/// marked pure, so that the compiler keeps the blocks in program order:
+/// with `pure` it hoisted every shift of a step to its start and spilled
+/// them to the stack.
+///
+/// # Safety
+/// `p + OFF` bytes points to a readable `u32`.
+#[inline]
+#[target_feature(enable = "avx2")]
+unsafe fn mulld_macs<const OFF: usize>(
+    p: *const u32,
+    a: __m256i,
+    b: __m256i,
+    acc0: &mut __m256i,
+    acc1: &mut __m256i,
+) {
+    // SAFETY: the caller's contract; the block reads 4 bytes at
+    // `p + OFF` and changes only `acc0`, `acc1` and its scratch
+    // registers.
+    unsafe {
+        std::arch::asm!(
+            "vpbroadcastd {t}, dword ptr [{p} + {off}]",
+            "vpmulld {u}, {a}, {t}",
+            "vpaddd {acc0}, {acc0}, {u}",
+            "vpmulld {t}, {b}, {t}",
+            "vpaddd {acc1}, {acc1}, {t}",
+            p = in(reg) p,
+            a = in(ymm_reg) a,
+            b = in(ymm_reg) b,
+            off = const OFF,
+            acc0 = inout(ymm_reg) *acc0,
+            acc1 = inout(ymm_reg) *acc1,
+            t = out(ymm_reg) _,
+            u = out(ymm_reg) _,
+            options(readonly, nostack, preserves_flags),
+        );
+    }
+}

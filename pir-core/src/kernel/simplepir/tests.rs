@@ -215,6 +215,23 @@ fn query_split_reconstructs_c1() {
     assert_eq!(q.even[128 / 4], even);
     assert!(!zero_even);
     assert_eq!(q.words(8, 100).1, q.even[25].wrapping_sub(q.even[2]) << 7);
+    // the `vpmulld` kernel's form: per quad c_0 and c_x − 2^8·c_{x−1}, and
+    // the prefix sums of all rows
+    let mut all = 0u32;
+    for i in 0..128 / 4 {
+        assert_eq!(q.all[i], all, "rows before quad {i}");
+        let w = &q.dwords[4 * i..4 * i + 4];
+        // undo the differences: c_x = w_x + 2^8·c_{x−1}
+        let mut prev = 0u32;
+        for (x, &wx) in w.iter().enumerate() {
+            let cx = wx.wrapping_add(prev << 8);
+            assert_eq!(cx, c(4 * i + x), "dword {x} of quad {i}");
+            prev = cx;
+            all = all.wrapping_add(cx);
+        }
+    }
+    assert_eq!(q.all[128 / 4], all);
+    assert_eq!(q.dwords(8, 100).1, q.all[25].wrapping_sub(q.all[2]) << 7);
 }
 
 /// The form a split with the form switched `on` holds: that of a full
@@ -231,76 +248,196 @@ fn built<T: Clone>(on: bool, full: &[T]) -> Vec<T> {
 /// form of a full split.
 #[test]
 fn a_pass_splits_only_the_forms_it_reads() {
+    use Avx2Batch::{Mulld, Words};
     let none = Forms {
         halves: false,
         words: false,
+        dwords: false,
         digits: false,
     };
-    assert_eq!(Forms::for_pass(Kernel::Scalar, 4), none);
-    assert_eq!(Forms::for_pass(Kernel::Avx512Bw, 4), none);
+    for big in [Words, Mulld] {
+        assert_eq!(Forms::for_batch(Kernel::Scalar, big, 4), none);
+        assert_eq!(Forms::for_batch(Kernel::Avx512Bw, big, 4), none);
+    }
     let vnni = Forms {
         digits: true,
         ..none
     };
-    assert_eq!(Forms::for_pass(Kernel::Avx512Vnni, 1), vnni);
+    assert_eq!(Forms::for_batch(Kernel::Avx512Vnni, Mulld, 1), vnni);
     let half_quad = Forms {
         halves: true,
         ..none
     };
-    for nq in [1, 2, 3, 5, 6, 8] {
-        assert_eq!(Forms::for_pass(Kernel::Avx2, nq), half_quad, "{nq}");
-    }
-    let both = Forms {
-        words: true,
-        ..half_quad
-    };
-    for nq in [7, 16, 64] {
-        assert_eq!(Forms::for_pass(Kernel::Avx2, nq), both, "{nq}");
-    }
-    // a batch of 4 is one group of 4: the word form alone
     let word = Forms {
         words: true,
         ..none
     };
-    assert_eq!(Forms::for_pass(Kernel::Avx2, 4), word);
+    let dword = Forms {
+        dwords: true,
+        ..none
+    };
+    let words_and_halves = Forms {
+        words: true,
+        ..half_quad
+    };
+    let dwords_and_halves = Forms {
+        dwords: true,
+        ..half_quad
+    };
+    let avx2 = |big, nq| Forms::for_batch(Kernel::Avx2, big, nq);
+    for nq in [1, 2, 3, 5, 6, 8] {
+        assert_eq!(avx2(Words, nq), half_quad, "{nq}");
+    }
+    for nq in [7, 16, 64] {
+        assert_eq!(avx2(Words, nq), words_and_halves, "{nq}");
+    }
+    // a batch of 4 is one group of 4: the word form alone
+    assert_eq!(avx2(Words, 4), word);
+    // groups of at most 5: 6 is 3 + 3, 11 is 4 + 4 + 3
+    for nq in [1, 2, 3, 6] {
+        assert_eq!(avx2(Mulld, nq), half_quad, "{nq}");
+    }
+    for nq in [4, 5, 8, 9, 10, 16, 64] {
+        assert_eq!(avx2(Mulld, nq), dword, "{nq}");
+    }
+    for nq in [7, 11] {
+        assert_eq!(avx2(Mulld, nq), dwords_and_halves, "{nq}");
+    }
     let mut s = 11;
     let c1: Vec<u32> = (0..133).map(|_| lcg(&mut s) as u32).collect();
     let all = SplitQuery::new(&c1);
-    for forms in [none, vnni, half_quad, word, both, Forms::ALL] {
+    for forms in [
+        none,
+        vnni,
+        half_quad,
+        word,
+        dword,
+        words_and_halves,
+        dwords_and_halves,
+        Forms::ALL,
+    ] {
         let q = SplitQuery::with_forms(&c1, forms);
         assert_eq!((&q.lo, &q.hi), (&all.lo, &all.hi));
         assert_eq!(q.words, built(forms.words, &all.words));
         assert_eq!(q.even, built(forms.words, &all.even));
+        assert_eq!(q.dwords, built(forms.dwords, &all.dwords));
+        assert_eq!(q.all, built(forms.dwords, &all.all));
         assert_eq!(q.halves, built(forms.halves, &all.halves));
         assert_eq!(q.digits, built(forms.digits, &all.digits));
     }
 }
 
-/// AVX2 batches: groups of at most 3, a last two groups of 2 merged into
-/// one group of 4 for the word kernel; other kernels balanced groups.
+/// AVX2 batches with the word kernel: groups of at most 3, a last two
+/// groups of 2 merged into one group of 4; with the `vpmulld` kernel
+/// balanced groups of at most 5; other kernels balanced groups.
 #[test]
 fn groups_cover_the_batch() {
-    for k in [Kernel::Scalar, Kernel::Avx2, Kernel::Avx512Vnni] {
+    use Avx2Batch::{Mulld, Words};
+    for (k, big) in [
+        (Kernel::Scalar, Words),
+        (Kernel::Avx2, Words),
+        (Kernel::Avx2, Mulld),
+        (Kernel::Avx512Vnni, Mulld),
+    ] {
         for nq in 0..=40 {
-            let g = groups_for(k, nq);
+            let g = groups_with(k, big, nq);
             assert_eq!(g.iter().map(|r| r.len()).sum::<usize>(), nq);
             assert!(g.first().is_none_or(|r| r.start == 0));
             assert!(g.windows(2).all(|w| w[0].end == w[1].start));
-            assert!(g.iter().all(|r| !r.is_empty() && r.len() <= group_max(k)));
-            if k == Kernel::Avx2 {
-                let twos = g.iter().filter(|r| r.len() == 2).count();
-                let fours = g.iter().filter(|r| r.len() == 4).count();
-                assert!(twos + 2 * fours <= 2, "{nq}: {g:?}");
-                assert!(fours == 0 || g.last().is_some_and(|r| r.len() == 4));
+            assert!(g.iter().all(|r| !r.is_empty()));
+            match (k, big) {
+                (Kernel::Avx2, Words) => {
+                    let twos = g.iter().filter(|r| r.len() == 2).count();
+                    let fours = g.iter().filter(|r| r.len() == 4).count();
+                    assert!(g.iter().all(|r| r.len() <= 4), "{nq}: {g:?}");
+                    assert!(twos + 2 * fours <= 2, "{nq}: {g:?}");
+                    assert!(fours == 0 || g.last().is_some_and(|r| r.len() == 4));
+                }
+                (Kernel::Avx2, Mulld) => {
+                    let want: Vec<_> = balanced_groups(nq, 5).collect();
+                    assert_eq!(g, want, "{nq}");
+                }
+                _ => assert!(g.iter().all(|r| r.len() <= group_max(k))),
             }
         }
     }
-    assert_eq!(groups_for(Kernel::Avx2, 4), vec![0..4usize]);
-    assert_eq!(groups_for(Kernel::Avx2, 8), [0..3, 3..6, 6..8]);
+    assert_eq!(groups_with(Kernel::Avx2, Words, 4), vec![0..4usize]);
+    assert_eq!(groups_with(Kernel::Avx2, Words, 8), [0..3, 3..6, 6..8]);
     assert_eq!(
-        groups_for(Kernel::Avx2, 16),
+        groups_with(Kernel::Avx2, Words, 16),
         [0..3, 3..6, 6..9, 9..12, 12..16]
     );
+    assert_eq!(groups_with(Kernel::Avx2, Mulld, 4), vec![0..4usize]);
+    assert_eq!(groups_with(Kernel::Avx2, Mulld, 7), [0..4, 4..7]);
+    assert_eq!(
+        groups_with(Kernel::Avx2, Mulld, 16),
+        [0..4, 4..8, 8..12, 12..16]
+    );
+}
+
+/// Both AVX2 batch kernels ([`Avx2Batch`]), whichever this core selects,
+/// for every group size they take, against the scalar twin: extreme
+/// records and coefficients, slices of 8 to 128 quads, prefetch spans
+/// shorter than, as long as and longer than the slice.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn both_avx2_batch_kernels_match_scalar_twin() {
+    if !crate::kernel::avx2() {
+        eprintln!("both_avx2_batch_kernels_match_scalar_twin: no AVX2 here, skipped");
+        return;
+    }
+    let mut s = 21;
+    for quads in [8usize, 16, 128] {
+        let rows = 4 * quads;
+        let mut data: Vec<u8> = (0..64 * quads).map(|_| lcg(&mut s) as u8).collect();
+        data[..64].fill(0x80);
+        data[64..128].fill(0x7f);
+        data[128..192].fill(0xff);
+        let ahead: Vec<u8> = (0..64 * 2 * quads + 17)
+            .map(|_| lcg(&mut s) as u8)
+            .collect();
+        for (big, most) in [(Avx2Batch::Words, 4), (Avx2Batch::Mulld, 5)] {
+            for q in 1..=most {
+                let c1: Vec<Vec<u32>> = (0..q)
+                    .map(|i| {
+                        (0..rows)
+                            .map(|r| match (i + r) % 5 {
+                                0 => u32::MAX,
+                                1 => 0x8000_8080,
+                                _ => lcg(&mut s) as u32,
+                            })
+                            .collect()
+                    })
+                    .collect();
+                let split: Vec<SplitQuery> = c1.iter().map(|c| SplitQuery::new(c)).collect();
+                let init: Vec<[u32; 16]> = (0..q)
+                    .map(|_| std::array::from_fn(|_| lcg(&mut s) as u32))
+                    .collect();
+                let mut want = init.clone();
+                for (sq, w) in split.iter().zip(want.iter_mut()) {
+                    group_scalar(&data, sq.rows(0, rows), w);
+                }
+                for a in [0, 64, 64 * quads, ahead.len()] {
+                    let mut got = init.clone();
+                    avx2_group(big, &data, &split, (0, rows), &ahead[..a], &mut got);
+                    assert_eq!(got, want, "{big:?}, {q} queries, {quads} quads, ahead {a}");
+                }
+                // a slice from the middle of the query (the biases of
+                // rows r0..r1 come from the prefix sums)
+                if quads >= 16 {
+                    let (r0, r1) = (32, rows);
+                    let part = &data[16 * r0..16 * r1];
+                    let mut want = init.clone();
+                    for (sq, w) in split.iter().zip(want.iter_mut()) {
+                        group_scalar(part, sq.rows(r0, r1), w);
+                    }
+                    let mut got = init.clone();
+                    avx2_group(big, part, &split, (r0, r1), &[], &mut got);
+                    assert_eq!(got, want, "{big:?}, {q} queries, rows {r0}..{r1}");
+                }
+            }
+        }
+    }
 }
 
 #[test]
