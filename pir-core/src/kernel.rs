@@ -26,7 +26,7 @@
 //!
 //! | family | what | variants |
 //! |---|---|---|
-//! | [`simplepir`](mod@simplepir) | SimplePIR tile and column passes (a batch two queries per record load with `vpdpbusd`), work splitting across threads; `simplepir::tune`: the measured prefetch distance; `simplepir::peak`: the measured multiply ceiling and overlap ceiling | `avx2` (`pmaddwd`), `avx512` (`vpmaddwd`, `vpdpbusd`, `vpdpwssd`) |
+//! | [`simplepir`](mod@simplepir) | SimplePIR tile and column passes (a batch two queries per record load with `vpdpbusd`), work splitting across threads; `simplepir::tune`: the measured prefetch distance; `simplepir::peak`: the measured multiply ceiling and overlap ceiling | `avx2` (`pmaddwd`, `vpmulld` for batch groups of 4 and 5 where it is one µop), `avx512` (`vpmaddwd`, `vpdpbusd`, `vpdpwssd`) |
 //! | [`doublepir`](mod@doublepir) | DoublePIR limb kernels over a quad of digit rows | `avx512_vnni` (`vpdpwssd`), `avx2` (`vpmaddwd`) |
 //! | [`ntt`] | negacyclic NTT tables and transforms (Harvey butterflies), the transform of H2's reversed digit blocks | `avx512`, `avx2` |
 //! | [`keyswitch`] | packing: Montgomery key-switch accumulation, node combination, slot permutations | `avx512`, `avx2` |
