@@ -788,6 +788,18 @@ fn pair_with(
     let _ = (data, ahead, stage, out);
 }
 
+/// The shape every slice kernel relies on: as many sums as queries, and
+/// `data` whole quads of rows r0..r1, both multiples of 32.
+fn assert_slice_shape(data: &[u8], queries: usize, sums: usize, (r0, r1): (usize, usize)) {
+    assert!(
+        queries == sums
+            && data.len() == GROUP_COLS * (r1 - r0)
+            && r0.is_multiple_of(32)
+            && r1.is_multiple_of(32),
+        "slice shape"
+    );
+}
+
 /// Adds `Σ_r c1_q[r]·D[r][c]` over the rows r0..r1 of one slice of a tile
 /// (`data`, its quads) to `out[q][c]` for the queries of a group (at most
 /// [`group_max`]), with kernel `k`; prefetches the lines of `ahead` into
@@ -800,14 +812,8 @@ fn group_with(
     ahead: &[u8],
     out: &mut [[u32; GROUP_COLS]],
 ) {
-    assert!(
-        queries.len() == out.len()
-            && queries.len() <= group_max(k)
-            && data.len() == GROUP_COLS * (r1 - r0)
-            && r0.is_multiple_of(32)
-            && r1.is_multiple_of(32),
-        "slice shape"
-    );
+    assert_slice_shape(data, queries.len(), out.len(), (r0, r1));
+    assert!(queries.len() <= group_max(k), "group size");
     #[cfg(target_arch = "x86_64")]
     {
         match k {
@@ -870,14 +876,8 @@ fn avx2_group(
     ahead: &[u8],
     out: &mut [[u32; GROUP_COLS]],
 ) {
-    assert!(
-        super::avx2()
-            && queries.len() == out.len()
-            && data.len() == GROUP_COLS * (r1 - r0)
-            && r0.is_multiple_of(32)
-            && r1.is_multiple_of(32),
-        "slice shape"
-    );
+    assert_slice_shape(data, queries.len(), out.len(), (r0, r1));
+    assert!(super::avx2(), "AVX2 kernels without AVX2");
     macro_rules! halves {
         ($q:literal) => {{
             let halves: [&[i16]; $q] = std::array::from_fn(|i| queries[i].halves(r0, r1));
@@ -888,32 +888,26 @@ fn avx2_group(
             unsafe { avx2::group::<$q>(data, halves, ahead, out) }
         }};
     }
-    macro_rules! mulld {
-        ($q:literal) => {{
-            let wb: [(&[u32], u32); $q] = std::array::from_fn(|i| queries[i].dwords(r0, r1));
-            let (dwords, bias) = (wb.map(|w| w.0), wb.map(|w| w.1));
+    // the word and `vpmulld` kernels: one coefficient word per row and a
+    // bias per query
+    macro_rules! coefficients {
+        ($form:ident, $kernel:ident, $q:literal) => {{
+            let wb: [(&[u32], u32); $q] = std::array::from_fn(|i| queries[i].$form(r0, r1));
+            let (words, bias) = (wb.map(|w| w.0), wb.map(|w| w.1));
             let out: &mut [[u32; 16]; $q] = out.try_into().expect("group size");
             // SAFETY: avx2 was detected at runtime; `data` holds 16 bytes
-            // per row and every `dwords` one word per row, rows r0..r1
+            // per row and every `words` one word per row, rows r0..r1
             // (asserted above).
-            unsafe { avx2::group_mulld::<$q>(data, dwords, bias, ahead, out) }
+            unsafe { avx2::$kernel::<$q>(data, words, bias, ahead, out) }
         }};
     }
     match (queries.len(), big) {
         (1, _) => halves!(1),
         (2, _) => halves!(2),
         (3, _) => halves!(3),
-        (4, Avx2Batch::Words) => {
-            let wb: [(&[u32], u32); 4] = std::array::from_fn(|i| queries[i].words(r0, r1));
-            let (words, bias) = (wb.map(|w| w.0), wb.map(|w| w.1));
-            let out: &mut [[u32; 16]; 4] = out.try_into().expect("group size");
-            // SAFETY: avx2 was detected at runtime; `data` holds 16 bytes
-            // per row and every `words` one word per row, rows r0..r1
-            // (asserted above).
-            unsafe { avx2::group_words::<4>(data, words, bias, ahead, out) }
-        }
-        (4, Avx2Batch::Mulld) => mulld!(4),
-        (5, Avx2Batch::Mulld) => mulld!(5),
+        (4, Avx2Batch::Words) => coefficients!(words, group_words, 4),
+        (4, Avx2Batch::Mulld) => coefficients!(dwords, group_mulld, 4),
+        (5, Avx2Batch::Mulld) => coefficients!(dwords, group_mulld, 5),
         (n, b) => unreachable!("a group of {n} queries for {b:?}"),
     }
 }

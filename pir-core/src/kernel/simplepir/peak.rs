@@ -633,27 +633,9 @@ unsafe fn maddwd_zmm(iters: usize) -> usize {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 unsafe fn maddwd_ymm(iters: usize) -> usize {
-    let mut u = _mm256_set1_epi32(std::hint::black_box(0x0102_0304));
     // a record vector per chain, so the products are not shared
-    let d: [__m256i; MADD_CHAINS] =
-        std::array::from_fn(|c| _mm256_set1_epi16(std::hint::black_box(c as i16 + 5)));
-    let mut a = [_mm256_setzero_si256(); MADD_CHAINS];
-    for _ in 0..iters {
-        for (x, &d) in a.iter_mut().zip(&d) {
-            *x = _mm256_add_epi32(*x, _mm256_madd_epi16(u, d));
-        }
-        // the multiplier changes as far as the compiler knows, so the
-        // products are recomputed every round
-        // SAFETY: emits no instruction.
-        unsafe {
-            std::arch::asm!("/* {0} */", inout(ymm_reg) u, options(nomem, nostack, preserves_flags))
-        };
-    }
-    let s = a
-        .iter()
-        .fold(_mm256_setzero_si256(), |s, &x| _mm256_add_epi32(s, x));
-    std::hint::black_box(s);
-    iters * MADD_CHAINS
+    let d = std::array::from_fn(|c| _mm256_set1_epi16(std::hint::black_box(c as i16 + 5)));
+    pairs_ymm(iters, d, |u, d| _mm256_madd_epi16(u, d))
 }
 
 /// `iters` rounds of MADD_CHAINS independent `vpmulld` + `vpaddd` (ymm):
@@ -665,15 +647,30 @@ unsafe fn maddwd_ymm(iters: usize) -> usize {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 unsafe fn mulld_ymm(iters: usize) -> usize {
+    let d = std::array::from_fn(|c| _mm256_set1_epi32(std::hint::black_box(c as i32 + 5)));
+    pairs_ymm(iters, d, |u, d| _mm256_mullo_epi32(u, d))
+}
+
+/// `iters` rounds of `mul` + `vpaddd` on MADD_CHAINS independent chains,
+/// chain c multiplying its own vector `d[c]` (so that no product is
+/// shared) by a multiplier the compiler cannot see to be constant.
+#[cfg(target_arch = "x86_64")]
+#[inline]
+#[target_feature(enable = "avx2")]
+fn pairs_ymm(
+    iters: usize,
+    d: [__m256i; MADD_CHAINS],
+    mul: impl Fn(__m256i, __m256i) -> __m256i,
+) -> usize {
     let mut u = _mm256_set1_epi32(std::hint::black_box(0x0102_0304));
-    let d: [__m256i; MADD_CHAINS] =
-        std::array::from_fn(|c| _mm256_set1_epi32(std::hint::black_box(c as i32 + 5)));
     let mut a = [_mm256_setzero_si256(); MADD_CHAINS];
     for _ in 0..iters {
         for (x, &d) in a.iter_mut().zip(&d) {
-            *x = _mm256_add_epi32(*x, _mm256_mullo_epi32(u, d));
+            *x = _mm256_add_epi32(*x, mul(u, d));
         }
-        // SAFETY: emits no instruction (see `maddwd_ymm`).
+        // the multiplier changes as far as the compiler knows, so the
+        // products are recomputed every round
+        // SAFETY: emits no instruction.
         unsafe {
             std::arch::asm!("/* {0} */", inout(ymm_reg) u, options(nomem, nostack, preserves_flags))
         };

@@ -58,6 +58,44 @@ fn simd_kernel_matches_scalar_reference() {
     }
 }
 
+/// `q` queries over the quads of `data`, with the extremes of c1 on
+/// every fifth row, random starting sums, and what the scalar twin
+/// leaves in them: (c1, the split queries, the starting sums, the sums
+/// wanted).
+#[allow(clippy::type_complexity)]
+fn group_case(
+    s: &mut u64,
+    q: usize,
+    data: &[u8],
+) -> (
+    Vec<Vec<u32>>,
+    Vec<SplitQuery>,
+    Vec<[u32; 16]>,
+    Vec<[u32; 16]>,
+) {
+    let rows = data.len() / 16;
+    let c1: Vec<Vec<u32>> = (0..q)
+        .map(|i| {
+            (0..rows)
+                .map(|r| match (i + r) % 5 {
+                    0 => u32::MAX,
+                    1 => 0x8000_8080,
+                    _ => lcg(s) as u32,
+                })
+                .collect()
+        })
+        .collect();
+    let split: Vec<SplitQuery> = c1.iter().map(|c| SplitQuery::new(c)).collect();
+    let init: Vec<[u32; 16]> = (0..q)
+        .map(|_| std::array::from_fn(|_| lcg(s) as u32))
+        .collect();
+    let mut want = init.clone();
+    for (sq, w) in split.iter().zip(want.iter_mut()) {
+        group_scalar(data, sq.rows(0, rows), w);
+    }
+    (c1, split, init, want)
+}
+
 /// Every slice kernel, for every group size it takes, against its scalar
 /// twin: extreme records and query words, slices of 8 to 128 quads, and
 /// prefetch spans shorter than, as long as and longer than the slice.
@@ -75,25 +113,7 @@ fn slice_kernels_match_scalar_twin() {
             .collect();
         for k in kernels("slice_kernels_match_scalar_twin") {
             for q in 1..=group_max(k) {
-                let c1: Vec<Vec<u32>> = (0..q)
-                    .map(|i| {
-                        (0..rows)
-                            .map(|r| match (i + r) % 5 {
-                                0 => u32::MAX,
-                                1 => 0x8000_8080,
-                                _ => lcg(&mut s) as u32,
-                            })
-                            .collect()
-                    })
-                    .collect();
-                let split: Vec<SplitQuery> = c1.iter().map(|c| SplitQuery::new(c)).collect();
-                let init: Vec<[u32; 16]> = (0..q)
-                    .map(|_| std::array::from_fn(|_| lcg(&mut s) as u32))
-                    .collect();
-                let mut want = init.clone();
-                for (sq, w) in split.iter().zip(want.iter_mut()) {
-                    group_scalar(&data, sq.rows(0, rows), w);
-                }
+                let (c1, split, init, want) = group_case(&mut s, q, &data);
                 // the scalar twin against the plain definition
                 for (i, c) in c1.iter().enumerate() {
                     for col in 0..16 {
@@ -398,25 +418,7 @@ fn both_avx2_batch_kernels_match_scalar_twin() {
             .collect();
         for (big, most) in [(Avx2Batch::Words, 4), (Avx2Batch::Mulld, 5)] {
             for q in 1..=most {
-                let c1: Vec<Vec<u32>> = (0..q)
-                    .map(|i| {
-                        (0..rows)
-                            .map(|r| match (i + r) % 5 {
-                                0 => u32::MAX,
-                                1 => 0x8000_8080,
-                                _ => lcg(&mut s) as u32,
-                            })
-                            .collect()
-                    })
-                    .collect();
-                let split: Vec<SplitQuery> = c1.iter().map(|c| SplitQuery::new(c)).collect();
-                let init: Vec<[u32; 16]> = (0..q)
-                    .map(|_| std::array::from_fn(|_| lcg(&mut s) as u32))
-                    .collect();
-                let mut want = init.clone();
-                for (sq, w) in split.iter().zip(want.iter_mut()) {
-                    group_scalar(&data, sq.rows(0, rows), w);
-                }
+                let (_, split, init, want) = group_case(&mut s, q, &data);
                 for a in [0, 64, 64 * quads, ahead.len()] {
                     let mut got = init.clone();
                     avx2_group(big, &data, &split, (0, rows), &ahead[..a], &mut got);
