@@ -420,10 +420,11 @@ pub(crate) enum Avx2Batch {
 /// Both kernels issue 8 multiplies and 8 adds per 64 multiply-accumulates
 /// and query; the `vpmulld` kernel needs half the broadcasts and reads
 /// each quad once instead of once per half. On the Zen 4 (AVX2 forced,
-/// B = 33, alternating) a batch of 4 ran at 0.88–0.89 of the bound
-/// against 0.83–0.84 with the word kernel, 8 at 0.89 against 0.80–0.85,
-/// 16 at 0.89 against 0.86; on cores that split `vpmulld` into two µops
-/// (Intel) it would run at half the rate, hence the measurement.
+/// B = 33, alternating rounds) a batch of 4 ran at 0.867–0.871 of the
+/// bound against 0.831–0.838 with the word kernel, 8 at 0.867–0.872
+/// against 0.823–0.850, 16 at 0.856–0.860 against 0.843–0.858; on cores
+/// that split `vpmulld` into two µops (Intel) it would run at half the
+/// rate, hence the measurement.
 pub(crate) fn avx2_batch() -> Avx2Batch {
     static B: std::sync::OnceLock<Avx2Batch> = std::sync::OnceLock::new();
     *B.get_or_init(|| match std::env::var("PIR_AVX2_BATCH").as_deref() {
