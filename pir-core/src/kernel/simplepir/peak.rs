@@ -137,9 +137,7 @@ pub(crate) fn mac_peak_of(k: Kernel) -> Option<MacPeak> {
         for _ in 0..3 {
             clock = clock.max(clock_hz());
             for run in loops {
-                let t = Stopwatch::start();
-                let n = run();
-                best = best.max(n as f64 * per as f64 / t.seconds());
+                best = best.max(per as f64 * per_second(run));
             }
         }
         Some(MacPeak {
@@ -684,7 +682,7 @@ fn pairs_ymm(
 
 /// Whether `vpmulld` + `vpaddd` runs at least [`MULLD_AS_FAST`] of the
 /// rate of `vpmaddwd` + `vpaddd` on this core (ymm, from registers, the
-/// better of three alternating rounds of about 1 ms each): on AMD Zen 4
+/// best of three alternating rounds of about 0.3 ms each): on AMD Zen 4
 /// both run 5.9 G pairs per second; Intel cores split `vpmulld` into two
 /// µops and run it at about half the rate.
 #[cfg(target_arch = "x86_64")]
@@ -694,16 +692,24 @@ pub(super) fn mulld_as_fast() -> bool {
     }
     let (mut madd, mut mulld) = (0f64, 0f64);
     for _ in 0..3 {
-        let t = Stopwatch::start();
-        // SAFETY: avx2 was detected.
-        let n = unsafe { maddwd_ymm(ITERS / 8) };
-        madd = madd.max(n as f64 / t.seconds());
-        let t = Stopwatch::start();
-        // SAFETY: avx2 was detected.
-        let n = unsafe { mulld_ymm(ITERS / 8) };
-        mulld = mulld.max(n as f64 / t.seconds());
+        madd = madd.max(per_second(|| {
+            // SAFETY: avx2 was detected.
+            unsafe { maddwd_ymm(ITERS / 8) }
+        }));
+        mulld = mulld.max(per_second(|| {
+            // SAFETY: avx2 was detected.
+            unsafe { mulld_ymm(ITERS / 8) }
+        }));
     }
     mulld >= MULLD_AS_FAST * madd
+}
+
+/// What `run` counts, per second of the calling thread's CPU time.
+#[cfg(target_arch = "x86_64")]
+fn per_second(run: impl FnOnce() -> usize) -> f64 {
+    let t = Stopwatch::start();
+    let n = run();
+    n as f64 / t.seconds()
 }
 
 /// The share of the `vpmaddwd` pair rate from which `vpmulld` counts as
