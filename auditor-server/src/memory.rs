@@ -24,8 +24,8 @@ use audit_proto::Manifest;
 use pir_core::params::{DbShape, Params};
 use pir_core::server::Server;
 
-use crate::epoch::plan_dbs;
 use crate::error::{Error, Result};
+use crate::layout::plan_dbs;
 
 /// What an epoch's databases on one server need (bytes).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

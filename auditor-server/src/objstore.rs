@@ -48,6 +48,7 @@ use object_store::{ObjectStore, ObjectStoreExt as _, PutPayload};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use crate::config::{parse_url, Location};
 use crate::error::{Error, Result};
 use crate::plan::{EpochSpec, SET_DOMAIN};
 
@@ -77,58 +78,6 @@ pub const PUBLISHED_OBJECT: &str = "published";
 /// Name of the marker `epoch publish` leaves when its deadline passes.
 pub const TIMED_OUT_OBJECT: &str = "publish-timed-out";
 
-/// Checks an object store URL without opening it: `file:///absolute/dir`
-/// or `s3://bucket[/prefix]`.
-pub fn check_url(url: &str) -> Result<()> {
-    parse_url(url).map(drop)
-}
-
-enum Location {
-    Dir(std::path::PathBuf),
-    S3 { bucket: String, prefix: String },
-}
-
-fn parse_url(url: &str) -> Result<Location> {
-    let bad = |why: &str| {
-        Error::Config(format!(
-            "object store {url:?}: {why} (expected file:///absolute/dir or s3://bucket/prefix)"
-        ))
-    };
-    if let Some(path) = url.strip_prefix("file://") {
-        if !path.starts_with('/') {
-            return Err(bad("a file URL needs an absolute path"));
-        }
-        if path.contains(['?', '#', '%']) {
-            return Err(bad("no query, fragment or percent-escapes in a file URL"));
-        }
-        return Ok(Location::Dir(std::path::PathBuf::from(path)));
-    }
-    if let Some(rest) = url.strip_prefix("s3://") {
-        let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
-        let valid_bucket = (3..=63).contains(&bucket.len())
-            && bucket
-                .bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.');
-        if !valid_bucket {
-            return Err(bad("not a valid S3 bucket name"));
-        }
-        let prefix = prefix.trim_matches('/');
-        let plain = prefix.is_empty()
-            || (!prefix.contains(['?', '#', '%', '\\'])
-                && prefix
-                    .split('/')
-                    .all(|p| !p.is_empty() && p != "." && p != ".."));
-        if !plain {
-            return Err(bad("the prefix must be plain path segments"));
-        }
-        return Ok(Location::S3 {
-            bucket: bucket.to_owned(),
-            prefix: prefix.to_owned(),
-        });
-    }
-    Err(bad("unsupported scheme"))
-}
-
 fn store_err(what: &str, e: object_store::Error) -> Error {
     Error::ObjectStore(format!("{what}: {e}"))
 }
@@ -147,7 +96,7 @@ pub struct ReadyMarker {
     /// Its databases.
     pub databases: Vec<u32>,
     /// SHA-256 of the manifest its bitmaps are bound to
-    /// ([`crate::epoch::manifest_digest`]): the same on every shard.
+    /// ([`crate::layout::manifest_digest`]): the same on every shard.
     #[serde(with = "audit_proto::hex::array")]
     pub manifest_sha256: [u8; 32],
     /// When (Unix s).
@@ -494,7 +443,7 @@ impl Objects {
     /// manifest digest of the spec; and the shards that are not ready.
     pub async fn ready_shards(&self, spec: &EpochSpec) -> Result<(Vec<u32>, Vec<u32>)> {
         let m = &spec.manifest;
-        let digest = crate::epoch::manifest_digest(&m.to_json());
+        let digest = crate::layout::manifest_digest(&m.to_json());
         let count = shard_count(m);
         let (mut ready, mut missing) = (Vec::new(), Vec::new());
         for shard in 0..count {
@@ -937,29 +886,6 @@ mod tests {
         }
     }
 
-    #[test]
-    fn urls() {
-        for ok in [
-            "file:///var/lib/x",
-            "s3://ct-auditor-epochs/prod",
-            "s3://bucket",
-            "s3://bucket/a/b/",
-        ] {
-            check_url(ok).unwrap_or_else(|e| panic!("{ok}: {e}"));
-        }
-        for bad in [
-            "file://relative/x",
-            "/var/lib/x",
-            "s3://",
-            "s3://UPPER/x",
-            "s3://b/../x",
-            "gs://bucket/x",
-            "file:///x?y",
-        ] {
-            assert!(check_url(bad).is_err(), "{bad}");
-        }
-    }
-
     #[tokio::test]
     async fn prepare_ready_publish_in_memory() {
         let objects = Objects::from_store(
@@ -1000,7 +926,7 @@ mod tests {
                 .as_ref()
                 .unwrap()
                 .databases_of(1, m.dbs.len() as u32),
-            manifest_sha256: crate::epoch::manifest_digest(&m.to_json()),
+            manifest_sha256: crate::layout::manifest_digest(&m.to_json()),
             at: 0,
         };
         objects.write_ready(&r).await.unwrap();

@@ -30,9 +30,10 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::config::Config;
-use crate::epoch::{self, BuildParams, Epoch, EpochDir, PlanInput};
+use crate::config::ShardConfig;
+use crate::epoch::{self, BuildParams, Epoch, PlanInput};
+use crate::epochdir::EpochDir;
 use crate::error::{io, Error, Result};
-use crate::shard::ShardConfig;
 
 /// Version of the spec file format.
 pub const SPEC_VERSION: u32 = 1;

@@ -16,7 +16,8 @@ use tokio::net::TcpListener;
 use crate::batch::{AnswerPool, BatchConfig};
 use crate::config::{redact_secrets, redact_url, Config};
 use crate::conn::{self, ConnLimits};
-use crate::epoch::{self, BuildParams, Epoch, EpochDir};
+use crate::epoch::{self, BuildParams, Epoch};
+use crate::epochdir::EpochDir;
 use crate::error::{error_chain, Error, Result};
 use crate::memory::{self, Budget};
 use crate::metrics::Metrics;
@@ -59,7 +60,7 @@ pub struct Service {
 fn check_dir_id(dir: &std::path::Path, id: u64, epoch: Epoch) -> Result<Epoch> {
     if epoch.manifest.epoch != id {
         return Err(Error::Corrupt {
-            path: dir.join(epoch::MANIFEST_FILE).display().to_string(),
+            path: dir.join(crate::layout::MANIFEST_FILE).display().to_string(),
             why: format!(
                 "names epoch {}, but lies in the directory of epoch {id} (renamed or copied?)",
                 epoch.manifest.epoch
@@ -774,7 +775,7 @@ impl Service {
             shard: self.config.shard.index,
             count: self.config.shard.count,
             databases: self.config.shard.own_databases(m)?,
-            manifest_sha256: epoch::manifest_digest(&m.to_json()),
+            manifest_sha256: crate::layout::manifest_digest(&m.to_json()),
             at: epoch::unix_now_s(),
         };
         objects.write_ready(&marker).await?;

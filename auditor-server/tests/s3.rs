@@ -104,7 +104,7 @@ async fn s3_path_against_moto() -> TestResult {
     assert!(objects.read_snapshot(&spec).await? == s1.hashes);
 
     let m = &spec.manifest;
-    let digest = auditor_server::epoch::manifest_digest(&m.to_json());
+    let digest = auditor_server::layout::manifest_digest(&m.to_json());
     let map = m.shards.as_ref().ok_or("no shard map")?;
     for shard in 0..2 {
         objects

@@ -19,6 +19,7 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use auditor_server::config::{redact_secrets, redact_url};
+use auditor_server::epochdir::EpochDir;
 use auditor_server::error::error_chain;
 use auditor_server::plan::{self, EpochSpec};
 use auditor_server::{bench, epoch, service::Service, Config};
@@ -302,7 +303,7 @@ async fn run(cli: &Cli, urls: &mut Vec<String>) -> anyhow::Result<()> {
                 anyhow::bail!("--now does not apply with an epoch spec: its snapshot time does");
             }
             let store = open_store(&config).await?;
-            let dir = epoch::EpochDir::open(&config.epoch_dir)?;
+            let dir = EpochDir::open(&config.epoch_dir)?;
             let mut bp = epoch::BuildParams::from_config(&config)?;
             bp.progress = std::io::IsTerminal::is_terminal(&std::io::stderr());
             let built = match &config.shard.epoch_spec {
@@ -373,7 +374,7 @@ async fn run(cli: &Cli, urls: &mut Vec<String>) -> anyhow::Result<()> {
                 None => {
                     let in_store = objects.epoch_ids().await?.last().copied();
                     let on_disk = if config.epoch_dir.is_dir() {
-                        epoch::EpochDir::open(&config.epoch_dir)?.latest()?
+                        EpochDir::open(&config.epoch_dir)?.latest()?
                     } else {
                         None
                     };
@@ -543,7 +544,7 @@ fn next_epoch_id(out: &std::path::Path, config: &Config) -> anyhow::Result<u64> 
         }
     };
     let on_disk = if config.epoch_dir.is_dir() {
-        epoch::EpochDir::open(&config.epoch_dir)?.latest()?
+        EpochDir::open(&config.epoch_dir)?.latest()?
     } else {
         None
     };

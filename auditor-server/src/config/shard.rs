@@ -260,7 +260,7 @@ impl ShardConfig {
             ));
         }
         if let Some(u) = &self.object_store {
-            crate::objstore::check_url(u)?;
+            super::check_url(u)?;
         }
         if scheduled && self.object_store.is_some() {
             return Err(config(

@@ -1,11 +1,15 @@
-//! The import graph between pir-core's top-level modules has no cycles.
+//! In every crate of the workspace (and fuzz/), the import graph between
+//! the crate's top-level modules has no cycles: each module uses only
+//! modules below it.
 //!
 //! Every `crate::<module>` path (grouped `use crate::{a, b}` included) and
 //! every `super::` of a top-level module is an edge from the module whose
 //! source contains it: `src/<m>.rs` and everything under `src/<m>/`. Paths
 //! to items of the crate root (`crate::join_if`, `crate::Error`) are edges
 //! to the root, whose own `use` declarations are its edges (its `mod`
-//! declarations are not). Comments and string literals are ignored, and so
+//! declarations are not); a root path to an item the root re-exports
+//! (`pub use error::Error` makes `crate::Error` an edge to `error`).
+//! Comments and string literals are ignored, and so
 //! is test code (`#[cfg(test)] mod …`, inline or in its own file): a unit
 //! test may build its fixtures from a higher layer.
 
@@ -195,12 +199,19 @@ fn drop_test_mods(s: &mut String) -> Vec<String> {
 /// [`ROOT`] for paths to the root's own items. `depth` is how deep the
 /// file's module sits below the root (`src/m.rs`: 1, `src/m/x.rs`: 2): a
 /// chain of that many `super::` reaches the root too.
-fn references(code: &str, modules: &BTreeSet<String>, depth: usize) -> BTreeSet<String> {
+fn references(
+    code: &str,
+    modules: &BTreeSet<String>,
+    reexports: &BTreeMap<String, String>,
+    depth: usize,
+) -> BTreeSet<String> {
     let b = code.as_bytes();
     let mut refs = BTreeSet::new();
     let mut add = |name: &str| {
         if modules.contains(name) {
             refs.insert(name.to_string());
+        } else if let Some(m) = reexports.get(name) {
+            refs.insert(m.clone());
         } else if !name.is_empty() && name != "self" {
             refs.insert(ROOT.to_string());
         }
@@ -256,7 +267,7 @@ fn references(code: &str, modules: &BTreeSet<String>, depth: usize) -> BTreeSet<
 /// `mod`/`use` edges of the crate root: `use m::…` and `pub use m::…`
 /// (not `mod m;`), plus any `crate::m` path.
 fn root_references(code: &str, modules: &BTreeSet<String>) -> BTreeSet<String> {
-    let mut refs = references(code, modules, 0);
+    let mut refs = references(code, modules, &BTreeMap::new(), 0);
     refs.remove(ROOT);
     for line in code.lines() {
         let t = line.trim_start();
@@ -272,6 +283,33 @@ fn root_references(code: &str, modules: &BTreeSet<String>) -> BTreeSet<String> {
         }
     }
     refs
+}
+
+/// Items the crate root re-exports from its modules: `pub use m::X;`,
+/// `pub use m::{X, Y as Z};` map `X`, `Z` (and `Y`) to `m`.
+fn root_reexports(code: &str, modules: &BTreeSet<String>) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    let mut from = 0;
+    while let Some(p) = code[from..].find("pub use ") {
+        let at = from + p + "pub use ".len();
+        from = at;
+        let (m, i) = ident_at(code, at);
+        if !modules.contains(m) || !code[i..].starts_with("::") {
+            continue;
+        }
+        let end = code[i..].find(';').map_or(code.len(), |e| i + e);
+        let tail = &code[i + 2..end];
+        let names = tail.trim().trim_start_matches('{').trim_end_matches('}');
+        for entry in names.split(',') {
+            for word in entry.split(|c: char| c.is_whitespace() || c == ':' || c == '{' || c == '}')
+            {
+                if !word.is_empty() && word != "as" && word != "self" {
+                    out.insert(word.to_string(), m.to_string());
+                }
+            }
+        }
+    }
+    out
 }
 
 fn rs_files(dir: &Path, out: &mut Vec<PathBuf>) {
@@ -291,6 +329,7 @@ fn rs_files(dir: &Path, out: &mut Vec<PathBuf>) {
 /// The module graph of the sources under `src`: top-level module (or
 /// [`ROOT`]) → modules it refers to.
 fn module_graph(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
+    // top-level modules: src/m.rs or src/m/mod.rs (src/bin/ holds binaries)
     let modules: BTreeSet<String> = std::fs::read_dir(src)
         .expect("src directory")
         .flatten()
@@ -298,7 +337,8 @@ fn module_graph(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
             let p = e.path();
             let stem = p.file_stem()?.to_str()?.to_string();
             let rust_file = p.extension().is_some_and(|x| x == "rs");
-            (rust_file && stem != "lib" && stem != "main").then_some(stem)
+            let dir_module = p.is_dir() && p.join("mod.rs").is_file();
+            ((rust_file || dir_module) && stem != "lib" && stem != "main").then_some(stem)
         })
         .collect();
     let mut graph = BTreeMap::new();
@@ -306,8 +346,13 @@ fn module_graph(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
     let mut code = strip(&lib);
     drop_test_mods(&mut code);
     graph.insert(ROOT.to_string(), root_references(&code, &modules));
+    let reexports = root_reexports(&code, &modules);
     for m in &modules {
-        let mut files = vec![src.join(format!("{m}.rs"))];
+        let mut files = Vec::new();
+        let file = src.join(format!("{m}.rs"));
+        if file.is_file() {
+            files.push(file);
+        }
         rs_files(&src.join(m), &mut files);
         // test files: `#[cfg(test)] mod x;` declared in a file of m
         let mut test_files = BTreeSet::new();
@@ -343,7 +388,7 @@ fn module_graph(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
             if rel.file_name().is_some_and(|n| n == "mod.rs") {
                 depth -= 1;
             }
-            refs.extend(references(&code, &modules, depth));
+            refs.extend(references(&code, &modules, &reexports, depth));
         }
         refs.remove(m);
         graph.insert(m.clone(), refs);
@@ -425,12 +470,63 @@ fn render(graph: &BTreeMap<String, BTreeSet<String>>) -> String {
         .collect()
 }
 
+/// The workspace root (this crate sits in it).
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("workspace root")
+        .to_path_buf()
+}
+
+/// The workspace's members (root Cargo.toml `members = [...]`), plus fuzz/.
+fn crates() -> Vec<String> {
+    let root = std::fs::read_to_string(workspace().join("Cargo.toml")).expect("Cargo.toml");
+    let line = root
+        .lines()
+        .find(|l| l.trim_start().starts_with("members"))
+        .expect("members line");
+    let mut out: Vec<String> = line
+        .split('"')
+        .skip(1)
+        .step_by(2)
+        .map(str::to_string)
+        .collect();
+    out.push("fuzz".to_string());
+    out
+}
+
 #[test]
-fn pir_core_module_graph_is_acyclic() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+fn every_crates_module_graph_is_acyclic() {
+    let crates = crates();
+    assert!(crates.len() >= 11, "{crates:?}");
+    let mut failures = Vec::new();
+    let mut checked = 0;
+    for c in &crates {
+        let src = workspace().join(c).join("src");
+        if !src.join("lib.rs").is_file() {
+            continue;
+        }
+        checked += 1;
+        let graph = module_graph(&src);
+        let found = cycles(&graph);
+        if !found.is_empty() {
+            failures.push(format!("{c}: {found:?}\n{}", render(&graph)));
+        }
+    }
+    assert!(checked >= 10, "only {checked} crates with a lib.rs");
+    assert!(
+        failures.is_empty(),
+        "import cycles between top-level modules:\n{}",
+        failures.join("\n")
+    );
+}
+
+/// pir-core: the graph is about the real modules (a parse that found
+/// nothing would pass vacuously), and `mem` is a leaf.
+#[test]
+fn pir_core_layers() {
+    let src = workspace().join("pir-core/src");
     let graph = module_graph(&src);
-    // the graph is about the real modules: a parse that found nothing
-    // would pass vacuously
     for m in ["kernel", "mem", "db", "digits", "ntt", "server", "client"] {
         assert!(graph.contains_key(m), "module {m} not found in {src:?}");
     }
@@ -440,20 +536,54 @@ fn pir_core_module_graph_is_acyclic() {
         "mem must be a leaf:\n{}",
         render(&graph)
     );
-    let found = cycles(&graph);
+}
+
+/// auditor-server, bottom up: each layer uses only the layers before it
+/// (docs/architecture.md). Modules of one layer may use each other one way.
+#[test]
+fn auditor_server_layers() {
+    let layers: &[&[&str]] = &[
+        &["error", "metrics", "conn"],
+        &["config"],
+        &["builddir", "layout", "epochdir"],
+        &["memory", "fill", "batch"],
+        &["epoch"],
+        &["plan", "objstore"],
+        &["state"],
+        &["http", "reports", "routes"],
+        &["service"],
+        &["bench", "soak"],
+    ];
+    let graph = module_graph(&workspace().join("auditor-server/src"));
+    let layer_of = |m: &str| layers.iter().position(|l| l.contains(&m));
+    for (m, deps) in &graph {
+        if m == ROOT {
+            continue;
+        }
+        let Some(lm) = layer_of(m) else {
+            panic!("auditor-server module {m} is in no layer of this test");
+        };
+        for d in deps {
+            let ld = layer_of(d).unwrap_or_else(|| panic!("{m} uses {d}, which is in no layer"));
+            assert!(
+                ld <= lm,
+                "auditor-server: {m} (layer {lm}) uses {d} (layer {ld}), a higher layer:\n{}",
+                render(&graph)
+            );
+        }
+    }
     assert!(
-        found.is_empty(),
-        "import cycles between pir-core modules: {found:?}\n{}",
-        render(&graph)
+        graph["config"].iter().all(|d| d == "error"),
+        "config is plain data: {:?}",
+        graph["config"]
     );
-    println!("{}", render(&graph));
 }
 
 /// The checker itself: a cycle through a grouped import, a root item and a
 /// `super::` is found; comments, strings and test modules are not edges.
 #[test]
 fn checker_finds_cycles_and_ignores_comments_strings_and_tests() {
-    let dir = std::env::temp_dir().join(format!("pir-core-module-graph-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("module-graph-checker-{}", std::process::id()));
     let src = dir.join("src");
     std::fs::create_dir_all(src.join("b")).expect("temp dir");
     let write = |p: &str, s: &str| std::fs::write(src.join(p), s).expect("write");
@@ -496,6 +626,41 @@ fn checker_finds_cycles_and_ignores_comments_strings_and_tests() {
     assert_eq!(
         cycles(&g),
         vec![vec!["a".to_string(), ROOT.to_string(), "d".to_string()]]
+    );
+    std::fs::remove_dir_all(&dir).expect("clean up");
+}
+
+/// A directory module (`src/m/mod.rs`) is a node, and a path to an item
+/// the root re-exports is an edge to the module it comes from.
+#[test]
+fn checker_sees_directory_modules_and_root_reexports() {
+    let dir = std::env::temp_dir().join(format!("module-graph-dirs-{}", std::process::id()));
+    let src = dir.join("src");
+    std::fs::create_dir_all(src.join("cfg")).expect("temp dir");
+    let write = |p: &str, s: &str| std::fs::write(src.join(p), s).expect("write");
+    write(
+        "lib.rs",
+        "pub mod cfg;\npub mod error;\npub mod epoch;\npub use error::{Error, Result as R};\n",
+    );
+    write("error.rs", "pub struct Error;\n");
+    write("cfg/mod.rs", "mod shard;\nuse crate::Error;\n");
+    write(
+        "cfg/shard.rs",
+        "use super::super::epoch::Epoch;\nuse super::X;\n",
+    );
+    write("epoch.rs", "use crate::{cfg, R};\n");
+    let g = module_graph(&src);
+    assert_eq!(
+        g["cfg"],
+        BTreeSet::from(["error".to_string(), "epoch".to_string()])
+    );
+    assert_eq!(
+        g["epoch"],
+        BTreeSet::from(["cfg".to_string(), "error".to_string()])
+    );
+    assert_eq!(
+        cycles(&g),
+        vec![vec!["cfg".to_string(), "epoch".to_string()]]
     );
     std::fs::remove_dir_all(&dir).expect("clean up");
 }

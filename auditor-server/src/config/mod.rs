@@ -38,7 +38,7 @@
 //! global_per_minute = 60   # all clients together
 //! max_concurrent = 2       # reports being verified at once
 //!
-//! [shard]                  # see crate::shard and docs/operator.md
+//! [shard]                  # see ShardConfig and docs/operator.md
 //! index = 0                # this server is shard `index` of `count`
 //! count = 1                # database d belongs to shard d mod count
 //! # urls = ["http://auditor-0:8080", …] or url_template = "http://auditor-{i}:8080"
@@ -55,6 +55,14 @@ use serde::Deserialize;
 
 use crate::error::{Error, Result};
 pub use ct_core::civil::Schedule;
+
+mod objstore_url;
+mod reports;
+mod shard;
+
+pub use objstore_url::{check_url, parse_url, Location};
+pub use reports::ReportsConfig;
+pub use shard::ShardConfig;
 
 /// Largest `[limits] max_connections`.
 pub const MAX_CONNECTIONS: usize = 1_000_000;
@@ -87,10 +95,10 @@ pub struct Config {
     pub limits: LimitsConfig,
     /// Which databases of each epoch this server holds.
     #[serde(default)]
-    pub shard: crate::shard::ShardConfig,
+    pub shard: ShardConfig,
     /// Misbehaviour reports (`POST /v1/reports`).
     #[serde(default)]
-    pub reports: crate::reports::ReportsConfig,
+    pub reports: ReportsConfig,
 }
 
 /// `[epoch]`.
@@ -292,8 +300,8 @@ impl Default for Config {
             epoch: EpochConfig::default(),
             schedule: ScheduleConfig::default(),
             limits: LimitsConfig::default(),
-            shard: crate::shard::ShardConfig::default(),
-            reports: crate::reports::ReportsConfig::default(),
+            shard: ShardConfig::default(),
+            reports: ReportsConfig::default(),
         }
     }
 }
