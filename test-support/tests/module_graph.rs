@@ -195,6 +195,47 @@ fn drop_test_mods(s: &mut String) -> Vec<String> {
     out_of_line
 }
 
+/// The byte ranges of the bodies of inline modules (`mod x { … }`) in
+/// `code`: a `super::` inside one climbs out of it first.
+fn inline_mods(code: &str) -> Vec<(usize, usize)> {
+    let b = code.as_bytes();
+    let mut out = Vec::new();
+    let mut from = 0;
+    while let Some(p) = code[from..].find("mod ") {
+        let at = from + p;
+        from = at + 4;
+        if at > 0 && is_ident(b[at - 1]) {
+            continue;
+        }
+        let (name, i) = ident_at(code, at + 4);
+        let rest = code[i..].trim_start();
+        if name.is_empty() || !rest.starts_with('{') {
+            continue;
+        }
+        let open = code.len() - rest.len();
+        let mut depth = 0usize;
+        for (k, &c) in b[open..].iter().enumerate() {
+            match c {
+                b'{' => depth += 1,
+                b'}' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        out.push((open, open + k));
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    out
+}
+
+/// How many inline modules of `inline` enclose byte `at`.
+fn inline_depth(inline: &[(usize, usize)], at: usize) -> usize {
+    inline.iter().filter(|&&(a, b)| a < at && at < b).count()
+}
+
 /// Top-level modules referred to by `crate::…` paths in `code`, plus
 /// [`ROOT`] for paths to the root's own items. `depth` is how deep the
 /// file's module sits below the root (`src/m.rs`: 1, `src/m/x.rs`: 2): a
@@ -206,6 +247,7 @@ fn references(
     depth: usize,
 ) -> BTreeSet<String> {
     let b = code.as_bytes();
+    let inline = inline_mods(code);
     let mut refs = BTreeSet::new();
     let mut add = |name: &str| {
         if modules.contains(name) {
@@ -230,7 +272,7 @@ fn references(
                     ups += 1;
                     from += key.len();
                 }
-                if ups < depth {
+                if ups < depth + inline_depth(&inline, at) {
                     continue; // inside the same top-level module
                 }
             }
@@ -662,5 +704,27 @@ fn checker_sees_directory_modules_and_root_reexports() {
         cycles(&g),
         vec![vec!["cfg".to_string(), "epoch".to_string()]]
     );
+    std::fs::remove_dir_all(&dir).expect("clean up");
+}
+
+/// A `super::` inside an inline module climbs out of that module first.
+#[test]
+fn super_in_an_inline_module_stays_in_its_file() {
+    let dir = std::env::temp_dir().join(format!("module-graph-inline-{}", std::process::id()));
+    let src = dir.join("src");
+    std::fs::create_dir_all(&src).expect("temp dir");
+    let write = |p: &str, s: &str| std::fs::write(src.join(p), s).expect("write");
+    write("lib.rs", "pub mod hex;\npub mod b;\n");
+    write(
+        "hex.rs",
+        "pub fn encode() {}\npub mod array {\n    pub fn f() { super::encode() }\n}\n",
+    );
+    write(
+        "b.rs",
+        "mod x {\n    fn g() { super::super::hex::encode() }\n}\n",
+    );
+    let g = module_graph(&src);
+    assert!(g["hex"].is_empty(), "{}", render(&g));
+    assert_eq!(g["b"], BTreeSet::from(["hex".to_string()]));
     std::fs::remove_dir_all(&dir).expect("clean up");
 }
