@@ -38,6 +38,7 @@
 #![warn(missing_docs)]
 
 pub mod batch;
+#[cfg(feature = "bench")]
 pub mod bench;
 pub mod builddir;
 pub mod config;
@@ -55,6 +56,7 @@ pub mod plan;
 pub mod reports;
 pub mod routes;
 pub mod service;
+#[cfg(feature = "bench")]
 pub mod soak;
 pub mod state;
 

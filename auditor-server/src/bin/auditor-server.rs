@@ -9,20 +9,26 @@
 //! auditor-server serve --shard-index 2 --object-store s3://bucket/prefix
 //! auditor-server epoch publish --object-store s3://bucket/prefix --timeout-seconds 14400
 //! auditor-server reports list --status received   # misbehaviour reports in the store
-//! auditor-server bench load --db-bits 30 --clients 1,4,16
+//! auditor-server bench load --db-bits 30 --clients 1,4,16   # with --features bench
 //! auditor-server bench build --entries 100000,1000000
 //! ```
+//!
+//! `bench` exists only in a build with the `bench` feature (it brings in an
+//! HTTP client the server does not need):
+//! `cargo run --release -p auditor-server --features bench -- bench …`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::Context as _;
+#[cfg(feature = "bench")]
+use auditor_server::bench;
 use auditor_server::config::{redact_secrets, redact_url};
 use auditor_server::epochdir::EpochDir;
 use auditor_server::error::error_chain;
 use auditor_server::plan::{self, EpochSpec};
-use auditor_server::{bench, epoch, service::Service, Config};
+use auditor_server::{epoch, service::Service, Config};
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
@@ -94,7 +100,8 @@ enum Cmd {
         #[command(subcommand)]
         which: ReportsCmd,
     },
-    /// Benchmarks (JSON on stdout).
+    /// Benchmarks (JSON on stdout; built with `--features bench`).
+    #[cfg(feature = "bench")]
     Bench {
         #[command(subcommand)]
         which: bench::BenchCmd,
@@ -426,6 +433,7 @@ async fn run(cli: &Cli, urls: &mut Vec<String>) -> anyhow::Result<()> {
             }
             eprintln!("{} report(s)", lines.len());
         }
+        #[cfg(feature = "bench")]
         Cmd::Bench { which } => {
             let out = bench::run(which).await?;
             println!("{}", serde_json::to_string_pretty(&out)?);
