@@ -1,6 +1,6 @@
 //! The directory of persisted epochs: `epoch-<id>` directories published
 //! by rename, `.building-<id>` directories claimed by their builder
-//! ([`crate::builddir`]), pruning.
+//! (`crate::builddir`), pruning.
 
 use std::path::{Path, PathBuf};
 
@@ -60,7 +60,7 @@ impl EpochDir {
 
     /// Starts building epoch `id`: an empty private directory, claimed by
     /// this process until [`EpochDir::commit`] (or a failed build's
-    /// removal) releases it ([`crate::builddir`]). Fails if another living
+    /// removal) releases it (`crate::builddir`). Fails if another living
     /// process is building `id` here; a directory left by a dead builder
     /// is removed.
     pub fn begin(&self, id: u64) -> Result<PathBuf> {

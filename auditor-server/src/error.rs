@@ -1,4 +1,4 @@
-//! The crate's one error type (HTTP errors are [`crate::routes::ApiError`]).
+//! The crate's one error type (HTTP errors are `crate::http::ApiError`).
 
 /// Errors of epoch building, loading and serving.
 #[derive(Debug, thiserror::Error)]

@@ -11,7 +11,7 @@ use futures_util::StreamExt as _;
 
 /// An error answer: stable code (which fixes the status), message.
 #[derive(Debug)]
-pub struct ApiError {
+pub(crate) struct ApiError {
     pub(crate) code: ErrorCode,
     pub(crate) message: String,
     pub(crate) current_epoch: Option<u64>,
@@ -35,7 +35,7 @@ impl ApiError {
     }
 
     /// The stable error code.
-    pub fn code(&self) -> &'static str {
+    pub(crate) fn code(&self) -> &'static str {
         self.code.as_str()
     }
 

@@ -109,7 +109,7 @@ pub fn max_query_body() -> usize {
 }
 
 /// The router.
-pub fn app(state: AppState) -> Router {
+pub(crate) fn app(state: AppState) -> Router {
     Router::new()
         .route("/v1/manifest", get(manifest))
         .route("/v1/epochs/{epoch}/dbs/{db}/query", post(query))

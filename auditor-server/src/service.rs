@@ -3,7 +3,7 @@
 //!
 //! The service answers the current epoch while the next is built (on the
 //! blocking pool and rayon's global pool; answers use their own pool), then
-//! swaps atomically ([`crate::state::Registry::publish`]).
+//! swaps atomically (`crate::state::Registry::publish`).
 
 use std::collections::BTreeMap;
 use std::future::Future;

@@ -3,7 +3,7 @@
 
 use std::net::SocketAddr;
 
-/// Configuration of a [`TestLog`].
+/// Configuration of a [`TestLog`](crate::TestLog).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TestLogConfig {
     /// Checkpoint origin (and note key name), e.g. `"testlog.example/2025"`.
@@ -31,7 +31,7 @@ impl Default for TestLogConfig {
     }
 }
 
-/// How the server is started (for [`TestLog::start_with`]).
+/// How the server is started (for [`TestLog::start_with`](crate::TestLog::start_with)).
 #[derive(Clone, Debug)]
 pub struct StartOptions {
     /// Address to listen on (default `127.0.0.1:0`, an ephemeral port).
@@ -50,7 +50,7 @@ impl Default for StartOptions {
     }
 }
 
-/// A failure mode of the log (see [`TestLog::set_misbehaviour`]).
+/// A failure mode of the log (see [`TestLog::set_misbehaviour`](crate::TestLog::set_misbehaviour)).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub enum Misbehaviour {
     /// Behave.

@@ -16,7 +16,7 @@ use crate::state::{State, StoredEntry};
 /// A certificate the log's CA issued and the log signed an SCT for.
 #[derive(Clone, Debug)]
 pub struct IssuedEntry {
-    /// Position in the log; `None` for [`TestLog::issue_unlogged`].
+    /// Position in the log; `None` for [`TestLog::issue_unlogged`](crate::TestLog::issue_unlogged).
     pub leaf_index: Option<u64>,
     /// The final certificate: with the embedded SCT list extension
     /// (1.3.6.1.4.1.11129.2.4.2) for precert-based entries, plain otherwise.
