@@ -79,7 +79,10 @@ pub const PUBLISHED_OBJECT: &str = "published";
 pub const TIMED_OUT_OBJECT: &str = "publish-timed-out";
 
 fn store_err(what: &str, e: object_store::Error) -> Error {
-    Error::ObjectStore(format!("{what}: {e}"))
+    Error::ObjectStore {
+        what: what.to_owned(),
+        source: e,
+    }
 }
 
 /// What a shard writes to `epochs/<id>/ready/<shard>` once its databases

@@ -89,7 +89,7 @@ impl Service {
             0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
             n => n,
         };
-        let pool = AnswerPool::new(threads).map_err(|e| Error::Internal(e.to_string()))?;
+        let pool = AnswerPool::new(threads)?;
         let dir = EpochDir::open(&config.epoch_dir)?;
         let objects = match &config.shard.object_store {
             Some(url) => Some(Objects::open(url)?),
@@ -189,8 +189,7 @@ impl Service {
             let budget = self.budget();
             let loaded =
                 tokio::task::spawn_blocking(move || epoch::load_epoch(&path, &shard, &budget))
-                    .await
-                    .map_err(|e| Error::Internal(e.to_string()))?;
+                    .await?;
             match loaded
                 .and_then(|epoch| check_dir_id(&self.dir.path(id), id, epoch))
                 .and_then(|epoch| self.publish(epoch))
@@ -512,9 +511,10 @@ impl Service {
                 }
             }));
         }
-        let addr = listener
-            .local_addr()
-            .map_err(|e| Error::Internal(e.to_string()))?;
+        let addr = listener.local_addr().map_err(|source| Error::Io {
+            path: format!("listening socket {}", self.config.bind),
+            source,
+        })?;
         tracing::info!(%addr, "auditor-server listening");
         let l = &self.config.limits;
         let limits = ConnLimits {
@@ -576,7 +576,7 @@ impl Service {
         let result = self.sync_locked(objects).await;
         if let Err(e) = &result {
             let why = error_chain(e);
-            if matches!(e, Error::ObjectStore(_)) {
+            if matches!(e, Error::ObjectStore { .. }) {
                 self.state.metrics.object_store_errors.inc();
                 tracing::warn!(store = %objects, error = %why, "object store unavailable; retrying");
             } else {
@@ -661,9 +661,7 @@ impl Service {
             let (shard, budget) = (self.config.shard.clone(), self.budget());
             let p = path.clone();
             let loaded =
-                tokio::task::spawn_blocking(move || epoch::load_epoch(&p, &shard, &budget))
-                    .await
-                    .map_err(|e| Error::Internal(e.to_string()))?;
+                tokio::task::spawn_blocking(move || epoch::load_epoch(&p, &shard, &budget)).await?;
             match loaded {
                 Ok(e) if e.manifest == spec.manifest => Ok(e),
                 Ok(_) | Err(_) => {
@@ -746,7 +744,7 @@ impl Service {
             e
         })
         .await
-        .map_err(|e| Error::Internal(e.to_string()))
+        .map_err(Error::from)
         .and_then(|r| r);
         let epoch = match built {
             Ok(e) => e,

@@ -23,11 +23,11 @@
 //! `FAULT_SEED=<n>` repeats a run's random choices (the seed is printed).
 #![cfg(unix)]
 
-use test_support::{Rng, TinyFs};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
+use test_support::{Rng, TinyFs};
 
 use audit_proto::api::OCTET_STREAM;
 use audit_proto::Manifest;
@@ -40,7 +40,6 @@ use sha2::{Digest, Sha256};
 
 mod common;
 use common::{BoxErr, Served, TestResult};
-
 
 /// A SQLite store holding `n` synthetic active entries of one log; returns
 /// its URL and the entries' leaf hashes.
@@ -549,7 +548,6 @@ async fn damaged_epoch_files_are_refused() -> TestResult {
     );
     Ok(())
 }
-
 
 fn dir_bytes(dir: &Path) -> Result<u64, BoxErr> {
     let mut n = 0;

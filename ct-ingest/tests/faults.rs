@@ -28,10 +28,10 @@
 //! `TEST_REQUIRE_POSTGRES=1` turns a missing `TEST_DATABASE_URL` into a
 //! failure.
 
-use test_support::{Rng, TinyFs};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use test_support::{Rng, TinyFs};
 
 use ct_store::{LogKind, Store, StoreError};
 use ct_testlog::{IssuedEntry, TestLog, TestLogConfig};
@@ -62,7 +62,6 @@ fn unix_nanos() -> u64 {
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64)
 }
-
 
 fn env_u64(name: &str, default: u64) -> Result<u64, BoxErr> {
     match std::env::var(name) {
@@ -652,7 +651,6 @@ async fn postgres_restart_mid_ingest() -> TestResult {
 // ---------------------------------------------------------------------------
 // SQLite on a full filesystem
 // ---------------------------------------------------------------------------
-
 
 /// The SQLite store's filesystem fills up mid-ingest: the run fails with a
 /// clear error (storage full), the store stays intact (the integrity check

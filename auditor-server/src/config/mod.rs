@@ -332,7 +332,7 @@ impl Config {
 
     /// Parses TOML (no environment, no validation).
     pub fn from_toml(text: &str) -> Result<Config> {
-        toml::from_str(text).map_err(|e| Error::Config(e.to_string()))
+        Ok(toml::from_str(text)?)
     }
 
     /// Applies `AUDITOR_*` overrides (and `DATABASE_URL`) read via `env`;

@@ -286,7 +286,7 @@ pub fn build_planned(
     let t = Instant::now();
     write_synced(&out.join(MANIFEST_FILE), &manifest_json)?;
     report.persist_s += t.elapsed().as_secs_f64();
-    let json = serde_json::to_vec_pretty(&report).map_err(|e| Error::Internal(e.to_string()))?;
+    let json = serde_json::to_vec_pretty(&report)?;
     write_synced(&out.join("build.json"), &json)?;
     Ok(Epoch {
         manifest,
@@ -333,7 +333,7 @@ where
     let tmp2 = tmp.clone();
     let built = tokio::task::spawn_blocking(move || build(&tmp2))
         .await
-        .map_err(|e| Error::Internal(e.to_string()))
+        .map_err(Error::from)
         .and_then(|r| r);
     let epoch = match built {
         Ok(e) => e,

@@ -63,7 +63,7 @@ use pir_core::params::Params;
 use pir_core::server::Server;
 use serde::{Deserialize, Serialize};
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 mod artifacts;
 mod build;
@@ -209,7 +209,7 @@ impl Epoch {
 }
 
 fn os_random(buf: &mut [u8]) -> Result<()> {
-    getrandom::getrandom(buf).map_err(|e| Error::Random(e.to_string()))
+    Ok(getrandom::getrandom(buf)?)
 }
 
 /// What fixes an epoch's manifest besides the snapshot's leaf hashes:
