@@ -83,12 +83,29 @@ impl EpochDir {
                 dst.display()
             )));
         }
-        std::fs::rename(tmp, &dst).map_err(io(&dst))?;
+        self.finish(tmp, &dst)?;
+        Ok(dst)
+    }
+
+    /// Moves the finished build directory `tmp` to `dst` under the same
+    /// root (e.g. a shard's staged epoch), fsyncs the root and releases
+    /// the build's claim, lock file included.
+    pub fn finish(&self, tmp: &Path, dst: &Path) -> Result<()> {
+        std::fs::rename(tmp, dst).map_err(io(dst))?;
         crate::builddir::release(tmp);
         std::fs::File::open(&self.root)
             .and_then(|d| d.sync_all())
-            .map_err(io(&self.root))?;
-        Ok(dst)
+            .map_err(io(&self.root))
+    }
+
+    /// Removes a failed build's directory `tmp` and releases its claim.
+    pub fn abandon(&self, tmp: &Path) {
+        if let Err(rm) = std::fs::remove_dir_all(tmp) {
+            if rm.kind() != std::io::ErrorKind::NotFound {
+                tracing::warn!(dir = %tmp.display(), error = %rm, "could not remove a failed build");
+            }
+        }
+        crate::builddir::release(tmp);
     }
 
     /// Deletes all but the newest `keep` epochs, and the build directories

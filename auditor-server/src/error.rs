@@ -77,6 +77,17 @@ pub enum Error {
         #[source]
         source: object_store::Error,
     },
+    /// Another coordinator prepared this epoch first (its spec was created
+    /// between this coordinator's check and its write); nothing of this
+    /// coordinator's attempt is left in the store.
+    #[error(
+        "epoch {epoch} was prepared by another coordinator at the same time; this one \
+         wrote nothing (run `epoch prepare` again for the next epoch if one is due)"
+    )]
+    EpochTaken {
+        /// The epoch.
+        epoch: u64,
+    },
     /// A blocking task (a build, a load) panicked or was cancelled.
     #[error("worker task failed: {0}")]
     Task(#[from] tokio::task::JoinError),

@@ -93,6 +93,13 @@ impl EpochSpec {
         v
     }
 
+    /// SHA-256 of the spec as written ([`EpochSpec::to_json`]): what the
+    /// shards' ready markers and the published marker name, so that a
+    /// shard serves an epoch only under the spec it was built from.
+    pub fn digest(&self) -> [u8; 32] {
+        Sha256::digest(self.to_json()).into()
+    }
+
     /// Reads a spec file; also returns the SHA-256 of its bytes (to tell
     /// a changed file from one already tried).
     pub fn read(path: &Path) -> Result<(EpochSpec, [u8; 32])> {

@@ -749,15 +749,12 @@ impl Service {
         let epoch = match built {
             Ok(e) => e,
             Err(e) => {
-                let _ = std::fs::remove_dir_all(&tmp);
+                self.dir.abandon(&tmp);
                 return Err(e);
             }
         };
         let staged = self.staged_dir(id);
-        std::fs::rename(&tmp, &staged).map_err(crate::error::io(&staged))?;
-        std::fs::File::open(self.dir.root())
-            .and_then(|d| d.sync_all())
-            .map_err(crate::error::io(self.dir.root()))?;
+        self.dir.finish(&tmp, &staged)?;
         tracing::info!(
             epoch = id,
             seconds = t.elapsed().as_secs_f64(),
@@ -774,6 +771,7 @@ impl Service {
             count: self.config.shard.count,
             databases: self.config.shard.own_databases(m)?,
             manifest_sha256: crate::layout::manifest_digest(&m.to_json()),
+            spec_sha256: spec.digest(),
             at: epoch::unix_now_s(),
         };
         objects.write_ready(&marker).await?;
@@ -789,13 +787,28 @@ impl Service {
             self.reload().await?;
             return Ok(());
         }
+        let Some(spec) = objects.spec(id).await? else {
+            return Err(Error::Corrupt {
+                path: format!("{objects}: epochs/{id:012}"),
+                why: "published without a spec".into(),
+            });
+        };
+        // Serve only what the publisher saw every shard build: the marker
+        // names the spec (and so the snapshot, seeds and layout) and the
+        // manifest.
+        let marker = objects.published(id).await?;
+        let named = marker.as_ref().is_some_and(|p| {
+            p.epoch == id
+                && p.spec_sha256 == spec.digest()
+                && p.manifest_sha256 == crate::layout::manifest_digest(&spec.manifest.to_json())
+        });
+        if !named {
+            return Err(Error::Corrupt {
+                path: format!("{objects}: epochs/{id:012}/{}", objstore::PUBLISHED_OBJECT),
+                why: "the published marker does not name this epoch's spec and manifest".into(),
+            });
+        }
         if self.staged_epoch() != Some(id) {
-            let Some(spec) = objects.spec(id).await? else {
-                return Err(Error::Corrupt {
-                    path: format!("{objects}: epochs/{id:012}"),
-                    why: "published without a spec".into(),
-                });
-            };
             self.stage(objects, &spec).await?;
             if self.staged_epoch() != Some(id) {
                 return Ok(()); // waiting for a retry
@@ -804,6 +817,12 @@ impl Service {
         let Some(epoch) = self.staged_lock().take() else {
             return Ok(());
         };
+        if epoch.manifest != spec.manifest {
+            return Err(Error::Corrupt {
+                path: self.staged_dir(id).display().to_string(),
+                why: "the staged databases were built from another spec".into(),
+            });
+        }
         self.dir.commit(id, &self.staged_dir(id))?;
         self.dir.prune(self.config.epoch.keep)?;
         self.state.metrics.epoch_staged.set(0);

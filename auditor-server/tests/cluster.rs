@@ -243,7 +243,11 @@ async fn three_shard_processes_and_a_coordinator() -> TestResult {
     assert_eq!(summary["epoch"], 1, "{summary}");
     assert_eq!(summary["databases"], 6, "{summary}");
     assert_eq!(summary["shards"][2]["url"], c.urls[2]);
-    assert!(c.epoch_objects(1).join("snapshot.bin").is_file());
+    let spec1 = EpochSpec::from_json(&std::fs::read(c.epoch_objects(1).join("spec.json"))?)?;
+    assert!(c
+        .epoch_objects(1)
+        .join(auditor_server::objstore::snapshot_object(&spec1))
+        .is_file());
     let (code, stderr) = c.publish(60)?;
     assert_eq!(code, Some(0), "{stderr}");
     assert!(c.epoch_objects(1).join("published").is_file());
@@ -420,7 +424,7 @@ async fn three_shard_processes_and_a_coordinator() -> TestResult {
 /// published.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_damaged_snapshot_is_never_built() -> TestResult {
-    use auditor_server::objstore::{encode_snapshot, Objects, PublishedMarker};
+    use auditor_server::objstore::{encode_snapshot, snapshot_object, Objects, PublishedMarker};
     let dir = tempfile::tempdir()?;
     let url = format!("file://{}", dir.path().join("objects").display());
     let mut config = auditor_server::Config {
@@ -442,7 +446,10 @@ async fn a_damaged_snapshot_is_never_built() -> TestResult {
     let spec = auditor_server::plan::plan_snapshot(&snap, &config, 1)?;
     let objects = Objects::open(&url)?;
     objects.prepare(&spec, &snap.hashes).await?;
-    let object = dir.path().join("objects/epochs/000000000001/snapshot.bin");
+    let object = dir
+        .path()
+        .join("objects/epochs/000000000001")
+        .join(snapshot_object(&spec));
     let good = std::fs::read(&object)?;
     assert_eq!(good, encode_snapshot(1, &snap.hashes));
     let mut bad = good.clone();
@@ -474,11 +481,7 @@ async fn a_damaged_snapshot_is_never_built() -> TestResult {
     assert_eq!(svc.state().metrics.epoch_staged.get(), 1);
 
     objects
-        .write_published(&PublishedMarker {
-            epoch: 1,
-            shards: 1,
-            at: 0,
-        })
+        .write_published(&PublishedMarker::for_spec(&spec, 1, 0))
         .await?;
     svc.sync_objects().await?;
     let served = svc.state().registry.current().ok_or("not serving")?;

@@ -376,6 +376,16 @@ async fn run(cli: &Cli, urls: &mut Vec<String>) -> anyhow::Result<()> {
         } => {
             let config = load_coordinator_config(cli, *shard_count, urls)?;
             let objects = open_objects(&config)?;
+            // The snapshot first, then the id: a coordinator that took
+            // long over its snapshot does not reuse an id another has
+            // prepared meanwhile (and if two race, the spec is created
+            // once: the loser fails with `EpochTaken`, having written
+            // nothing).
+            let store = open_store(&config).await?;
+            let now = now.unwrap_or_else(epoch::unix_now_s);
+            let snap = epoch::snapshot(&store, now).await;
+            store.close().await;
+            let snap = snap?;
             let id = match id {
                 Some(id) => *id,
                 None => {
@@ -388,11 +398,6 @@ async fn run(cli: &Cli, urls: &mut Vec<String>) -> anyhow::Result<()> {
                     in_store.max(on_disk).map_or(1, |n| n + 1)
                 }
             };
-            let store = open_store(&config).await?;
-            let now = now.unwrap_or_else(epoch::unix_now_s);
-            let snap = epoch::snapshot(&store, now).await;
-            store.close().await;
-            let snap = snap?;
             let spec = plan::plan_snapshot(&snap, &config, id)?;
             let bytes = objects.prepare(&spec, &snap.hashes).await?;
             let gone = objects.prune((*keep).max(2)).await?;
@@ -497,11 +502,11 @@ async fn publish(
         match objects.ready_shards(&spec).await {
             Ok((ready, missing)) if missing.is_empty() => {
                 objects
-                    .write_published(&PublishedMarker {
-                        epoch: id,
-                        shards: ready.len() as u32,
-                        at: epoch::unix_now_s(),
-                    })
+                    .write_published(&PublishedMarker::for_spec(
+                        &spec,
+                        ready.len() as u32,
+                        epoch::unix_now_s(),
+                    ))
                     .await?;
                 println!(
                     "{}",

@@ -338,10 +338,7 @@ where
     let epoch = match built {
         Ok(e) => e,
         Err(e) => {
-            if let Err(rm) = std::fs::remove_dir_all(&tmp) {
-                tracing::warn!(dir = %tmp.display(), error = %rm, "could not remove a failed build");
-            }
-            crate::builddir::release(&tmp);
+            dir.abandon(&tmp);
             return Err(e);
         }
     };
