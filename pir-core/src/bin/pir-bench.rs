@@ -505,17 +505,23 @@ fn run(args: &Args) -> Result<()> {
     // fill L1 on AMD cores) can read no faster than the best of these.
     // Measured last, after the run's peak RSS was read, so that its
     // buffer does not count in it.
-    let mlp = pir_core::mem::miss_parallelism();
-    let mlp_json = serde_json::json!({
-        "buffer_bytes": mlp.buffer_bytes,
-        "huge_pages": format!("{:?}", mlp.huge_pages).to_lowercase(),
-        "one_chain_ns": mlp.one_chain_ns,
-        "chains_gb_s": mlp.chains_gb_s.iter().map(|(n, g)| serde_json::json!([n, g])).collect::<Vec<_>>(),
-        "best_gb_s": mlp.best_gb_s(),
-        "lines_in_flight": mlp.lines_in_flight(),
-        // the cached pass's stream_gb_s ÷ best_gb_s
-        "cached_pass_need_fraction": cached.as_ref().map(|c| c.bytes_per_second() / 1e9 / mlp.best_gb_s()),
-    });
+    // (not on wasm32, where pir_core::mem has no pointer chases)
+    #[cfg(not(target_arch = "wasm32"))]
+    let mlp_json = {
+        let mlp = pir_core::mem::miss_parallelism();
+        serde_json::json!({
+            "buffer_bytes": mlp.buffer_bytes,
+            "huge_pages": format!("{:?}", mlp.huge_pages).to_lowercase(),
+            "one_chain_ns": mlp.one_chain_ns,
+            "chains_gb_s": mlp.chains_gb_s.iter().map(|(n, g)| serde_json::json!([n, g])).collect::<Vec<_>>(),
+            "best_gb_s": mlp.best_gb_s(),
+            "lines_in_flight": mlp.lines_in_flight(),
+            // the cached pass's stream_gb_s ÷ best_gb_s
+            "cached_pass_need_fraction": cached.as_ref().map(|c| c.bytes_per_second() / 1e9 / mlp.best_gb_s()),
+        })
+    };
+    #[cfg(target_arch = "wasm32")]
+    let mlp_json = serde_json::Value::Null;
     let out = serde_json::json!({
         "db_bits": args.db_bits,
         "rows": shape.ell1,
