@@ -14,8 +14,9 @@
 //! |---|---|---|
 //! | `epochs/<id>/snapshot-<h>.bin` | `epoch prepare`, first; named after the spec's fresh seed ([`snapshot_object`]) | the leaf hashes ([`SNAPSHOT_MAGIC`] format below) |
 //! | `epochs/<id>/spec.json` | `epoch prepare`, last, created once (a conditional create): its presence makes the epoch *prepared* | the epoch spec |
-//! | `epochs/<id>/ready/<shard>` | each shard, after persisting its databases | [`ReadyMarker`], naming the spec's digest |
-//! | `epochs/<id>/published` | `epoch publish`, once every shard is ready | [`PublishedMarker`], naming the spec's and manifest's digests |
+//! | `epochs/<id>/dbs/db-<d>.bits`, `.hint` | the shard that built database d, before its ready marker | the database's files as persisted ([`DbArtifact`]) |
+//! | `epochs/<id>/ready/<shard>` | each shard, after persisting and uploading its databases | [`ReadyMarker`], naming the spec's digest and its databases' files with their SHA-256 |
+//! | `epochs/<id>/published` | `epoch publish`, once every shard is ready | [`PublishedMarker`], naming the spec's and manifest's digests and every database's files |
 //! | `epochs/<id>/publish-timed-out` | `epoch publish`, when its deadline passes first | [`TimedOutMarker`] |
 //!
 //! Snapshot format, version 1 (all integers little-endian):
