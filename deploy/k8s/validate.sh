@@ -113,14 +113,17 @@ RENDERS='default||
 gateway|--set gateway.enabled=true --set ingress.enabled=false|
 single-replica|--set replicasPerGroup=1 --set allowSingleReplica=true|--min-replicas 1'
 
-# validate_chart DIR OUT: steps 1-3 for the chart at DIR.
+# validate_chart DIR OUT [quick]: steps 1-3 for the chart at DIR; quick
+# (the self-test's broken copies) leaves out the large 5e9 render.
 validate_chart() {
-  local dir="$1" out="$2" name args check rc=0
+  local dir="$1" out="$2" quick="${3:-}" name args check rc=0
   for args in "" "-f $dir/values-5e9.yaml"; do
+    [ -n "$quick" ] && [ -n "$args" ] && continue
     # shellcheck disable=SC2086 # arguments split on purpose
     "$helm" lint --quiet --strict --kube-version "${KUBERNETES_VERSION#v}" $args "$dir" >&2 || rc=1
   done
   while IFS='|' read -r name args check; do
+    [ -n "$quick" ] && [ "$name" = 5e9 ] && continue
     # shellcheck disable=SC2086
     if ! (cd "$dir" && "$helm" template ct-auditor . --namespace ct-auditor \
       --kube-version "${KUBERNETES_VERSION#v}" $args) >"$out/$name.yaml"; then
@@ -168,7 +171,7 @@ if [ "$self_test" = 1 ]; then
       say "self-test $broken: '$expr' did not change $file"; exit 1
     fi
     mkdir -p "$copy.out"
-    if validate_chart "$copy" "$copy.out" >/dev/null 2>&1; then
+    if validate_chart "$copy" "$copy.out" quick >/dev/null 2>&1; then
       say "self-test $broken FAILED: $what was accepted"; exit 1
     fi
   done <<'CASES'
