@@ -16,7 +16,7 @@ alone, its own PodDisruptionBudget with maxUnavailable 1, and an Ingress
 (and HTTPRoute) route of its URL's path to that Service, beside the route
 of / for the manifest; the coordinator is one CronJob with
 concurrencyPolicy Forbid, the same count and template, and object-store
-credentials of its own; every alert uses only metrics auditor-server
+credentials of its own; every alert parses as PromQL, uses only metrics auditor-server
 exports (auditor-server/src/metrics.rs) and has a runbook section in
 docs/operator.md; ServiceMonitors select Services with their ports; a
 NetworkPolicy covers the group pods.
@@ -30,6 +30,7 @@ import re
 import sys
 from urllib.parse import urlsplit
 
+import promql_parser
 import yaml
 
 UID = 10001
@@ -283,6 +284,10 @@ def check_helm(rendered, examples, min_replicas, repo):
                 if "alert" not in r:
                     continue
                 alerts.add(r["alert"])
+                try:
+                    promql_parser.parse(r["expr"])
+                except Exception as e:  # the parser's own error type
+                    err("alert %s: the expression does not parse: %s" % (r["alert"], e))
                 for metric in re.findall(r"\b(auditor_[a-z0-9_]+)", r["expr"]):
                     if metric not in exported:
                         err("alert %s: auditor-server exports no metric %s" % (r["alert"], metric))

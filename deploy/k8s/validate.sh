@@ -20,8 +20,8 @@
 #   5. self-test: broken copies of the chart and of the compose file must
 #      fail.
 #
-# Needs go, python3 (+ PyYAML) and the Go module proxy only: no cluster, no
-# other network. helm and kubeconform are built with `go install` at the
+# Needs go, python3 (+ PyYAML and promql-parser, from PyPI when missing) and
+# the Go module proxy only: no cluster, no other network. helm and kubeconform are built with `go install` at the
 # pinned versions below; the schemas are generated (openapi2schemas.py) from
 # api/openapi-spec/swagger.json of the k8s.io/kubernetes module and from the
 # CRDs in the prometheus-operator and gateway-api modules. All are cached
@@ -51,6 +51,10 @@ say() { echo "validate.sh: $*" >&2; }
 
 command -v go >/dev/null || { say "go not found (needed to build helm and kubeconform)"; exit 1; }
 python3 -c 'import yaml' 2>/dev/null || python3 -m pip install --quiet pyyaml
+# check.py parses the alert rules' PromQL with it (Prometheus's grammar).
+PROMQL_PARSER_VERSION=0.11.0 # PyPI promql-parser
+python3 -c "import importlib.metadata as m, sys; sys.exit(m.version('promql-parser') != '$PROMQL_PARSER_VERSION')" 2>/dev/null \
+  || python3 -m pip install --quiet "promql-parser==$PROMQL_PARSER_VERSION"
 mkdir -p "$cache/bin"
 # Module downloads only; no toolchain switch, no cgo.
 export GOTOOLCHAIN=local CGO_ENABLED=0
@@ -186,6 +190,7 @@ templates/groups.yaml|s/topologyKey: kubernetes.io\/hostname/topologyKey: topolo
 templates/monitoring.yaml|s/auditor_object_store_errors_total/auditor_object_store_failures_total/|an alert on a metric the server does not export (check.py)
 templates/coordinator.yaml|s/name: {{ .Values.objectStore.writerSecret }}/name: {{ .Values.objectStore.groupSecret }}/|the coordinator with the groups' credentials (check.py)
 templates/coordinator.yaml|s/concurrencyPolicy: Forbid/concurrencyPolicy: Allow/|coordinators that may overlap (check.py)
+templates/monitoring.yaml|s/\[2h\]))/[2h]/|an alert expression that does not parse (check.py, PromQL)
 values.yaml|s/^allowSingleReplica: false/allowSingleReplica: true/;s/^replicasPerGroup: 2/replicasPerGroup: 1/|one replica per group (check.py)
 CASES
   # Broken copies of docker-compose.yml: `sed expression|what it breaks`.
