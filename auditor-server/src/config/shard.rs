@@ -154,7 +154,7 @@ impl ShardConfig {
     /// `https://auditor.example.org/g/1`), under which it answers its API
     /// as well as at the root, so that one public host can route
     /// `/g/{i}/…` to group i without rewriting the path
-    /// ([`crate::routes`]). `None` when the URL has no path (or there are
+    /// (the HTTP routes). `None` when the URL has no path (or there are
     /// no URLs). [`ShardConfig::validate`] refuses paths that are not
     /// plain segments.
     pub fn own_path(&self) -> Option<String> {
