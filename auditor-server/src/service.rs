@@ -146,9 +146,10 @@ impl Service {
         &self.dir
     }
 
-    /// The router over this service's state.
+    /// The router over this service's state: the API at the root and
+    /// under the path of this shard's own URL, if it has one.
     pub fn router(&self) -> axum::Router {
-        routes::app(self.state.clone())
+        routes::app_under(self.state.clone(), self.config.shard.own_path().as_deref())
     }
 
     /// Serves `epoch` from now on (must be newer than the current one).

@@ -659,3 +659,49 @@ async fn a_damaged_snapshot_is_never_built() -> TestResult {
     assert_eq!(svc.staged_epoch(), None);
     Ok(())
 }
+
+/// `epoch prepare` for more shards than the epoch has databases (here
+/// `db_bits_target` holds all 12 filters in one database, so shards 1
+/// and 2 get none): the epoch is prepared, but the summary lists the
+/// groups without a database and the log warns of them. With databases
+/// for every shard the list is empty and nothing is warned.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prepare_warns_of_groups_without_databases() -> TestResult {
+    let c = Cluster::new().await?;
+    let v = c.prepare()?;
+    assert_eq!(v["databases"], 6);
+    assert_eq!(v["groups_without_databases"], serde_json::json!([]));
+
+    let filter_bits = audit_proto::filter::FilterSpec::capacity_for(ENTRIES as u64) * 8;
+    let one_db = c.p.dir.path().join("one-db.toml");
+    std::fs::write(
+        &one_db,
+        format!(
+            "[epoch]\nparam_set = \"toy-insecure-d64\"\nallow_insecure_params = true\n\
+             filters = {FILTERS}\ndb_bits_target = {}\n",
+            64 * filter_bits
+        ),
+    )?;
+    let out = auditor()
+        .arg("--config")
+        .arg(&one_db)
+        .args(["--object-store", &c.object_store()])
+        .env("AUDITOR_SHARD_COUNT", SHARDS.to_string())
+        .env("AUDITOR_SHARD_URLS", c.urls.join(","))
+        .args(["--database-url", &c.p.db_url])
+        .arg("--epoch-dir")
+        .arg(c.p.dir.path().join("coordinator"))
+        .args(["epoch", "prepare"])
+        .output()?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "epoch prepare: {stderr}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+    assert_eq!(v["databases"], 1);
+    assert_eq!(v["groups_without_databases"], serde_json::json!([1, 2]));
+    assert_eq!(v["shards"][1]["databases"], 0);
+    assert!(
+        stderr.contains("WARN") && stderr.contains("get no database"),
+        "{stderr}"
+    );
+    Ok(())
+}
