@@ -75,6 +75,12 @@ pub const SNAPSHOT_HEADER: usize = 8 + 4 + 8 + 8 + 32;
 pub const MAX_SNAPSHOT_ENTRIES: u64 = 1 << 36;
 /// Largest marker or spec object read.
 const MAX_MARKER_BYTES: u64 = 64 << 10;
+/// Time limit of one object-store request, body included (a snapshot or a
+/// database file of several GiB is one request).
+pub const OBJECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(1800);
+/// Retries of a failed object-store request (with exponential backoff,
+/// within 5 minutes), before the error reaches the caller.
+pub const OBJECT_RETRIES: usize = 5;
 /// Bytes per part of a snapshot upload.
 const UPLOAD_PART: usize = 16 << 20;
 /// Newest epoch directories looked at when searching for the newest
@@ -280,7 +286,22 @@ impl Objects {
                 (Arc::new(fs), String::new())
             }
             Location::S3 { bucket, prefix } => {
-                let mut b = object_store::aws::AmazonS3Builder::new();
+                // Snapshots and databases are large objects streamed in
+                // one request each: the crate's 30 s request timeout would
+                // cut a multi-GiB transfer. Failed requests are retried a
+                // bounded number of times with backoff. `AWS_TIMEOUT`,
+                // `AWS_CONNECT_TIMEOUT` (and the other keys) still override.
+                let options = object_store::ClientOptions::new()
+                    .with_timeout(OBJECT_TIMEOUT)
+                    .with_connect_timeout(std::time::Duration::from_secs(10));
+                let retry = object_store::RetryConfig {
+                    max_retries: OBJECT_RETRIES,
+                    retry_timeout: std::time::Duration::from_secs(300),
+                    ..Default::default()
+                };
+                let mut b = object_store::aws::AmazonS3Builder::new()
+                    .with_client_options(options)
+                    .with_retry(retry);
                 for (k, v) in vars {
                     if let Some(key) = k
                         .strip_prefix("AWS_")
@@ -1370,7 +1391,11 @@ mod tests {
             at: 0,
         };
         // a marker without its databases' files does not count
-        let dbs0 = m.shards.as_ref().unwrap().databases_of(0, m.dbs.len() as u32);
+        let dbs0 = m
+            .shards
+            .as_ref()
+            .unwrap()
+            .databases_of(0, m.dbs.len() as u32);
         assert!(!dbs0.is_empty());
         let bare = ReadyMarker {
             shard: 0,
