@@ -8,10 +8,13 @@
 //!   log that chooses its certificates adversarially gets at most ½
 //!   (SimplePIR §6, Prop. 6.2). Every audit draws a fresh filter, so
 //!   repeated audits of the same SCT multiply these odds.
-//! * **NOT FOUND** is certain for that epoch: a Bloom filter has no false
-//!   negatives, so the leaf is not in the epoch's set. Since the log may
-//!   have merged it late, the audit is repeated once in a later epoch
-//!   before a misbehaviour report is made.
+//! * **NOT FOUND** is certain for that epoch's filters: a Bloom filter has
+//!   no false negatives, so the leaf is not in the set the auditor
+//!   published. Either the log did not publish it or the auditor's data is
+//!   wrong; since the log may also have merged it late, the audit is
+//!   repeated once in a later epoch before a misbehaviour report is made,
+//!   and the report says that the log *or* the auditor misbehaved (the
+//!   canaries, module `canary`, test the auditor).
 
 use audit_proto::Manifest;
 use serde::Serialize;
@@ -56,9 +59,10 @@ pub fn logged(epoch: u64, c: Confidence) -> String {
 /// The sentence for a first NOT FOUND answer in `epoch`.
 pub fn not_found(epoch: u64) -> String {
     format!(
-        "NOT FOUND in epoch {epoch}: certain for this epoch (the filters have no false \
-         negatives, so the entry is not in its set); the log may have merged it late, so it \
-         is re-checked in a later epoch before anything is reported"
+        "NOT FOUND in epoch {epoch}: certain for this epoch's filters (they have no false \
+         negatives, so the entry is not in the set the auditor published); either the log has \
+         not published it yet or the auditor's data is wrong, so it is re-checked in a later \
+         epoch before anything is reported"
     )
 }
 
@@ -66,8 +70,10 @@ pub fn not_found(epoch: u64) -> String {
 pub fn misbehaviour(epochs: &[u64]) -> String {
     let list: Vec<String> = epochs.iter().map(u64::to_string).collect();
     format!(
-        "NOT FOUND in epochs {}: certain; the log has not published the entry its SCT \
-         promised within its maximum merge delay (misbehaviour report)",
+        "NOT FOUND in epochs {}: certain for those epochs' filters; either the log has not \
+         published the entry its SCT promised within its maximum merge delay, or the auditor's \
+         filters are wrong (its canary check tests that): one of them misbehaved \
+         (misbehaviour report)",
         list.join(" and ")
     )
 }
@@ -99,6 +105,12 @@ mod tests {
         assert!(e.contains("expected fill ratio"), "{e}");
         let n = not_found(8);
         assert!(n.starts_with("NOT FOUND in epoch 8: certain"), "{n}");
-        assert!(misbehaviour(&[8, 9]).contains("epochs 8 and 9"));
+        assert!(n.contains("or the auditor's data is wrong"), "{n}");
+        let r = misbehaviour(&[8, 9]);
+        assert!(r.contains("epochs 8 and 9"), "{r}");
+        assert!(
+            r.contains("the log has not published") && r.contains("or the auditor's"),
+            "{r}"
+        );
     }
 }
