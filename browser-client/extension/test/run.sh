@@ -5,7 +5,9 @@
 # named in EXTENSION_TESTS (default "node"), stops the server:
 #   node     e2e.mjs (the wasm32 build through its Node glue) and
 #            background.mjs (the extension's background.js with the web glue,
-#            WebExtension APIs stood in for); extra arguments go to e2e.mjs
+#            WebExtension APIs stood in for, against demo-server and against
+#            browser-client's fake_auditor example: hostile auditors, failures,
+#            timing); extra arguments go to e2e.mjs
 #   firefox  firefox.mjs: the extension in headless Firefox over HTTPS sites
 #            whose certificates embed the test log's SCTs (needs firefox-esr,
 #            certutil and geckodriver, as .ci/run installs them); the popup's
@@ -38,6 +40,9 @@ case "${DEMO_SERVER_PROFILE:-release}" in
 esac
 (cd "$root" && cargo build "${profile[@]}" -p audit-demo --bin demo-server)
 server="$target/$out/demo-server"
+# The fake auditors of background.mjs (all ones, all zeros, a wrong fill).
+(cd "$root" && cargo build -p browser-client --example fake_auditor)
+fake="$target/debug/examples/fake_auditor"
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/ct-extension-e2e.XXXXXX")"
 server_pid=""
@@ -103,7 +108,7 @@ if wants node; then
   echo "run.sh: e2e.mjs (wasm32 client, Node glue)" >&2
   run_node "$here/e2e.mjs" "${common[@]}" --recheck-timeout $((EPOCH_INTERVAL * 3 + 60)) "$@"
   echo "run.sh: background.mjs (the extension's background.js, web glue)" >&2
-  run_node "$here/background.mjs" "${common[@]}" --epoch-timeout $((EPOCH_INTERVAL * 3 + 60))
+  run_node "$here/background.mjs" "${common[@]}" --fake-auditor "$fake" --epoch-timeout $((EPOCH_INTERVAL * 3 + 60))
 fi
 if wants firefox; then
   echo "run.sh: firefox.mjs (the extension in headless Firefox)" >&2
