@@ -261,7 +261,10 @@ const driverLog = createWriteStream(join(work, "geckodriver.log"));
 const driver = spawn(
   args.geckodriver,
   ["--port", String(driverPort), "--marionette-port", String(marionettePort), "--allow-system-access", "--log", "info"],
-  { stdio: ["ignore", "pipe", "pipe"] },
+  // MOZ_REMOTE_SETTINGS_DEVTOOLS lets services.settings.server (above)
+  // point Firefox's own remote settings at a closed loopback port instead of
+  // the network (Firefox inherits geckodriver's environment).
+  { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, MOZ_REMOTE_SETTINGS_DEVTOOLS: "1" } },
 );
 driver.stdout.pipe(driverLog);
 driver.stderr.pipe(driverLog);
@@ -506,14 +509,14 @@ try {
   await open(siteUrl(sites.logged));
   await until(
     "the background woken by the visit",
-    async () => (await extensionState()).status.backgroundStarts > st.status.backgroundStarts,
+    async () => ((await extensionState()).status.backgroundStarts ?? 0) > (st.status.backgroundStarts ?? 0),
     30,
   ).catch(() => {});
   await sleep(3000);
   const afterUnload = await extensionState();
   await chrome('Services.prefs.clearUserPref("extensions.background.idle.timeout");');
   check(
-    afterUnload.status.backgroundStarts > st.status.backgroundStarts,
+    (afterUnload.status.backgroundStarts ?? 0) > (st.status.backgroundStarts ?? 0),
     `the event page was not unloaded (starts ${st.status.backgroundStarts} → ${afterUnload.status.backgroundStarts})`,
   );
   check(afterUnload.status.connections === st.status.connections, "a visit after the unload counted as a new connection");
