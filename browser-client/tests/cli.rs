@@ -323,7 +323,19 @@ async fn check_exit_codes_logged_not_found_pending_untracked() {
         "{out}"
     );
     assert!(out.contains("at most 0.5"), "{out}");
+    assert!(
+        out.contains("auditor check (2 canaries this run, 0 failed)"),
+        "{out}"
+    );
     no_debug_output(&out);
+    // The canaries: every one of 8 answers LOGGED where the auditor states
+    // 0.117 (its databases are all ones): exit 5, before any other code.
+    let (code, out, err) = check(&ones, later, &["--canaries".into(), "8".into()]).await;
+    assert_eq!(code, 5, "{out}{err}");
+    assert!(
+        out.contains("the auditor answers LOGGED too often: 8 of 8"),
+        "{out}"
+    );
     // NOT FOUND: exit 2, certain for the epoch.
     let zeros = fake_auditor::serve(false, fake_auditor::covered(&log_id, later)).await;
     let (code, out, err) = check(&zeros, later, &[]).await;
