@@ -48,10 +48,14 @@ impl Confidence {
 pub fn logged(epoch: u64, c: Confidence) -> String {
     format!(
         "LOGGED in epoch {epoch}, probably: one audit is probabilistic, and an SCT that was \
-         never logged also passes it with probability {:.3} (this epoch's {} fill ratio), \
+         never logged also passes it with probability {:.3} ({}), \
          at most {} against a log that chooses its certificates adversarially",
         c.false_positive_rate,
-        if c.measured { "measured" } else { "expected" },
+        if c.measured {
+            "the fill ratio the auditor states for this epoch"
+        } else {
+            "the fill ratio expected for this epoch"
+        },
         ADVERSARIAL_BOUND
     )
 }
@@ -91,7 +95,7 @@ mod tests {
         let s = logged(7, c);
         assert!(s.starts_with("LOGGED in epoch 7"), "{s}");
         assert!(
-            s.contains("0.117") && s.contains("measured fill ratio"),
+            s.contains("0.117") && s.contains("(the fill ratio the auditor states for this epoch)"),
             "{s}"
         );
         assert!(s.contains("at most 0.5"), "{s}");
@@ -102,7 +106,7 @@ mod tests {
                 ..c
             },
         );
-        assert!(e.contains("expected fill ratio"), "{e}");
+        assert!(e.contains("the fill ratio expected for this epoch"), "{e}");
         let n = not_found(8);
         assert!(n.starts_with("NOT FOUND in epoch 8: certain"), "{n}");
         assert!(n.contains("or the auditor's data is wrong"), "{n}");

@@ -313,13 +313,13 @@ fn no_debug_output(text: &str) {
 async fn check_exit_codes_logged_not_found_pending_untracked() {
     let (log_id, ts) = fixture_times();
     let later = ts + 3_600_000;
-    // LOGGED: exit 0, with the epoch's measured fill ratio.
+    // LOGGED: exit 0, with the fill ratio the auditor states.
     let ones = fake_auditor::serve(true, fake_auditor::covered(&log_id, later)).await;
     let (code, out, err) = check(&ones, later, &[]).await;
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.contains("LOGGED in epoch 5, probably"), "{out}");
     assert!(
-        out.contains("probability 0.117 (this epoch's measured fill ratio)"),
+        out.contains("probability 0.117 (the fill ratio the auditor states for this epoch)"),
         "{out}"
     );
     assert!(out.contains("at most 0.5"), "{out}");
