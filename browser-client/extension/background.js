@@ -613,7 +613,6 @@ async function round(auditor, st, counts) {
   let refetched = false;
   try {
     const now = Date.now();
-    await expireQueue(now);
     const raw = await loadQueue();
     const items = queueItems(raw);
     const { schedule } = await api.storage.local.get("schedule");
@@ -723,6 +722,9 @@ async function runAudits() {
       canaries: 0, failed: 0, retried: 0, lastQueryError: null,
     };
     let error = null;
+    // Expiry does not wait for the auditor: an auditor that stays down
+    // does not keep SCTs (and the sites they came from) for ever.
+    await expireQueue(now);
     if (st.retryUntil && now < st.retryUntil) {
       error = `the auditor asked for no requests before ${iso(st.retryUntil)} (Retry-After): the next round waits`;
     } else {

@@ -613,8 +613,12 @@ try {
   // Queue expiry: an entry queued 15 days ago is dropped at the next round.
   const old = JSON.parse(data.queue);
   old.items.push({ ...sampleItem, leaf_hash: "cd".repeat(32), queued_at_ms: Date.now() - 15 * 86400e3 });
-  await chrome.storage.local.set({ queue: JSON.stringify(old), auditorState: { ...data.auditorState, retryUntil: null } });
+  await chrome.storage.local.set({ queue: JSON.stringify(old) });
   const expiredBefore = data.status.expired ?? 0;
+  // ... even while the auditor asks to wait (the round is refused).
+  const refused = await sendMessage({ type: "run-audits" });
+  check(!refused.ok, "a round ran during Retry-After");
+  await chrome.storage.local.set({ auditorState: { ...data.auditorState, retryUntil: null } });
   await round();
   check(
     (data.status.expired ?? 0) === expiredBefore + 1 && !JSON.parse(data.queue).items.some((i) => i.leaf_hash === "cd".repeat(32)),
