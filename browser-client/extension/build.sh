@@ -17,6 +17,9 @@ root="$(cd "$here/../.." && pwd)"
 target="${CARGO_TARGET_DIR:-$root/target}"
 xpi_dir="${XPI_DIR:-$target/extension}"
 cd "$here" # rust-toolchain.toml
+# The pinned toolchain and its wasm32 target, when missing (rustup 1.28
+# and later install it only when asked; older ones on first use).
+rustup toolchain install >/dev/null 2>&1 || true
 
 version="$(awk '$0 == "name = \"wasm-bindgen\"" { getline; gsub(/^version = "|"$/, ""); print; exit }' "$root/Cargo.lock")"
 [ -n "$version" ] || { echo "build.sh: no wasm-bindgen in Cargo.lock" >&2; exit 1; }
