@@ -19,6 +19,12 @@
 //!   const text = prober.verdict(logged, out.report?.not_found_in_epochs ?? []);
 //!   if (out.report) { /* show / submit the misbehaviour report */ }
 //! }
+//! // Canaries (the extension pads every round with them): a random leaf no
+//! // log holds, probed like any other; the tally tests the auditor.
+//! const c = prober.prepare(canaryLeaf());
+//! // … POST c.body() as above, then:
+//! tally = canaryRecord(tally, server, c.epoch(), prober.fillRatio(), c.decode(answer));
+//! const check = JSON.parse(canaryCheck(tally));   // verdict, measured vs stated fill ratio
 //! ```
 //! Indices returned by `queueReady` must be processed from the last to the
 //! first (recording a result may remove an item).
