@@ -25,15 +25,15 @@ use pir_core::server::Server;
 use rand_core::{RngCore, SeedableRng};
 
 /// The log the fake covers (LogID 0x01…01).
-pub const LOG: [u8; 32] = [1; 32];
+pub(crate) const LOG: [u8; 32] = [1; 32];
 /// Filters of the epoch.
-pub const FILTERS: u32 = 4;
+pub(crate) const FILTERS: u32 = 4;
 /// N: entries per filter (bits = 8·N).
-pub const N: u64 = 4096;
+pub(crate) const N: u64 = 4096;
 
 /// How the databases are filled.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Fill {
+pub(crate) enum Fill {
     /// Every bit 1: every query answers LOGGED.
     Ones,
     /// Every bit 0: every query answers NOT FOUND.
@@ -60,30 +60,30 @@ impl std::str::FromStr for Fill {
 
 /// A scripted failure of the next query.
 #[derive(Clone, Copy, Debug)]
-pub struct Failure {
+pub(crate) struct Failure {
     /// HTTP status.
-    pub status: u16,
+    pub(crate) status: u16,
     /// `Retry-After` in seconds, if any.
-    pub retry_after: Option<u64>,
+    pub(crate) retry_after: Option<u64>,
 }
 
 /// The running fake.
-pub struct Fake {
+pub(crate) struct Fake {
     /// Base URL.
-    pub url: String,
+    pub(crate) url: String,
     /// The epoch's manifest.
-    pub manifest: Manifest,
+    pub(crate) manifest: Manifest,
     server: Server,
     failures: Mutex<VecDeque<Failure>>,
     /// Queries received (answered or failed).
-    pub queries: AtomicUsize,
+    pub(crate) queries: AtomicUsize,
     /// Manifest requests received.
-    pub manifests: AtomicUsize,
+    pub(crate) manifests: AtomicUsize,
 }
 
 impl Fake {
     /// Answers the next queries with `failures`, in order.
-    pub fn fail_next(&self, failures: &[Failure]) {
+    pub(crate) fn fail_next(&self, failures: &[Failure]) {
         self.failures
             .lock()
             .unwrap()
@@ -114,7 +114,7 @@ fn bitmap(bits: u64, fill: Fill) -> Vec<u8> {
 
 /// The epoch (id `epoch`, seeds from `seed`) of a fake that states
 /// `claimed` and is filled with `fill`.
-pub fn epoch(epoch: u64, seed: u8, claimed: f64, fill: Fill) -> (Manifest, Server) {
+pub(crate) fn epoch(epoch: u64, seed: u8, claimed: f64, fill: Fill) -> (Manifest, Server) {
     let filter = FilterSpec::new(FILTERS, 8, N, [seed; 32]).unwrap();
     let bits = u64::from(FILTERS) * filter.bits;
     let shape = DbShape::for_bits(bits, BitDatabase::RECORD_BITS);
@@ -197,7 +197,7 @@ async fn handle(fake: Arc<Fake>, method: Method, uri: Uri, body: Bytes) -> Respo
 
 /// Starts a fake on `addr` (e.g. `127.0.0.1:0`) serving epoch 1 stating
 /// `claimed`, filled with `fill`.
-pub async fn start(addr: &str, claimed: f64, fill: Fill) -> Arc<Fake> {
+pub(crate) async fn start(addr: &str, claimed: f64, fill: Fill) -> Arc<Fake> {
     let (manifest, server) = epoch(1, 7, claimed, fill);
     let listener = tokio::net::TcpListener::bind(addr).await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());

@@ -1,3 +1,3 @@
 //! Shared by the integration tests that need it.
 #![allow(dead_code)]
-pub mod fake_auditor;
+pub(crate) mod fake_auditor;
