@@ -29,7 +29,7 @@ pub(crate) const LOG: [u8; 32] = [1; 32];
 /// Filters of the epoch.
 pub(crate) const FILTERS: u32 = 4;
 /// N: entries per filter (bits = 8·N).
-pub(crate) const N: u64 = 4096;
+pub(crate) const N: u64 = 1024;
 
 /// How the databases are filled.
 #[derive(Clone, Copy, Debug, PartialEq)]
