@@ -1,6 +1,6 @@
 // Options page: settings, status, misbehaviour reports, manual certificate import.
 // (The toolbar button opens the popup, popup.html, for the daily view.)
-import { DEFAULT_CONFIG } from "./config.js";
+import { DEFAULT_CONFIG, checkAuditorUrl, originPattern } from "./config.js";
 
 const api = globalThis.browser ?? globalThis.chrome;
 const $ = (id) => document.getElementById(id);
@@ -12,29 +12,33 @@ function send(msg) {
   });
 }
 
-function originPattern(url) {
-  try {
-    return `${new URL(url).origin}/*`;
-  } catch (_) {
-    return null;
-  }
-}
-
 async function showAccess() {
-  const all = await api.permissions.contains({ origins: ["<all_urls>"] });
   const el = $("access");
   el.textContent = "";
-  if (all) return;
-  // Firefox grants the manifest's <all_urls> at install unless the pref
-  // extensions.originControls.grantByDefault is false; the user can also
-  // revoke it in about:addons. Chromium grants it at install.
+  const { config } = await api.storage.local.get("config");
+  const c = { ...DEFAULT_CONFIG, ...(config ?? {}) };
+  if (!c.consentedAt || !c.auditorUrl) {
+    el.className = "warn";
+    el.append("Not set up: nothing is sampled, stored or fetched. ");
+    const b = document.createElement("button");
+    b.textContent = "Set up…";
+    b.onclick = () => api.tabs.create({ url: api.runtime.getURL("onboarding.html") });
+    el.append(b);
+    return;
+  }
+  const https = await api.permissions.contains({ origins: ["https://*/*"] });
+  const auditor = await api.permissions.contains({ origins: [originPattern(c.auditorUrl)] });
+  if (https && auditor) return;
+  // Firefox grants the manifest's https://*/* at install unless the user
+  // revoked it in about:addons; the auditor's origin is asked for at setup.
   el.className = "warn";
-  el.append("Host access to all sites is not granted (it was revoked in about:addons → Permissions, or this " +
-    "Firefox does not grant it at install: extensions.originControls.grantByDefault is false). Without it the " +
-    "extension neither sees connections nor reaches the auditor. ");
+  el.append(
+    (https ? "" : "Host access to HTTPS sites is not granted: no connection is read. ") +
+      (auditor ? "" : `Access to the auditor (${new URL(c.auditorUrl).origin}) is not granted: no round can run. `),
+  );
   const b = document.createElement("button");
-  b.textContent = "Grant access to all sites";
-  b.onclick = () => api.permissions.request({ origins: ["<all_urls>"] }).then(showAccess);
+  b.textContent = "Grant access";
+  b.onclick = () => api.permissions.request({ origins: ["https://*/*", originPattern(c.auditorUrl)] }).then(showAccess);
   el.append(b);
 }
 
@@ -44,35 +48,65 @@ async function loadSettings() {
   $("auditorUrl").value = c.auditorUrl;
   $("logListUrl").value = c.logListUrl;
   $("testingSampleAll").checked = c.testingSampleAll === true;
-  $("testing").open = c.testingSampleAll === true;
+  $("testingNoDelay").checked = c.testingNoDelay === true;
+  $("testing").open = c.testingSampleAll === true || c.testingNoDelay === true;
 }
 
-$("settings").addEventListener("submit", async (ev) => {
+$("settings").addEventListener("submit", (ev) => {
   ev.preventDefault();
-  const auditorUrl = $("auditorUrl").value.trim().replace(/\/+$/, "");
+  let auditorUrl;
+  try {
+    auditorUrl = checkAuditorUrl($("auditorUrl").value);
+  } catch (e) {
+    $("saved").textContent = e.message;
+    return;
+  }
   const logListUrl = $("logListUrl").value.trim() || DEFAULT_CONFIG.logListUrl;
-  for (const u of [auditorUrl, logListUrl]) {
-    if (u && !originPattern(u)) {
-      $("saved").textContent = `not a URL: ${u}`;
-      return;
-    }
+  if (!originPattern(logListUrl)) {
+    $("saved").textContent = `not a URL: ${logListUrl}`;
+    return;
   }
   const testingSampleAll = $("testingSampleAll").checked;
-  const { config } = await api.storage.local.get("config");
-  await api.storage.local.set({ config: { ...(config ?? {}), auditorUrl, logListUrl, testingSampleAll } });
-  $("saved").textContent = "saved";
-  setTimeout(() => ($("saved").textContent = ""), 2000);
+  const testingNoDelay = $("testingNoDelay").checked;
+  // The auditor's origin, asked for inside the click (user activation).
+  api.permissions
+    .request({ origins: [originPattern(auditorUrl)] })
+    .then(async (granted) => {
+      if (!granted) {
+        $("saved").textContent = `not saved: access to ${new URL(auditorUrl).origin} was not granted`;
+        return;
+      }
+      const { config } = await api.storage.local.get("config");
+      const next = { ...(config ?? {}), auditorUrl, logListUrl, testingSampleAll, testingNoDelay };
+      // Saving an auditor here is the same choice as on the first-run page.
+      if (!next.consentedAt) next.consentedAt = Date.now();
+      await api.storage.local.set({ config: next });
+      $("saved").textContent = "saved";
+      setTimeout(() => ($("saved").textContent = ""), 2000);
+      showAccess();
+    })
+    .catch((e) => ($("saved").textContent = e.message));
 });
 
+$("withdraw").onclick = async () => {
+  if (!confirm("Stop auditing and delete everything the extension stored (queue, reports, counters, settings)?")) return;
+  await api.storage.local.clear();
+  if (api.storage.session) await api.storage.session.clear();
+  location.reload();
+};
+
 const STATUS_ROWS = [
-  ["pending", "pending audits (waiting for the MMD, coverage or a re-check, or from a log the auditor does not track)"],
-  ["lastRunAt", "last audit round"],
+  ["pending", "pending audits (waiting for the random delay, the MMD, coverage or a re-check, or from a log the auditor does not track)"],
+  ["lastRunAt", "last round"],
   ["lastEpoch", "epoch of the last round"],
-  ["lastRun", "last round: audited / logged / not found / reports"],
+  ["lastRun", "last round: queries / audits / logged / not found / reports / canaries / failed"],
   ["lastError", "last error"],
   ["audited", "audits in total"],
   ["logged", "answered LOGGED (probabilistic: a never-logged SCT passes one audit with probability ≈ the epoch's fill ratio, ≈ 0.12; the popup shows the epoch's)"],
-  ["notFound", "answered NOT FOUND (certain for that epoch; re-checked in a later epoch)"],
+  ["notFound", "answered NOT FOUND (certain for that epoch's filters: the log or the auditor is at fault; re-checked in a later epoch)"],
+  ["canaries", "canaries sent (random leaves no log holds: they check the auditor)"],
+  ["failedQueries", "queries that failed (the round went on)"],
+  ["expired", "queued SCTs expired unaudited (after 14 days)"],
   ["perf", "per audit (means): query generation / request / extraction; bytes up / down"],
   ["connections", "new connections (first request to an origin after 115 s without one)"],
   ["sampled", "connections sampled"],
@@ -91,7 +125,9 @@ const STATUS_ROWS = [
 function fmt(key, v) {
   if (v === undefined || v === null) return "—";
   if (key === "lastRunAt") return new Date(v).toLocaleString();
-  if (key === "lastRun") return `${v.audited} / ${v.logged} / ${v.notFound} / ${v.reports}`;
+  if (key === "lastRun") {
+    return `${v.queries ?? "—"} / ${v.audited} / ${v.logged} / ${v.notFound} / ${v.reports} / ${v.canaries ?? 0} / ${v.failed ?? 0}`;
+  }
   if (key === "perf") {
     if (!v.audits) return "—";
     const ms = (x) => `${(x / v.audits).toFixed(0)} ms`;
@@ -162,7 +198,9 @@ $("runNow").onclick = async () => {
   $("runResult").textContent = "running…";
   try {
     const c = await send({ type: "run-audits" });
-    $("runResult").textContent = `audited ${c.audited}: ${c.logged} logged, ${c.notFound} not found, ${c.reports} reports`;
+    $("runResult").textContent =
+      `${c.queries} queries: ${c.audited} audits (${c.logged} LOGGED, ${c.notFound} NOT FOUND, ${c.reports} reports), ` +
+      `${c.canaries} canaries, ${c.failed} failed`;
   } catch (e) {
     $("runResult").textContent = e.message;
   }
@@ -211,6 +249,7 @@ async function showCapabilities() {
 api.storage.onChanged.addListener((changes, area) => {
   if (area !== "local") return;
   if (changes.status) showStatus();
+  if (changes.config) showAccess();
   if (changes.reports) showReports();
 });
 

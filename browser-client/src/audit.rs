@@ -7,6 +7,7 @@ use std::sync::Arc;
 use audit_proto::{LeafHash, LogId};
 use serde::Serialize;
 
+use crate::canary::{canary_leaf, CanaryCheck, CanaryProbe, CanaryTally};
 use crate::error::Result;
 use crate::net::{Auditor, QueryStats};
 use crate::policy::{
@@ -288,6 +289,61 @@ pub async fn run_ready(
         ran,
         waiting,
         epoch_retired: false,
+    })
+}
+
+/// Canary probes per `sct-audit check` (docs/protocol.md §6.2).
+pub const CANARIES_PER_STEP: usize = 2;
+
+/// What [`run_canaries`] did.
+#[derive(Clone, Debug)]
+pub struct CanaryRun {
+    /// Canaries answered (recorded in the tally).
+    pub answered: usize,
+    /// Canaries whose query failed (not recorded: an unusable answer is
+    /// never read as a bit).
+    pub failed: usize,
+    /// The tally's test after the run.
+    pub check: CanaryCheck,
+}
+
+/// Sends `n` canary probes against `prober`'s epoch — random leaves no log
+/// holds, each in a fresh random filter, indistinguishable from audits to
+/// the auditor — and records their answers in `tally` (emptied first if it
+/// belongs to another auditor). A query that fails is counted and skipped:
+/// the other canaries still run.
+pub async fn run_canaries(
+    auditor: &Auditor,
+    prober: &Prober,
+    tally: &mut CanaryTally,
+    n: usize,
+) -> Result<CanaryRun> {
+    let claimed = Confidence::of(prober.manifest()).false_positive_rate;
+    let (mut answered, mut failed) = (0, 0);
+    for _ in 0..n {
+        let q = prober.prepare(&canary_leaf()?)?;
+        match auditor.query(&q).await {
+            Ok((logged, _)) => {
+                tally.record(
+                    auditor.base(),
+                    CanaryProbe {
+                        epoch: q.epoch,
+                        claimed,
+                        logged,
+                    },
+                )?;
+                answered += 1;
+            }
+            Err(_) => failed += 1,
+        }
+    }
+    if tally.auditor != auditor.base() {
+        *tally = CanaryTally::new(auditor.base());
+    }
+    Ok(CanaryRun {
+        answered,
+        failed,
+        check: tally.check(),
     })
 }
 

@@ -19,12 +19,17 @@
 //! 5. [`verdict`]: what an answer means, for people — LOGGED with the
 //!    epoch's fill ratio (the odds that a never-logged SCT passes one
 //!    audit), NOT FOUND as certain for its epoch.
+//! 6. [`canary`]: checking the auditor — probes for random leaves no log
+//!    holds, whose LOGGED rate must match the fill ratio the manifest
+//!    states (a binomial test flags all-ones, all-zeros or wrong-fill
+//!    auditors).
 //!
 //! Binary (feature `native`): `sct-audit`. The operator's population
 //! simulator and cost report are the `audit-sim` crate.
 
 #[cfg(feature = "native")]
 pub mod audit;
+pub mod canary;
 pub mod error;
 #[cfg(feature = "native")]
 pub mod net;

@@ -269,10 +269,14 @@ pub enum Recorded {
 /// for a re-check. Native builds keep it in a JSON file (written atomically:
 /// temp file + rename); the extension stores [`PendingQueue::to_json`] in
 /// its own storage.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct PendingQueue {
     /// Entries, oldest first.
     pub items: Vec<PendingAudit>,
+    /// The canary probes of the auditor this queue is audited against
+    /// (`sct-audit check` keeps them in its queue file).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub canaries: Option<crate::canary::CanaryTally>,
     #[serde(skip)]
     path: Option<PathBuf>,
     #[serde(skip)]

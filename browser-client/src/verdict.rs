@@ -8,10 +8,13 @@
 //!   log that chooses its certificates adversarially gets at most ½
 //!   (SimplePIR §6, Prop. 6.2). Every audit draws a fresh filter, so
 //!   repeated audits of the same SCT multiply these odds.
-//! * **NOT FOUND** is certain for that epoch: a Bloom filter has no false
-//!   negatives, so the leaf is not in the epoch's set. Since the log may
-//!   have merged it late, the audit is repeated once in a later epoch
-//!   before a misbehaviour report is made.
+//! * **NOT FOUND** is certain for that epoch's filters: a Bloom filter has
+//!   no false negatives, so the leaf is not in the set the auditor
+//!   published. Either the log did not publish it or the auditor's data is
+//!   wrong; since the log may also have merged it late, the audit is
+//!   repeated once in a later epoch before a misbehaviour report is made,
+//!   and the report says that the log *or* the auditor misbehaved (the
+//!   canaries, module `canary`, test the auditor).
 
 use audit_proto::Manifest;
 use serde::Serialize;
@@ -45,10 +48,14 @@ impl Confidence {
 pub fn logged(epoch: u64, c: Confidence) -> String {
     format!(
         "LOGGED in epoch {epoch}, probably: one audit is probabilistic, and an SCT that was \
-         never logged also passes it with probability {:.3} (this epoch's {} fill ratio), \
+         never logged also passes it with probability {:.3} ({}), \
          at most {} against a log that chooses its certificates adversarially",
         c.false_positive_rate,
-        if c.measured { "measured" } else { "expected" },
+        if c.measured {
+            "the fill ratio the auditor states for this epoch"
+        } else {
+            "the fill ratio expected for this epoch"
+        },
         ADVERSARIAL_BOUND
     )
 }
@@ -56,9 +63,10 @@ pub fn logged(epoch: u64, c: Confidence) -> String {
 /// The sentence for a first NOT FOUND answer in `epoch`.
 pub fn not_found(epoch: u64) -> String {
     format!(
-        "NOT FOUND in epoch {epoch}: certain for this epoch (the filters have no false \
-         negatives, so the entry is not in its set); the log may have merged it late, so it \
-         is re-checked in a later epoch before anything is reported"
+        "NOT FOUND in epoch {epoch}: certain for this epoch's filters (they have no false \
+         negatives, so the entry is not in the set the auditor published); either the log has \
+         not published it yet or the auditor's data is wrong, so it is re-checked in a later \
+         epoch before anything is reported"
     )
 }
 
@@ -66,8 +74,10 @@ pub fn not_found(epoch: u64) -> String {
 pub fn misbehaviour(epochs: &[u64]) -> String {
     let list: Vec<String> = epochs.iter().map(u64::to_string).collect();
     format!(
-        "NOT FOUND in epochs {}: certain; the log has not published the entry its SCT \
-         promised within its maximum merge delay (misbehaviour report)",
+        "NOT FOUND in epochs {}: certain for those epochs' filters; either the log has not \
+         published the entry its SCT promised within its maximum merge delay, or the auditor's \
+         filters are wrong (its canary check tests that): one of them misbehaved \
+         (misbehaviour report)",
         list.join(" and ")
     )
 }
@@ -85,7 +95,7 @@ mod tests {
         let s = logged(7, c);
         assert!(s.starts_with("LOGGED in epoch 7"), "{s}");
         assert!(
-            s.contains("0.117") && s.contains("measured fill ratio"),
+            s.contains("0.117") && s.contains("(the fill ratio the auditor states for this epoch)"),
             "{s}"
         );
         assert!(s.contains("at most 0.5"), "{s}");
@@ -96,9 +106,15 @@ mod tests {
                 ..c
             },
         );
-        assert!(e.contains("expected fill ratio"), "{e}");
+        assert!(e.contains("the fill ratio expected for this epoch"), "{e}");
         let n = not_found(8);
         assert!(n.starts_with("NOT FOUND in epoch 8: certain"), "{n}");
-        assert!(misbehaviour(&[8, 9]).contains("epochs 8 and 9"));
+        assert!(n.contains("or the auditor's data is wrong"), "{n}");
+        let r = misbehaviour(&[8, 9]);
+        assert!(r.contains("epochs 8 and 9"), "{r}");
+        assert!(
+            r.contains("the log has not published") && r.contains("or the auditor's"),
+            "{r}"
+        );
     }
 }

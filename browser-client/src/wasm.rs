@@ -19,6 +19,12 @@
 //!   const text = prober.verdict(logged, out.report?.not_found_in_epochs ?? []);
 //!   if (out.report) { /* show / submit the misbehaviour report */ }
 //! }
+//! // Canaries (the extension pads every round with them): a random leaf no
+//! // log holds, probed like any other; the tally tests the auditor.
+//! const c = prober.prepare(canaryLeaf());
+//! // … POST c.body() as above, then:
+//! tally = canaryRecord(tally, server, c.epoch(), prober.fillRatio(), c.decode(answer));
+//! const check = JSON.parse(canaryCheck(tally));   // verdict, measured vs stated fill ratio
 //! ```
 //! Indices returned by `queueReady` must be processed from the last to the
 //! first (recording a result may remove an item).
@@ -31,6 +37,7 @@ use std::sync::Arc;
 use audit_proto::Manifest;
 use wasm_bindgen::prelude::*;
 
+use crate::canary::{self, CanaryProbe, CanaryTally};
 use crate::policy::{wait_reason, AuditResult, PendingQueue, Recorded};
 use crate::probe::{PreparedQuery, Prober as InnerProber};
 use crate::sct;
@@ -209,6 +216,68 @@ fn parse_queue(s: &str) -> Result<PendingQueue, JsError> {
     } else {
         PendingQueue::from_json(s.as_bytes()).map_err(js)
     }
+}
+
+/// A canary's leaf hash (64 hex digits): 32 random bytes from the
+/// browser's CSPRNG, which no log holds. Probed like any leaf
+/// (`prober.prepare(canaryLeaf())`), it reads 1 with the epoch's fill ratio.
+#[wasm_bindgen(js_name = canaryLeaf)]
+pub fn canary_leaf() -> Result<String, JsError> {
+    Ok(audit_proto::hex::encode(
+        &canary::canary_leaf().map_err(js)?,
+    ))
+}
+
+/// Records a canary's answer in the tally of `auditor` (JSON in, JSON out;
+/// `""` is an empty tally; a tally of another auditor starts clean).
+/// `claimed` is the epoch's stated fill ratio ([`Prober::fill_ratio`]).
+#[wasm_bindgen(js_name = canaryRecord)]
+pub fn canary_record(
+    tally_json: &str,
+    auditor: &str,
+    epoch: f64,
+    claimed: f64,
+    logged: bool,
+) -> Result<String, JsError> {
+    let mut t = parse_tally(tally_json, auditor)?;
+    t.record(
+        auditor,
+        CanaryProbe {
+            epoch: epoch as u64,
+            claimed,
+            logged,
+        },
+    )
+    .map_err(js)?;
+    serde_json::to_string(&t).map_err(js)
+}
+
+/// The binomial test of the tally (JSON): `probes`, `logged`, `measured`
+/// (the fill ratio the canaries measured, or null), `claimed` (the mean
+/// stated ratio, or null), `p_at_least`, `p_at_most`, `verdict`
+/// (`"consistent"`, `"too_many_logged"`, `"too_few_logged"`) and
+/// `message`, the sentence for people.
+#[wasm_bindgen(js_name = canaryCheck)]
+pub fn canary_check(tally_json: &str) -> Result<String, JsError> {
+    let t = parse_tally(tally_json, "")?;
+    serde_json::to_string(&t.check()).map_err(js)
+}
+
+/// How many canaries, all answering LOGGED (`ones`) or all NOT FOUND, flag
+/// an auditor that states fill ratio `p` (`undefined`: none can).
+#[wasm_bindgen(js_name = canariesToFlag)]
+pub fn canaries_to_flag(p: f64, ones: bool) -> Option<u32> {
+    canary::canaries_to_flag(p, ones).map(|n| n as u32)
+}
+
+fn parse_tally(s: &str, auditor: &str) -> Result<CanaryTally, JsError> {
+    if s.trim().is_empty() {
+        return Ok(CanaryTally::new(auditor));
+    }
+    if s.len() > 1 << 20 {
+        return Err(js("canary tally too large"));
+    }
+    serde_json::from_str(s).map_err(js)
 }
 
 /// Builds private queries for one epoch.

@@ -313,17 +313,29 @@ fn no_debug_output(text: &str) {
 async fn check_exit_codes_logged_not_found_pending_untracked() {
     let (log_id, ts) = fixture_times();
     let later = ts + 3_600_000;
-    // LOGGED: exit 0, with the epoch's measured fill ratio.
+    // LOGGED: exit 0, with the fill ratio the auditor states.
     let ones = fake_auditor::serve(true, fake_auditor::covered(&log_id, later)).await;
     let (code, out, err) = check(&ones, later, &[]).await;
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.contains("LOGGED in epoch 5, probably"), "{out}");
     assert!(
-        out.contains("probability 0.117 (this epoch's measured fill ratio)"),
+        out.contains("probability 0.117 (the fill ratio the auditor states for this epoch)"),
         "{out}"
     );
     assert!(out.contains("at most 0.5"), "{out}");
+    assert!(
+        out.contains("auditor check (2 canaries this run, 0 failed)"),
+        "{out}"
+    );
     no_debug_output(&out);
+    // The canaries: every one of 8 answers LOGGED where the auditor states
+    // 0.117 (its databases are all ones): exit 5, before any other code.
+    let (code, out, err) = check(&ones, later, &["--canaries".into(), "8".into()]).await;
+    assert_eq!(code, 5, "{out}{err}");
+    assert!(
+        out.contains("the auditor answers LOGGED too often: 8 of 8"),
+        "{out}"
+    );
     // NOT FOUND: exit 2, certain for the epoch.
     let zeros = fake_auditor::serve(false, fake_auditor::covered(&log_id, later)).await;
     let (code, out, err) = check(&zeros, later, &[]).await;

@@ -196,12 +196,13 @@ const queued = JSON.parse(queue || '{"items":[]}').items.length;
 let manifest = await getManifest();
 const firstEpoch = new Prober(manifest);
 const epoch1 = firstEpoch.epoch();
-// The auditor states the epoch's measured fill ratio; the verdicts say what
+// The auditor states the epoch's fill ratio (measured when it built the
+// epoch; the canaries check it); the verdicts say what
 // LOGGED and NOT FOUND mean with it.
 const fillRatio = firstEpoch.fillRatio();
 check(firstEpoch.fillRatioMeasured() && fillRatio > 0 && fillRatio < 0.5, `fill ratio ${fillRatio} (measured: ${firstEpoch.fillRatioMeasured()})`);
 const loggedText = firstEpoch.verdict(true, []);
-check(loggedText.startsWith(`LOGGED in epoch ${epoch1}, probably`) && loggedText.includes(`probability ${fillRatio.toFixed(3)} (this epoch's measured fill ratio)`),
+check(loggedText.startsWith(`LOGGED in epoch ${epoch1}, probably`) && loggedText.includes(`probability ${fillRatio.toFixed(3)} (the fill ratio the auditor states for this epoch)`),
   `LOGGED verdict: ${loggedText}`);
 check(firstEpoch.verdict(false, []).startsWith(`NOT FOUND in epoch ${epoch1}: certain`), "NOT FOUND verdict");
 check(firstEpoch.verdict(false, [epoch1, epoch1 + 1]).includes("misbehaviour report"), "report verdict");

@@ -1,9 +1,10 @@
 #!/usr/bin/env node
-// The extension in a real Firefox (headless), driven through geckodriver's
-// WebDriver HTTP API, against a real auditor:
+// The extension in a real Firefox ESR (headless), driven through
+// geckodriver's WebDriver HTTP API, against a real auditor:
 //
-//   node firefox.mjs --auditor URL --data DIR [--screenshot FILE] [--work DIR]
-//                    [--epoch-timeout S] [--firefox BIN] [--geckodriver BIN]
+//   node firefox.mjs --auditor URL --data DIR --xpi FILE [--screenshot FILE]
+//                    [--report-screenshot FILE] [--work DIR] [--epoch-timeout S]
+//                    [--firefox BIN] [--geckodriver BIN]
 //
 // DIR is demo-server's output: log_list.json and https_sites.json (two
 // certificates of the local test log with their keys: one whose embedded
@@ -11,22 +12,30 @@
 // script serves both over HTTPS on 127.0.0.1 (one port, picked by SNI),
 // makes a fresh Firefox profile that trusts the test CA (certutil), keeps
 // Firefox off the network (every host resolves to 127.0.0.1; everything but
-// the test hosts goes to a loopback "proxy" that accepts and drops), installs
-// the extension as a temporary add-on and sets it up through its own pages
-// (moz-extension:// needs geckodriver --allow-system-access). Then:
+// the test hosts and loopback goes to a "proxy" that accepts, records and
+// drops), and puts two recording proxies in front of the auditor (A on
+// 127.0.0.1, B on localhost: two origins). It installs the built XPI as a
+// user of Firefox ESR with signature checks off would (a permanent install,
+// xpinstall.signatures.required = false), and then:
 //
-//  * host access: <all_urls> is granted at install, the options page asks
-//    for nothing;
+//  * the first-run page opens; before the user agrees, a visit stores and
+//    fetches nothing; the user chooses auditor A and agrees (the page asks
+//    for A's origin); host access is HTTPS only;
 //  * visiting both pages samples them (testingSampleAll): the queued chain's
 //    leaf is the DER the server sent, the leaf hash is the one the log
-//    computed;
-//  * a reload of a page is the same connection; so is a visit after the
-//    event page was unloaded (idle timeout lowered for the test);
-//  * an audit round answers LOGGED for the first page and NOT FOUND for the
-//    second, and the auditor's /metrics count the answered PIR queries;
-//  * after a later epoch, the re-check yields a misbehaviour report for the
-//    second page's certificate and the badge shows it;
-//  * the popup shows all that (screenshot written to --screenshot).
+//    computed; a reload is the same connection, so is a visit after the
+//    event page was unloaded;
+//  * a round of exactly 4 queries (2 audits, 2 canaries) answers LOGGED for
+//    the first page and NOT FOUND for the second; the auditor's /metrics
+//    count the answered queries; a 503 with Retry-After: 1 on a query is
+//    waited for and the query sent again;
+//  * after a later epoch, the re-check yields a misbehaviour report ("ready,
+//    not sent": badge 1); the popup (screenshot on every run) shows the
+//    auditor's stated and measured fill ratio and the page's SCTs;
+//  * changing the auditor to B on the options page asks for B's origin, and
+//    B's state starts clean (no canaries of A);
+//  * no request left the machine, and the extension talked to nothing but
+//    the auditor (and the local log list).
 //
 // Prints one JSON summary with the timings and bytes measured inside
 // Firefox; exits non-zero on any failure.
@@ -47,6 +56,7 @@ const { values: args } = parseArgs({
     auditor: { type: "string" },
     data: { type: "string" },
     screenshot: { type: "string" },
+    xpi: { type: "string" },
     "report-screenshot": { type: "string" },
     work: { type: "string" },
     "epoch-timeout": { type: "string", default: "120" },
@@ -54,9 +64,9 @@ const { values: args } = parseArgs({
     geckodriver: { type: "string", default: process.env.GECKODRIVER ?? "geckodriver" },
   },
 });
-if (!args.auditor || !args.data) {
+if (!args.auditor || !args.data || !args.xpi) {
   console.error(
-    "usage: firefox.mjs --auditor URL --data DIR [--screenshot FILE] [--report-screenshot FILE] [--work DIR] [--epoch-timeout S]",
+    "usage: firefox.mjs --auditor URL --data DIR --xpi FILE [--screenshot FILE] [--report-screenshot FILE] [--work DIR] [--epoch-timeout S]",
   );
   process.exit(2);
 }
@@ -64,6 +74,8 @@ const auditor = args.auditor.replace(/\/+$/, "");
 const extensionDir = new URL("..", import.meta.url).pathname.replace(/\/$/, "");
 const work = args.work ?? mkdtempSync(join(tmpdir(), "ct-extension-firefox."));
 mkdirSync(work, { recursive: true });
+// The popup's screenshot is taken on every run.
+const screenshotFile = args.screenshot ?? join(work, "popup.png");
 const EXTENSION_ID = JSON.parse(readFileSync(join(extensionDir, "manifest.json"), "utf8")).browser_specific_settings
   .gecko.id;
 // Fixed through extensions.webextensions.uuids, so the test knows the
@@ -110,7 +122,9 @@ const httpsServer = https.createServer(
 );
 // Plain HTTP on loopback: the log list.
 const logListText = readFileSync(join(args.data, "log_list.json"));
+const logListRequests = [];
 const httpServer = http.createServer((req, res) => {
+  logListRequests.push(`${req.method} ${req.url}`);
   if (req.url === "/log_list.json") {
     res.writeHead(200, { "content-type": "application/json" });
     res.end(logListText);
@@ -127,9 +141,49 @@ const deadProxy = net.createServer((sock) => {
   setTimeout(() => sock.destroy(), 50);
 });
 const listen = (srv) => new Promise((r) => srv.listen(0, "127.0.0.1", () => r(srv.address().port)));
+
+// Recording proxies in front of the auditor: every request the extension
+// sends it, with its time; `failNext` answers the next query with a status
+// and Retry-After instead of forwarding it.
+function auditorProxy(name) {
+  const p = { name, requests: [], failNext: [] };
+  p.server = http.createServer((req, res) => {
+    const chunks = [];
+    req.on("data", (c) => chunks.push(c));
+    req.on("end", async () => {
+      const at = Date.now();
+      p.requests.push({ method: req.method, path: req.url, at });
+      if (/\/query$/.test(req.url) && p.failNext.length) {
+        const f = p.failNext.shift();
+        res.writeHead(f.status, { "content-type": "application/json", "retry-after": String(f.retryAfter) });
+        res.end(JSON.stringify({ error: "overloaded", message: "test proxy" }));
+        return;
+      }
+      try {
+        const body = chunks.length ? Buffer.concat(chunks) : undefined;
+        const headers = {};
+        if (req.headers["content-type"]) headers["content-type"] = req.headers["content-type"];
+        const r = await fetch(`${auditor}${req.url}`, { method: req.method, headers, body });
+        const out = Buffer.from(await r.arrayBuffer());
+        const h = { "content-type": r.headers.get("content-type") ?? "application/octet-stream" };
+        for (const k of ["retry-after", "etag", "cache-control"]) if (r.headers.get(k)) h[k] = r.headers.get(k);
+        res.writeHead(r.status, h);
+        res.end(out);
+      } catch (e) {
+        res.writeHead(502);
+        res.end(String(e));
+      }
+    });
+  });
+  return p;
+}
+const proxyA = auditorProxy("A");
+const proxyB = auditorProxy("B");
 const httpsPort = await listen(httpsServer);
 const httpPort = await listen(httpServer);
 const proxyPort = await listen(deadProxy);
+const auditorA = `http://127.0.0.1:${await listen(proxyA.server)}`;
+const auditorB = `http://localhost:${await listen(proxyB.server)}`;
 const siteUrl = (s) => `https://${s.host}:${httpsPort}/`;
 
 // ---- profile and geckodriver --------------------------------------------------
@@ -165,6 +219,34 @@ const prefs = {
   "browser.newtabpage.enabled": false,
   "browser.startup.page": 0,
   "extensions.webextensions.uuids": JSON.stringify({ [EXTENSION_ID]: EXTENSION_UUID }),
+  // Firefox ESR with signature checks off, as a user installing the
+  // unsigned XPI would set it; optional permission requests are granted
+  // without the doorhanger a headless browser cannot click.
+  "xpinstall.signatures.required": false,
+  "extensions.webextOptionalPermissionPrompts": false,
+  // Firefox's own background traffic, which would otherwise reach the
+  // dropping proxy.
+  "browser.region.network.url": "",
+  "browser.region.update.enabled": false,
+  "browser.search.geoip.url": "",
+  "browser.aboutHomeSnippets.updateUrl": "",
+  "extensions.systemAddon.update.enabled": false,
+  "extensions.blocklist.enabled": false,
+  "services.settings.server": "http://127.0.0.1:9/v1",
+  "network.connectivity-service.IPv4.url": "",
+  "network.connectivity-service.IPv6.url": "",
+  "browser.ping-centre.telemetry": false,
+  "toolkit.telemetry.server": "",
+  "app.normandy.enabled": false,
+  "app.shield.optoutstudies.enabled": false,
+  "browser.discovery.enabled": false,
+  "media.gmp-manager.url": "",
+  "media.gmp-gmpopenh264.enabled": false,
+  "browser.contentblocking.report.monitor.url": "",
+  "identity.fxaccounts.enabled": false,
+  "network.prefetch-next": false,
+  "network.dns.disablePrefetch": true,
+  "network.http.speculative-parallel-limit": 0,
 };
 
 async function pickPort() {
@@ -179,7 +261,10 @@ const driverLog = createWriteStream(join(work, "geckodriver.log"));
 const driver = spawn(
   args.geckodriver,
   ["--port", String(driverPort), "--marionette-port", String(marionettePort), "--allow-system-access", "--log", "info"],
-  { stdio: ["ignore", "pipe", "pipe"] },
+  // MOZ_REMOTE_SETTINGS_DEVTOOLS lets services.settings.server (above)
+  // point Firefox's own remote settings at a closed loopback port instead of
+  // the network (Firefox inherits geckodriver's environment).
+  { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, MOZ_REMOTE_SETTINGS_DEVTOOLS: "1" } },
 );
 driver.stdout.pipe(driverLog);
 driver.stderr.pipe(driverLog);
@@ -254,16 +339,35 @@ async function auditRound() {
   if (!r?.ok) throw new Error(`audit round: ${r?.error}`);
   return r.value;
 }
-async function popupText(ready) {
-  await open(`${EXT}/popup.html`);
+// The popup (opened as a page: headless Firefox has no toolbar to click)
+// about tab `tab`.
+async function popupText(ready, tab) {
+  await open(`${EXT}/popup.html${tab === undefined ? "" : `?tab=${tab}`}`);
   return until(
     "the popup rendered",
     async () => {
       const t = await inPage(async () => document.body.innerText);
-      return /audits? this week/.test(t) && ready(t) ? t : null;
+      return /audits? this week|No audits yet/.test(t) && ready(t) ? t : null;
     },
     20,
   );
+}
+// Clicks the element `css` of the current page (a real click: user input).
+async function click(css) {
+  const e = await wd("POST", S("/element"), { using: "css selector", value: css });
+  await wd("POST", S(`/element/${Object.values(e)[0]}/click`), {});
+}
+async function type(css, text) {
+  const e = await wd("POST", S("/element"), { using: "css selector", value: css });
+  const id = Object.values(e)[0];
+  await wd("POST", S(`/element/${id}/clear`), {});
+  await wd("POST", S(`/element/${id}/value`), { text });
+}
+// The popup as rendered now, to `file` (the page's body).
+async function screenshot(file) {
+  const body = await wd("POST", S("/element"), { using: "css selector", value: "body" });
+  const png = await wd("GET", S(`/element/${Object.values(body)[0]}/screenshot`));
+  writeFileSync(file, Buffer.from(png, "base64"));
 }
 const queueOf = (st) => (st.queue ? JSON.parse(st.queue).items : []);
 
@@ -296,28 +400,60 @@ try {
   result.browser = `${created.capabilities.browserName} ${created.capabilities.browserVersion}`;
   log(`${result.browser} started`);
   await wd("POST", S("/timeouts"), { script: 180000, pageLoad: 30000 });
-  const addonId = await wd("POST", S("/moz/addon/install"), { path: extensionDir, temporary: true });
+  // The built XPI, installed for good (not as a temporary add-on).
+  const addonId = await wd("POST", S("/moz/addon/install"), { path: args.xpi, temporary: false });
   check(addonId === EXTENSION_ID, `installed ${addonId}`);
+  const installed = await chrome(
+    `const p = WebExtensionPolicy.getByID(${JSON.stringify(EXTENSION_ID)});
+     return p ? { temporary: p.temporarilyInstalled, private: p.privateBrowsingAllowed } : null;`,
+  );
+  check(installed && installed.temporary === false, `not a permanent install: ${JSON.stringify(installed)}`);
+  check(installed?.private === false, "the extension runs in private windows");
 
-  // Host access as Firefox grants it at install; the options page then asks
-  // for nothing. Settings: the auditor, the log list, sample everything.
-  await open(`${EXT}/options.html`);
-  const access = await inPage(async (browser) => {
-    for (let i = 0; i < 50 && document.getElementById("capabilities").textContent === ""; i++) {
-      await new Promise((r) => setTimeout(r, 100));
+  // The first-run page opened at install.
+  const handles = await until("the first-run page", async () => {
+    for (const h of await wd("GET", S("/window/handles"))) {
+      await wd("POST", S("/window"), { handle: h });
+      if ((await wd("GET", S("/url"))).startsWith(`${EXT}/onboarding.html`)) return h;
     }
-    return {
-      allUrls: await browser.permissions.contains({ origins: ["<all_urls>"] }),
-      notice: document.getElementById("access").textContent,
-      capabilities: document.getElementById("capabilities").textContent,
-    };
-  });
-  check(access.allUrls === true, "<all_urls> not granted at install");
-  check(access.notice === "", `options page asks for host access: ${access.notice}`);
-  check(/exposes connection certificates/.test(access.capabilities), `capabilities: ${access.capabilities}`);
+    return null;
+  }, 20);
+  result.first_run_page = Boolean(handles);
+
+  // Before the user agrees: a visit samples, stores and fetches nothing.
+  await open(siteUrl(sites.logged));
+  await sleep(2000);
+  await open(`${EXT}/options.html`);
+  const before = await inPage(async (browser) => browser.storage.local.get(null));
+  check(Object.keys(before).length === 0, `stored before consent: ${JSON.stringify(Object.keys(before))}`);
+  check(proxyA.requests.length === 0 && logListRequests.length === 0, "fetched before consent");
+
+  // The user chooses auditor A and agrees, with real clicks.
+  await open(`${EXT}/onboarding.html`);
+  await type("#auditorUrl", auditorA);
+  await click("#agree");
+  await click("#start");
+  const setUp = await until("the first-run page done", async () => {
+    const t = await inPage(async () => document.getElementById("done").textContent);
+    return /^Set up on/.test(t) ? t : null;
+  }, 20);
+  check(setUp.includes(auditorA), `first-run page: ${setUp}`);
+  const access = await inPage(async (browser, a) => ({
+    https: await browser.permissions.contains({ origins: ["https://*/*"] }),
+    auditor: await browser.permissions.contains({ origins: [`${new URL(a).protocol}//${new URL(a).hostname}/*`] }),
+    all: await browser.permissions.getAll(),
+  }), auditorA);
+  check(access.https && access.auditor, `host access: ${JSON.stringify(access)}`);
+  check(!access.all.origins.includes("<all_urls>") && access.all.origins.every((o) => o.startsWith("https://") || o === "http://127.0.0.1/*"),
+    `origins granted: ${JSON.stringify(access.all.origins)}`);
+  result.origins_granted = access.all.origins;
+  // Test settings: the local log list, every connection sampled, no delay.
   await inPage(
-    async (browser, config) => browser.storage.local.set({ config }),
-    { auditorUrl: auditor, logListUrl: `http://127.0.0.1:${httpPort}/log_list.json`, testingSampleAll: true },
+    async (browser, patch) => {
+      const { config } = await browser.storage.local.get("config");
+      await browser.storage.local.set({ config: { ...config, ...patch } });
+    },
+    { logListUrl: `http://127.0.0.1:${httpPort}/log_list.json`, testingSampleAll: true, testingNoDelay: true },
   );
 
   // Visit both sites; each is a new connection, sampled, queued.
@@ -342,24 +478,20 @@ try {
     const item = items.find((i) => i.leaf_hash === s.leaf_hash);
     check(item !== undefined, `${name}: no queued SCT with the log's leaf hash ${s.leaf_hash}`);
     check(item?.chain[0] === s.cert, `${name}: the queued leaf is not the certificate the server sent`);
-    check(item?.chain[1] === s.issuer, `${name}: the queued issuer is not the test CA`);
     check(st.hosts?.[s.leaf_hash] === s.host, `${name}: host ${st.hosts?.[s.leaf_hash]}`);
   }
   check(!st.status.sampleErrors && !st.status.sampledWithoutChain, `sampling errors: ${JSON.stringify(st.status)}`);
   // The connection rule: a reload is the same connection.
   await sleep(1500); // counters are written at most once a second
-  const before = (await extensionState()).status;
-  check(before.connections === 2 && before.sampled === 2, `connections ${before.connections}, sampled ${before.sampled}`);
-  result.sampled = { connections: before.connections, sampled: before.sampled, queued: before.queued };
+  const counted = (await extensionState()).status;
+  check(counted.connections === 2 && counted.sampled === 2, `connections ${counted.connections}, sampled ${counted.sampled}`);
+  result.sampled = { connections: counted.connections, sampled: counted.sampled, queued: counted.queued };
   await open(siteUrl(sites.logged));
   await sleep(2500);
   st = await extensionState();
-  check(st.status.connections === before.connections, `a reload counted as a new connection (${before.connections} → ${st.status.connections})`);
+  check(st.status.connections === counted.connections, `a reload counted as a new connection (${counted.connections} → ${st.status.connections})`);
 
-  // ... and so is a visit after Firefox unloaded the idle event page: the
-  // idle timeout is lowered to 1 s (a message to the background restarts
-  // its idle timer with the new value), then the test waits until Firefox
-  // reports the background stopped.
+  // ... and so is a visit after Firefox unloaded the idle event page.
   await chrome('Services.prefs.setIntPref("extensions.background.idle.timeout", 1000);');
   await open(`${EXT}/options.html`);
   await inPage(async (browser) => browser.runtime.sendMessage({ type: "capabilities" }));
@@ -373,49 +505,41 @@ try {
     },
     60,
   );
-  if (bgState.state === null) await sleep(5000); // no backgroundState here: the timeout is 1 s
+  if (bgState.state === null) await sleep(5000);
   await open(siteUrl(sites.logged));
-  // The visit woke the background (it counts its start); its decision on
-  // the request is written with the counters within a second.
   await until(
     "the background woken by the visit",
-    async () => (await extensionState()).status.backgroundStarts > st.status.backgroundStarts,
+    async () => ((await extensionState()).status.backgroundStarts ?? 0) > (st.status.backgroundStarts ?? 0),
     30,
   ).catch(() => {});
   await sleep(3000);
   const afterUnload = await extensionState();
   await chrome('Services.prefs.clearUserPref("extensions.background.idle.timeout");');
   check(
-    afterUnload.status.backgroundStarts > st.status.backgroundStarts,
+    (afterUnload.status.backgroundStarts ?? 0) > (st.status.backgroundStarts ?? 0),
     `the event page was not unloaded (starts ${st.status.backgroundStarts} → ${afterUnload.status.backgroundStarts})`,
   );
-  check(
-    afterUnload.status.connections === st.status.connections,
-    `a visit after the unload counted as a new connection (${st.status.connections} → ${afterUnload.status.connections})`,
-  );
-  result.connection_rule = {
-    background_starts: [st.status.backgroundStarts, afterUnload.status.backgroundStarts],
-    connections: afterUnload.status.connections,
-  };
+  check(afterUnload.status.connections === st.status.connections, "a visit after the unload counted as a new connection");
 
-  // First audit round: LOGGED for the logged site, and the auditor answered
-  // the PIR queries (its /metrics).
+  // First round: 4 queries (both audits and 2 canaries); the first query is
+  // answered 503 with Retry-After: 1, which the extension waits for.
   const firefoxChain = queueOf(st).find((i) => i.leaf_hash === sites.unlogged.leaf_hash)?.chain;
   const okBefore = await metric('auditor_queries_total{outcome="ok"}');
+  proxyA.failNext.push({ status: 503, retryAfter: 1 });
+  const nA = proxyA.requests.length;
   const c1 = await auditRound();
-  check(c1.audited === 2, `first round: ${JSON.stringify(c1)}`);
+  const q1 = proxyA.requests.slice(nA).filter((r) => /\/query$/.test(r.path));
+  check(c1.queries === 4 && c1.audited === 2 && c1.canaries === 2 && c1.failed === 0 && c1.retried === 1, `first round: ${JSON.stringify(c1)}`);
+  check(q1.length === 5 && q1[1].at - q1[0].at >= 950, `503 Retry-After: 1 not waited for: ${JSON.stringify(q1.map((r) => r.at - q1[0].at))}`);
   const okAfter = await metric('auditor_queries_total{outcome="ok"}');
-  check(okAfter - okBefore >= c1.audited, `auditor answered ${okAfter - okBefore} PIR queries, expected ${c1.audited}`);
+  check(okAfter - okBefore >= c1.queries, `auditor answered ${okAfter - okBefore} PIR queries, expected ${c1.queries}`);
   st = await extensionState();
   const byHash = (h) => (st.audits ?? []).filter((a) => a.leaf_hash === h);
   check(byHash(sites.logged.leaf_hash)[0]?.logged === true, "the logged site was not answered LOGGED");
-  result.first_round = { epoch: st.status.lastEpoch, ...c1, auditor_queries_answered: okAfter - okBefore };
+  result.first_round = { epoch: c1.epoch, ...c1, auditor_queries_answered: okAfter - okBefore, retry_wait_ms: q1[1].at - q1[0].at };
 
   // The unlogged site answers NOT FOUND, except for a Bloom filter false
-  // positive (≈ 0.12 per audit, docs/protocol.md §1: the item is then
-  // dropped as logged). Each audit reads a fresh random filter, so after a
-  // false positive the test queues Firefox's chain again (as "add by hand")
-  // and audits once more.
+  // positive (≈ 0.12 per audit): then it is queued again by hand.
   async function firstNotFound() {
     for (let attempt = 0; attempt < 8; attempt++) {
       st = await extensionState();
@@ -434,38 +558,8 @@ try {
     throw new Error("the unlogged site never answered NOT FOUND");
   }
   let pending = await firstNotFound();
-  check(
-    queueOf(st).length === 1 && pending.not_found_in === st.status.lastEpoch,
-    `queue after the first NOT FOUND: ${JSON.stringify(queueOf(st).map((i) => [i.leaf_hash, i.not_found_in]))}`,
-  );
 
-  // The popup (opened as a page: headless Firefox has no toolbar to click):
-  // the week's audits, the NOT FOUND waiting for its re-check and why.
-  await wd("POST", S("/window/rect"), { width: 520, height: 900 });
-  const popup1 = await popupText((t) => /NOT FOUND:/.test(t) && /re-checked in a later epoch/.test(t));
-  const counts1 = `${st.status.audited} audits this week`;
-  const split1 = `${st.status.logged} LOGGED, ${st.status.audited - st.status.logged} NOT FOUND`;
-  check(popup1.includes(counts1) && popup1.includes(split1), `popup: not "${counts1}" and "${split1}"`);
-  check(popup1.includes(`epoch ${pending.not_found_in}`) && popup1.includes(sites.unlogged.host), "popup: epoch or host missing");
-  check(/NOT FOUND in epoch \d+; re-checked in a later epoch/.test(popup1), "popup: the queue's reason is missing");
-  check(
-    /LOGGED is probabilistic: an SCT that was never logged passes one audit with probability 0\.\d{3} \(epoch \d+'s measured fill ratio\)/.test(popup1) &&
-      /NOT FOUND is certain for its epoch/.test(popup1),
-    "popup: what LOGGED and NOT FOUND mean is missing",
-  );
-  // The popup as rendered now, to `file` (the page's body).
-  async function screenshot(file) {
-    const body = await wd("POST", S("/element"), { using: "css selector", value: "body" });
-    const png = await wd("GET", S(`/element/${Object.values(body)[0]}/screenshot`));
-    writeFileSync(file, Buffer.from(png, "base64"));
-  }
-  if (args.screenshot) {
-    await screenshot(args.screenshot);
-    result.screenshot = args.screenshot;
-  }
-
-  // Re-check in a later epoch: a misbehaviour report, the badge. (A false
-  // positive there drops the item: queue it again, NOT FOUND, next epoch.)
+  // Re-check in a later epoch: a misbehaviour report, ready but not sent.
   let c2 = {};
   for (let attempt = 0; attempt < 5; attempt++) {
     log(`waiting for an epoch after ${pending.not_found_in}`);
@@ -475,35 +569,60 @@ try {
     if (c2.reports) break;
     pending = await firstNotFound();
   }
-  check(c2.audited === 1 && c2.notFound === 1 && c2.reports === 1, `re-check round: ${JSON.stringify(c2)}`);
+  check(c2.queries === 4 && c2.audited === 1 && c2.notFound === 1 && c2.reports === 1, `re-check round: ${JSON.stringify(c2)}`);
   st = await extensionState();
   const report = (st.reports ?? [])[0];
-  check(st.reports?.length === 1, `${st.reports?.length ?? 0} reports`);
-  check(report?.chain?.[0] === sites.unlogged.cert, "the report does not carry the unlogged site's certificate");
-  check(report?.leaf_hash === sites.unlogged.leaf_hash, "the report's leaf hash differs");
+  check(st.reports?.length === 1 && report?.chain?.[0] === sites.unlogged.cert, "the report does not carry the unlogged site's certificate");
+  check(st.reportsSent === undefined && !proxyA.requests.some((r) => r.path === "/v1/reports"), "a report was sent without a click");
   const badge = await inPage(async (browser) => browser.action.getBadgeText({}));
   check(badge === "1", `badge "${badge}"`);
-  result.second_round = { epoch: st.status.lastEpoch, ...c2 };
+  result.second_round = { epoch: c2.epoch, ...c2 };
   result.bloom_false_positives = byHash(sites.unlogged.leaf_hash).filter((a) => a.logged).length;
 
-  // The popup after the report.
-  const popup2 = await popupText((t) => /REPORTED/.test(t));
-  check(popup2.includes(`${st.status.audited} audits this week`), "popup: wrong number of audits");
-  check(popup2.includes(`epoch ${st.status.lastEpoch}`), "popup: epoch missing");
-  check(popup2.includes(`REPORTED: ${sites.unlogged.host}`), "popup: the reported host is missing");
-  // Nothing is sent without the user: the report waits behind a button
-  // that says what sending it reveals.
-  check(
-    popup2.includes("Send report to the auditor") && /auditor learns that you saw this site/.test(popup2),
-    "popup: the report's send button or its consent text is missing",
-  );
-  if (args["report-screenshot"]) {
-    await screenshot(args["report-screenshot"]);
-    result.report_screenshot = args["report-screenshot"];
-  }
+  // The popup about the unlogged site's tab (visited again: the page
+  // certificates are kept in memory only).
+  await open(siteUrl(sites.unlogged));
+  await open(`${EXT}/options.html`);
+  const tabId = await inPage(async (browser) => (await browser.tabs.getCurrent()).id);
+  await wd("POST", S("/window/rect"), { width: 560, height: 1100 });
+  const popup = await popupText((t) => /NOT FOUND twice/.test(t) && /this site|embedded SCT/.test(t), tabId);
+  await screenshot(screenshotFile);
+  result.screenshot = screenshotFile;
+  if (args["report-screenshot"]) await screenshot(args["report-screenshot"]);
+  check(popup.includes(`${st.status.audited} audits this week`), "popup: wrong number of audits");
+  check(/the log or the auditor misbehaved\. Report ready, not sent\./.test(popup), "popup: the report's words");
+  check(!/Reported:/.test(popup), "popup: 'Reported' before anything was sent");
+  check(/fill ratio the auditor states\s+0\.\d{3} \(epoch \d+\)/.test(popup), "popup: the stated fill ratio");
+  check(/fill ratio its canaries measured\s+\d\.\d{3} \(\d+ of \d+ canaries LOGGED\)/.test(popup), "popup: the measured fill ratio");
+  check(popup.includes(`${sites.unlogged.host}: 1 embedded SCT`) && /report ready to send/.test(popup), "popup: this site's SCT and where it stands");
+  check(popup.includes("Send report to the auditor") && /auditor learns that you saw this site/.test(popup), "popup: the send button or its words");
+  // The click asks for browsingActivity (granted: prompts off) and sends.
+  await click("button.send-report");
+  await until("the report sent", async () => {
+    const t = await inPage(async () => document.body.innerText);
+    return /Reported: /.test(t) ? t : null;
+  }, 30);
+  const dc = await inPage(async (browser) => browser.permissions.contains({ data_collection: ["browsingActivity"] }));
+  check(dc === true, "browsingActivity not granted by the click");
+  check(proxyA.requests.filter((r) => r.path === "/v1/reports").length === 1, "the report did not reach the auditor once");
 
-  // What an audit costs inside Firefox (wasm query generation, the POST,
-  // extraction of the bit from the answer).
+  // A change of auditor, on the options page: B's origin is asked for, its
+  // state starts clean.
+  await open(`${EXT}/options.html`);
+  await type("#auditorUrl", auditorB);
+  await click("#settings button[type=submit]");
+  await until("auditor B saved", async () => (await inPage(async (browser) => (await browser.storage.local.get("config")).config.auditorUrl)) === auditorB, 20);
+  const nA2 = proxyA.requests.length;
+  const c3 = await auditRound();
+  st = await extensionState();
+  check(c3.queries === 4 && st.auditorState.auditor === auditorB, `round with auditor B: ${JSON.stringify(c3)}`);
+  check(JSON.parse(st.auditorState.canaries).recent.length === c3.canaries, "auditor B's canaries include A's");
+  check(proxyA.requests.length === nA2 && proxyB.requests.filter((r) => /\/query$/.test(r.path)).length === 4, "the round did not go to B only");
+  const bGranted = await inPage(async (browser) => browser.permissions.contains({ origins: ["http://localhost/*"] }));
+  check(bGranted, "B's origin was not granted");
+  result.change_of_auditor = { round: c3, canaries_after: JSON.parse(st.auditorState.canaries).recent.length };
+
+  // What an audit costs inside Firefox.
   const perf = st.status.perf;
   const mean = (x) => Math.round((x / perf.audits) * 10) / 10;
   result.per_audit = {
@@ -523,14 +642,25 @@ try {
   httpsServer.close();
   httpServer.close();
   deadProxy.close();
+  proxyA.server.close();
+  proxyB.server.close();
 }
-// What tried to leave the machine (and was dropped), by request line.
+// Nothing left the machine: the dropping proxy saw no request. The
+// extension talked only to the auditor (A, then B) and the local log list.
 result.proxied_requests = {};
 for (const line of proxied) result.proxied_requests[line] = (result.proxied_requests[line] ?? 0) + 1;
+check(proxied.length === 0, `requests that would have left the machine: ${JSON.stringify(result.proxied_requests)}`);
+const auditorPaths = [...proxyA.requests, ...proxyB.requests].map((r) => r.path);
+check(
+  auditorPaths.every((p) => p === "/v1/manifest" || p === "/v1/reports" || /^\/v1\/epochs\/\d+\/dbs\/\d+\/query$/.test(p)),
+  `unexpected auditor requests: ${JSON.stringify(auditorPaths)}`,
+);
+check(logListRequests.every((r) => r === "GET /log_list.json"), `log list server: ${JSON.stringify(logListRequests)}`);
+result.auditor_requests = { A: proxyA.requests.length, B: proxyB.requests.length, log_list: logListRequests.length };
 
 const summary = {
   ok: failures.length === 0,
-  harness: "headless Firefox via geckodriver; extension as a temporary add-on; real wasm, auditor and HTTPS sites",
+  harness: "headless Firefox ESR via geckodriver; the built XPI installed with signature checks off; real wasm, auditor and HTTPS sites",
   ...result,
   seconds: Math.round((Date.now() - t0) / 1000),
   work,

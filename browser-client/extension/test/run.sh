@@ -1,16 +1,20 @@
 #!/usr/bin/env bash
-# End-to-end tests of the extension: builds the wasm package (../build.sh),
+# End-to-end tests of the extension: builds the wasm package and the XPI
+# (../build.sh),
 # starts audit-demo's demo-server (test log → ct-ingest → auditor-server on
 # 127.0.0.1, new epoch every EPOCH_INTERVAL s), runs against it the tests
 # named in EXTENSION_TESTS (default "node"), stops the server:
 #   node     e2e.mjs (the wasm32 build through its Node glue) and
 #            background.mjs (the extension's background.js with the web glue,
-#            WebExtension APIs stood in for); extra arguments go to e2e.mjs
-#   firefox  firefox.mjs: the extension in headless Firefox over HTTPS sites
-#            whose certificates embed the test log's SCTs (needs firefox-esr,
-#            certutil and geckodriver, as .ci/run installs them); the popup's
-#            screenshot after the first NOT FOUND goes to $SCREENSHOT and the
-#            one after the report to $REPORT_SCREENSHOT, if set
+#            WebExtension APIs stood in for, against demo-server and against
+#            browser-client's fake_auditor example: hostile auditors, failures,
+#            timing); extra arguments go to e2e.mjs
+#   firefox  firefox.mjs: the built XPI installed in headless Firefox ESR (as
+#            with signature checks off) over HTTPS sites whose certificates
+#            embed the test log's SCTs (needs firefox-esr, certutil and
+#            geckodriver, as .ci/run installs them); the popup's screenshot
+#            (taken on every run) goes to $SCREENSHOT if set, else into the
+#            run's work folder, and a copy to $REPORT_SCREENSHOT if set
 #
 # DEMO_SERVER_PROFILE picks the cargo profile of demo-server: release (the
 # default) or dev (pir-core is optimised in dev builds too, so the server
@@ -38,6 +42,9 @@ case "${DEMO_SERVER_PROFILE:-release}" in
 esac
 (cd "$root" && cargo build "${profile[@]}" -p audit-demo --bin demo-server)
 server="$target/$out/demo-server"
+# The fake auditors of background.mjs (all ones, all zeros, a wrong fill).
+(cd "$root" && cargo build -p browser-client --example fake_auditor)
+fake="$target/debug/examples/fake_auditor"
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/ct-extension-e2e.XXXXXX")"
 server_pid=""
@@ -103,14 +110,16 @@ if wants node; then
   echo "run.sh: e2e.mjs (wasm32 client, Node glue)" >&2
   run_node "$here/e2e.mjs" "${common[@]}" --recheck-timeout $((EPOCH_INTERVAL * 3 + 60)) "$@"
   echo "run.sh: background.mjs (the extension's background.js, web glue)" >&2
-  run_node "$here/background.mjs" "${common[@]}" --epoch-timeout $((EPOCH_INTERVAL * 3 + 60))
+  run_node "$here/background.mjs" "${common[@]}" --fake-auditor "$fake" --epoch-timeout $((EPOCH_INTERVAL * 3 + 60))
 fi
 if wants firefox; then
   echo "run.sh: firefox.mjs (the extension in headless Firefox)" >&2
   shot=()
   [ -n "${SCREENSHOT:-}" ] && shot=(--screenshot "$SCREENSHOT")
   [ -n "${REPORT_SCREENSHOT:-}" ] && shot+=(--report-screenshot "$REPORT_SCREENSHOT")
-  run_node "$here/firefox.mjs" --auditor "$url" --data "$data" --work "$work/firefox" \
+  version="$(node -p 'require(process.argv[1]).version' "$here/../manifest.json")"
+  xpi="${XPI_DIR:-$target/extension}/private-ct-auditor-$version.xpi"
+  run_node "$here/firefox.mjs" --auditor "$url" --data "$data" --work "$work/firefox" --xpi "$xpi" \
     --epoch-timeout $((EPOCH_INTERVAL * 3 + 60)) "${shot[@]}"
 fi
 keep=0

@@ -9,13 +9,16 @@
 //! `--queue pending.json` keeps SCTs that cannot be audited yet.
 //!
 //! `check` exits with 0 (every SCT LOGGED), 1 (error), 2 (NOT FOUND or a
-//! misbehaviour report), 3 (not auditable) or 4 (pending): [`EXIT_CODES`].
+//! misbehaviour report), 3 (not auditable), 4 (pending) or 5 (the canaries
+//! flag the auditor): [`EXIT_CODES`].
 
 use std::path::PathBuf;
 
 use anyhow::{bail, Context as _};
-use browser_client::audit::{audit_now, Outcome, Verdict, EXIT_ERROR};
+use browser_client::audit::{audit_now, run_canaries, Outcome, Verdict, EXIT_ERROR};
+use browser_client::canary::{CanaryTally, CanaryVerdict};
 use browser_client::policy::PendingQueue;
+use browser_client::probe::Prober;
 use browser_client::sct::{self, CheckedSct};
 use clap::{Parser, Subcommand};
 use ct_core::loglist::LogList;
@@ -50,7 +53,7 @@ struct CertArgs {
 /// `sct-audit check`'s exit codes (its `--help`; browser-client's docs).
 /// With several SCTs, the first that applies in the order 2, 3, 4, 0.
 const EXIT_CODES: &str = "\
-Exit codes (with several SCTs, the first that applies in the order 2, 3, 4, 0):
+Exit codes (5 first; with several SCTs, the first that applies in the order 2, 3, 4, 0):
   0  LOGGED: every SCT audited was found in the auditor's epoch. One audit is
      probabilistic: a never-logged SCT passes it with probability about the
      epoch's fill ratio (printed; about 0.12 at k = 8), at most 1/2 against an
@@ -61,7 +64,13 @@ Exit codes (with several SCTs, the first that applies in the order 2, 3, 4, 0):
   3  not auditable: an SCT's signature does not verify, its log is not in the
      log list, or this auditor does not track its log.
   4  pending: an SCT waits for the log's MMD, for the auditor's coverage, or
-     for a later epoch (keep it with --queue and run again).";
+     for a later epoch (keep it with --queue and run again).
+  5  the auditor is flagged: its canaries (random leaves no log holds, kept
+     per auditor in the --queue file) answer LOGGED far more or far less
+     often than the fill ratio it states; its answers cannot be trusted.";
+
+/// Exit code when the canaries flag the auditor (before every other code).
+const EXIT_AUDITOR_FLAGGED: i32 = 5;
 
 /// Chrome's log list v3.
 const CHROME_LOG_LIST: &str = "https://www.gstatic.com/ct/log_list/v3/log_list.json";
@@ -96,6 +105,11 @@ enum Cmd {
         /// without this flag it is only printed.
         #[arg(long)]
         send_report: bool,
+        /// Canary probes to send after the audits: random leaves no log
+        /// holds, whose LOGGED rate must match the epoch's stated fill ratio
+        /// (kept in the --queue file, per auditor, for the binomial test).
+        #[arg(long, default_value_t = browser_client::audit::CANARIES_PER_STEP)]
+        canaries: usize,
     },
 }
 
@@ -222,6 +236,7 @@ async fn main() -> anyhow::Result<()> {
             queue,
             now_ms: now,
             send_report,
+            canaries,
         } => {
             let now = now.unwrap_or_else(now_ms);
             let (list, chain, checked) = load(&cert).await?;
@@ -247,6 +262,20 @@ async fn main() -> anyhow::Result<()> {
             let done = audit_now(&auditor, &mut q, &chain, &checked, now).await;
             q.save()?;
             let (outcomes, _) = done?;
+            let canary = if canaries > 0 {
+                let (manifest, _) = auditor.manifest().await?;
+                let prober = Prober::new(std::sync::Arc::new(manifest));
+                let mut tally = q
+                    .canaries
+                    .take()
+                    .unwrap_or_else(|| CanaryTally::new(auditor.base()));
+                let run = run_canaries(&auditor, &prober, &mut tally, canaries).await;
+                q.canaries = Some(tally);
+                q.save()?;
+                Some(run?)
+            } else {
+                None
+            };
             for o in &outcomes {
                 let log_id = o.log_id();
                 let name = list
@@ -308,7 +337,20 @@ async fn main() -> anyhow::Result<()> {
                     _ => {}
                 }
             }
-            let code = Verdict::of_all(&outcomes).exit_code();
+            if let Some(run) = &canary {
+                println!(
+                    "auditor check ({} canaries this run, {} failed):\n  {}",
+                    run.answered, run.failed, run.check.message
+                );
+            }
+            let flagged = canary
+                .as_ref()
+                .is_some_and(|r| r.check.verdict != CanaryVerdict::Consistent);
+            let code = if flagged {
+                EXIT_AUDITOR_FLAGGED
+            } else {
+                Verdict::of_all(&outcomes).exit_code()
+            };
             if code != 0 {
                 std::process::exit(code);
             }
