@@ -169,6 +169,77 @@ fn entry_keys(keyer: &EntryKeyer, hashes: &[[u8; 32]]) -> Vec<KeyLanes> {
         .collect()
 }
 
+/// Sets, in `maps[j]` (a bitmap of `window` bits, `window` a multiple of
+/// 8 and at most `spec.bits`), the bits below `window` that `hashes` set
+/// in filter j, for the first `maps.len()` ≤ 8 filters: one window of each
+/// filter, which fills like the whole filter (the filter hash is uniform),
+/// in memory independent of the filter's size. Call once per chunk of the
+/// entries; the bitmaps accumulate.
+pub(crate) fn fill_window(
+    spec: &FilterSpec,
+    hashes: &[[u8; 32]],
+    maps: &mut [Vec<u8>],
+    window: u64,
+) -> Result<()> {
+    let n = maps.len();
+    if n > PER_BLOCK as usize
+        || n > spec.a as usize
+        || window > spec.bits
+        || !window.is_multiple_of(8)
+        || maps.iter().any(|m| m.len() as u64 * 8 != window)
+    {
+        return Err(Error::Internal(
+            "a fill window out of the spec's range".into(),
+        ));
+    }
+    let bits = spec.bits;
+    // Only bit indexes inside the window are kept: a fraction window/bits
+    // of the chunk's, so the list stays small.
+    let hits: Vec<(usize, u64)> = match spec.hash {
+        HashVersion::V1 => (0..n)
+            .into_par_iter()
+            .flat_map_iter(|j| {
+                let hasher = FilterHasher::new(&spec.salts[j]);
+                hashes
+                    .iter()
+                    .map(move |h| (j, hasher.bit(h, bits)))
+                    .filter(|&(_, b)| b < window)
+                    .collect::<Vec<_>>()
+            })
+            .collect(),
+        HashVersion::V2 => {
+            let key64 = spec
+                .entry_key
+                .as_ref()
+                .ok_or_else(|| Error::Internal("V2 spec without its entry key".into()))?;
+            let keys = entry_keys(&EntryKeyer::new(key64), hashes);
+            let total = hashes.len();
+            keys.par_iter()
+                .enumerate()
+                .flat_map_iter(|(c, lanes)| {
+                    let valid = (total - c * LANES).min(LANES);
+                    let block = chacha20_lanes(lanes, 0);
+                    let mut out = Vec::new();
+                    for j in 0..n {
+                        let (lo, hi) = (&block[2 * j], &block[2 * j + 1]);
+                        for l in 0..valid {
+                            let b = mul_shift(u64::from(lo[l]) | u64::from(hi[l]) << 32, bits);
+                            if b < window {
+                                out.push((j, b));
+                            }
+                        }
+                    }
+                    out
+                })
+                .collect()
+        }
+    };
+    for (j, b) in hits {
+        maps[j][(b / 8) as usize] |= 1 << (b % 8);
+    }
+    Ok(())
+}
+
 /// Entries a task hashes before it sets their bits (one round).
 const ROUND: usize = 1 << 20;
 
@@ -276,6 +347,35 @@ mod tests {
                     assert_eq!(map, &want, "{version:?} n={n} filter {}", first + j as u32);
                 }
             }
+        }
+    }
+
+    /// A window of the first filters, filled chunk by chunk, holds exactly
+    /// the bits below the window that `FilterSpec::bit` names, for both
+    /// hashes; a window of the whole filter is the whole filter.
+    #[test]
+    fn windows_match_spec_bits() {
+        for version in [HashVersion::V1, HashVersion::V2] {
+            let spec = FilterSpec::with_hash(version, 12, 8, 800, [3; 32]).unwrap();
+            let hs = hashes(777);
+            for window in [spec.bits / 2 / 8 * 8, spec.bits] {
+                let mut maps = vec![vec![0u8; (window / 8) as usize]; 8];
+                for chunk in hs.chunks(100) {
+                    fill_window(&spec, chunk, &mut maps, window).unwrap();
+                }
+                for (j, map) in maps.iter().enumerate() {
+                    let mut want = vec![0u8; map.len()];
+                    for h in &hs {
+                        let b = spec.bit(j as u32, h).unwrap();
+                        if b < window {
+                            want[(b / 8) as usize] |= 1 << (b % 8);
+                        }
+                    }
+                    assert_eq!(map, &want, "{version:?} window {window} filter {j}");
+                }
+            }
+            let mut nine = vec![vec![0u8; 8]; 9];
+            assert!(fill_window(&spec, &hs, &mut nine, 64).is_err());
         }
     }
 

@@ -60,6 +60,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::config::{parse_url, Location};
+use crate::epoch::SortedSnapshot;
 use crate::error::{Error, Result};
 use crate::layout::{bits_name, hint_name};
 use crate::plan::{EpochSpec, SET_DOMAIN};
@@ -223,6 +224,14 @@ pub struct TimedOutMarker {
     pub missing: Vec<u32>,
     /// When (Unix s).
     pub at: i64,
+}
+
+/// Where a snapshot's hashes come from when it is uploaded.
+enum Hashes<'a> {
+    /// In memory (sorted, deduplicated).
+    Slice(&'a [[u8; 32]]),
+    /// Sorted on disk.
+    Sorted(&'a SortedSnapshot),
 }
 
 /// The name of `spec`'s snapshot object in its epoch's directory:
@@ -481,14 +490,31 @@ impl Objects {
         if self.exists(&self.epoch_key(m.epoch, SPEC_OBJECT)).await? {
             return Err(Error::EpochTaken { epoch: m.epoch });
         }
-        self.upload_snapshot(spec, hashes).await?;
+        self.upload_snapshot(spec, Hashes::Slice(hashes)).await?;
         self.create_spec(spec).await?;
         Ok(snapshot_len(hashes.len() as u64))
     }
 
+    /// [`Objects::prepare`] from a snapshot sorted on disk: the hashes
+    /// stream from its file, so memory does not grow with |S|.
+    pub async fn prepare_sorted(&self, spec: &EpochSpec, snap: &SortedSnapshot) -> Result<u64> {
+        let m = &spec.manifest;
+        if snap.entries != m.entries || snap.set_sha256 != spec.set_sha256 {
+            return Err(Error::Internal(
+                "the snapshot is not the set the spec was planned from".into(),
+            ));
+        }
+        if self.exists(&self.epoch_key(m.epoch, SPEC_OBJECT)).await? {
+            return Err(Error::EpochTaken { epoch: m.epoch });
+        }
+        self.upload_snapshot(spec, Hashes::Sorted(snap)).await?;
+        self.create_spec(spec).await?;
+        Ok(snapshot_len(snap.entries))
+    }
+
     /// Writes `spec`'s snapshot object (a multipart upload, aborted on
     /// error).
-    async fn upload_snapshot(&self, spec: &EpochSpec, hashes: &[[u8; 32]]) -> Result<()> {
+    async fn upload_snapshot(&self, spec: &EpochSpec, hashes: Hashes<'_>) -> Result<()> {
         let m = &spec.manifest;
         let key = self.epoch_key(m.epoch, &snapshot_object(spec));
         let upload = self
@@ -497,11 +523,30 @@ impl Objects {
             .await
             .map_err(|e| store_err(&format!("writing {key}"), e))?;
         let mut w = object_store::WriteMultipart::new_with_chunk_size(upload, UPLOAD_PART);
-        let header = snapshot_header(m.epoch, hashes.len() as u64, &spec.set_sha256);
+        let header = snapshot_header(m.epoch, m.entries, &spec.set_sha256);
         let mut sum = Sha256::new();
         sum.update(header);
         w.write(&header);
-        for chunk in hashes.chunks(UPLOAD_PART / 32) {
+        let per = UPLOAD_PART / 32;
+        let (mut slice, mut reader, mut buf) = match hashes {
+            Hashes::Slice(h) => (h.chunks(per), None, Vec::new()),
+            Hashes::Sorted(s) => ([].chunks(per), Some(s.reader()?), vec![[0u8; 32]; per]),
+        };
+        loop {
+            let chunk: &[[u8; 32]] = match &mut reader {
+                None => match slice.next() {
+                    Some(c) => c,
+                    None => break,
+                },
+                Some(r) => match r.next_into(&mut buf) {
+                    Ok(0) => break,
+                    Ok(n) => &buf[..n],
+                    Err(e) => {
+                        let _ = w.abort().await;
+                        return Err(e);
+                    }
+                },
+            };
             if let Err(e) = w.wait_for_capacity(4).await {
                 // no half-uploaded parts left behind
                 let _ = w.abort().await;
@@ -1248,7 +1293,10 @@ mod tests {
         // prepares whole, then b's spec comes second.
         let a = crate::plan::plan_snapshot(&snap, &config, 6).unwrap();
         let b = crate::plan::plan_snapshot(&snap, &config, 6).unwrap();
-        objects.upload_snapshot(&b, &snap.hashes).await.unwrap();
+        objects
+            .upload_snapshot(&b, Hashes::Slice(&snap.hashes))
+            .await
+            .unwrap();
         objects.prepare(&a, &snap.hashes).await.unwrap();
         assert!(matches!(
             objects.create_spec(&b).await,

@@ -165,14 +165,46 @@ pub async fn plan_epoch(
 /// the salt and PIR seeds from the OS CSPRNG now that S is fixed (Prop.
 /// 6.2) and lays the databases out as `config` says.
 pub fn plan_snapshot(snap: &epoch::Snapshot, config: &Config, epoch: u64) -> Result<EpochSpec> {
+    plan_with(
+        (
+            snap.now_s,
+            snap.hashes.len() as u64,
+            set_digest(&snap.hashes),
+        ),
+        &snap.coverage,
+        config,
+        epoch,
+        |m| epoch::sample_fill_ratio(m, &snap.hashes, FILL_SAMPLE_FILTERS),
+    )
+}
+
+/// [`plan_snapshot`] of a snapshot sorted on disk (the coordinator's):
+/// the fill ratio is measured in memory independent of |S|
+/// ([`epoch::sample_fill_ratio_sorted`]).
+pub fn plan_sorted(snap: &epoch::SortedSnapshot, config: &Config, epoch: u64) -> Result<EpochSpec> {
+    plan_with(
+        (snap.now_s, snap.entries, snap.set_sha256),
+        &snap.coverage,
+        config,
+        epoch,
+        |m| epoch::sample_fill_ratio_sorted(m, snap, FILL_SAMPLE_FILTERS),
+    )
+}
+
+fn plan_with(
+    (now_s, entries, set_sha256): (i64, u64, [u8; 32]),
+    coverage: &[ct_store::Coverage],
+    config: &Config,
+    epoch: u64,
+    fill_ratio: impl FnOnce(&audit_proto::Manifest) -> Result<audit_proto::FillRatio>,
+) -> Result<EpochSpec> {
     let bp = BuildParams::from_config(config)?;
-    let set_sha256 = set_digest(&snap.hashes);
     let input = PlanInput {
         epoch,
         created_at: epoch::unix_now_s(),
-        snapshot_at: snap.now_s,
-        entries: snap.hashes.len() as u64,
-        coverage: snap.coverage.clone(),
+        snapshot_at: now_s,
+        entries,
+        coverage: coverage.to_vec(),
         // drawn now that S is fixed (Prop. 6.2)
         salt_seed: epoch::fresh_seed()?,
         pir_seed: epoch::fresh_seed()?,
@@ -186,7 +218,7 @@ pub fn plan_snapshot(snap: &epoch::Snapshot, config: &Config, epoch: u64) -> Res
     })?;
     // No shard builds every database: the plan measures the fill ratio
     // the shards will serve on a sample of the filters.
-    let ratio = epoch::sample_fill_ratio(&manifest, &snap.hashes, FILL_SAMPLE_FILTERS)?;
+    let ratio = fill_ratio(&manifest)?;
     let manifest = manifest.with_fill_ratio(ratio)?;
     Ok(EpochSpec {
         spec_version: SPEC_VERSION,

@@ -381,9 +381,17 @@ async fn run(cli: &Cli, urls: &mut Vec<String>) -> anyhow::Result<()> {
             // prepared meanwhile (and if two race, the spec is created
             // once: the loser fails with `EpochTaken`, having written
             // nothing).
+            // Sorted on local disk (under the epoch directory), so the
+            // coordinator's memory does not grow with |S|.
             let store = open_store(&config).await?;
             let now = now.unwrap_or_else(epoch::unix_now_s);
-            let snap = epoch::snapshot(&store, now).await;
+            let snap = epoch::SortedSnapshot::from_store(
+                &store,
+                now,
+                &config.epoch_dir,
+                epoch::DEFAULT_MAX_RUN,
+            )
+            .await;
             store.close().await;
             let snap = snap?;
             let id = match id {
@@ -398,8 +406,8 @@ async fn run(cli: &Cli, urls: &mut Vec<String>) -> anyhow::Result<()> {
                     in_store.max(on_disk).map_or(1, |n| n + 1)
                 }
             };
-            let spec = plan::plan_snapshot(&snap, &config, id)?;
-            let bytes = objects.prepare(&spec, &snap.hashes).await?;
+            let spec = plan::plan_sorted(&snap, &config, id)?;
+            let bytes = objects.prepare_sorted(&spec, &snap).await?;
             let gone = objects.prune((*keep).max(2)).await?;
             let mut summary = plan::shard_summary(&spec.manifest)?;
             summary["snapshot_bytes"] = bytes.into();

@@ -133,6 +133,33 @@ pub fn sample_fill_ratio(
     )?)
 }
 
+/// Bits of each sampled filter that [`sample_fill_ratio_sorted`] fills:
+/// 2^27 bits, 16 MiB per filter (all of a smaller filter).
+pub const SAMPLE_WINDOW_BITS: u64 = 1 << 27;
+
+/// [`sample_fill_ratio`] over a snapshot on disk, in memory independent
+/// of |S|: of each of the first `sample` (at most 8) filters, the first
+/// [`SAMPLE_WINDOW_BITS`] bits (the filter hash is uniform, so a window
+/// fills like its filter: at 2^27 bits × 8 filters the standard error of
+/// the ratio is below 10^-5). Equal to [`sample_fill_ratio`] when the
+/// filters are no larger than the window.
+pub fn sample_fill_ratio_sorted(
+    manifest: &Manifest,
+    snap: &super::SortedSnapshot,
+    sample: u32,
+) -> Result<FillRatio> {
+    let n = sample.clamp(1, manifest.filter.a.min(8));
+    let window = manifest.filter.bits.min(SAMPLE_WINDOW_BITS) / 8 * 8;
+    let mut maps = vec![vec![0u8; (window / 8) as usize]; n as usize];
+    snap.for_each_chunk(|c| crate::fill::fill_window(&manifest.filter, c, &mut maps, window))?;
+    let set = maps
+        .iter()
+        .flatten()
+        .map(|b| u64::from(b.count_ones()))
+        .sum::<u64>();
+    Ok(FillRatio::from_counts(set, window * u64::from(n))?)
+}
+
 /// Builds epoch `epoch` from `snap` into the directory `out` (created by
 /// the caller, e.g. [`EpochDir::begin`]) on one server: fresh seeds,
 /// every database, the shard map of `bp` (if any). CPU-bound; call from a
@@ -397,6 +424,16 @@ mod tests {
             "{ratio:?}"
         );
         assert_eq!(sample_fill_ratio(m, &snap.hashes, 6).unwrap(), ratio);
+        // the same from a sorted snapshot on disk (filters within the window)
+        let tmp = tempfile::tempdir().unwrap();
+        let sorted = crate::epoch::SortedSnapshot::from_hashes(
+            snap.hashes.iter().copied(),
+            snap.now_s,
+            tmp.path(),
+            7,
+        )
+        .unwrap();
+        assert_eq!(sample_fill_ratio_sorted(m, &sorted, 6).unwrap(), ratio);
         // The bitmaps are bound to the manifest with the ratio…
         let loaded = load_epoch(dir.path(), &ShardConfig::default(), &bp.budget).unwrap();
         assert_eq!(&loaded.manifest, m);

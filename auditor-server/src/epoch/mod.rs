@@ -68,12 +68,15 @@ use crate::error::Result;
 mod artifacts;
 mod build;
 mod load;
+mod sorted;
 
 pub use artifacts::{read_db_bit, read_manifest};
 pub use build::{
     build_epoch, build_into, build_next, build_planned, plan_manifest, sample_fill_ratio,
+    sample_fill_ratio_sorted, SAMPLE_WINDOW_BITS,
 };
 pub use load::load_epoch;
+pub use sorted::{SortedReader, SortedSnapshot, DEFAULT_MAX_RUN};
 
 /// A fixed snapshot of S.
 #[derive(Clone, Debug)]
