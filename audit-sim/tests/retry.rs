@@ -12,8 +12,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use audit_proto::filter::FilterSpec;
-use audit_proto::manifest::{DbLayout, Manifest, ManifestParts, PirSpec};
+use audit_proto::manifest::Manifest;
 use audit_sim::sim::{simulate, SimConfig};
 use axum::body::Bytes;
 use axum::http::{Method, StatusCode, Uri};
@@ -22,7 +21,7 @@ use browser_client::net::{RetryPolicy, Sleeper};
 use browser_client::policy::AuditPolicy;
 use ct_core::loglist::LogList;
 use pir_core::db::BitDatabase;
-use pir_core::params::{DbShape, TABLE1};
+use pir_core::params::TABLE1;
 use pir_core::sampler::PublicSeed;
 use pir_core::server::Server;
 
@@ -63,39 +62,12 @@ impl Fake {
 /// A manifest of one filter (2^16 bits) in one database, and a pir-core
 /// server over that database with every bit set.
 fn epoch() -> (Manifest, Server) {
-    let filter = FilterSpec::new(1, 8, 8192, [7; 32]).unwrap();
-    let bits = filter.bits;
-    let shape = DbShape::for_bits(bits, BitDatabase::RECORD_BITS);
-    let layout = [DbLayout {
-        filters: 1,
-        rows: shape.ell1 as u64,
-        cols: shape.ell2 as u64,
-        query_bytes: pir_core::wire::query_len(&TABLE1, shape) as u64,
-        response_bytes: pir_core::wire::response_len(&TABLE1) as u64,
-    }];
-    let pir = PirSpec {
-        scheme: "ypir".into(),
-        param_set: TABLE1.id,
-        param_name: TABLE1.name.into(),
-        wire_version: pir_core::wire::VERSION,
-        seed: [9; 32],
-    };
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_secs() as i64;
-    let m = Manifest::new(ManifestParts {
-        epoch: 1,
-        created_at: now,
-        snapshot_at: now,
-        entries: 100,
-        logs: vec![],
-        filter,
-        pir,
-        layout: &layout,
-        shards: None,
-    })
-    .unwrap();
+    let m = test_support::fake::tiny_manifest(1, now, 100);
+    let bits = m.filter.bits;
     let db = BitDatabase::from_bitmap_owned(bits, vec![0xff; (bits / 8) as usize]).unwrap();
     let server = Server::setup(TABLE1, db.into_database(), PublicSeed(m.dbs[0].seed)).unwrap();
     (m, server)
@@ -207,9 +179,7 @@ async fn start_with(
     let app = axum::Router::new().fallback(move |method: Method, uri: Uri, body: Bytes| {
         handle(f.clone(), method, uri, body)
     });
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, app).await });
+    let url = test_support::fake::serve(app).await;
     (url, fake)
 }
 

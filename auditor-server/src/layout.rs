@@ -3,6 +3,21 @@
 
 use sha2::{Digest, Sha256};
 
+/// Domain separator of [`set_digest`].
+pub const SET_DOMAIN: &[u8] = b"ct-audit/epoch-set/v1";
+
+/// SHA-256(`SET_DOMAIN` ‖ u64be(|S|) ‖ h_1 ‖ … ‖ h_|S|) over the sorted,
+/// deduplicated leaf hashes of S.
+pub fn set_digest(hashes: &[[u8; 32]]) -> [u8; 32] {
+    let mut h = Sha256::new();
+    h.update(SET_DOMAIN);
+    h.update((hashes.len() as u64).to_be_bytes());
+    for x in hashes {
+        h.update(x);
+    }
+    h.finalize().into()
+}
+
 /// The manifest's file name in an epoch directory.
 pub const MANIFEST_FILE: &str = "manifest.json";
 

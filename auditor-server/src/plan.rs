@@ -41,20 +41,7 @@ pub const SPEC_VERSION: u32 = 1;
 pub const MAX_SPEC_BYTES: u64 = 8 << 20;
 /// Filters whose fill ratio `epoch plan` measures for the manifest.
 pub const FILL_SAMPLE_FILTERS: u32 = 8;
-/// Domain separator of [`set_digest`].
-pub const SET_DOMAIN: &[u8] = b"ct-audit/epoch-set/v1";
-
-/// SHA-256(`SET_DOMAIN` ‖ u64be(|S|) ‖ h_1 ‖ … ‖ h_|S|) over the sorted,
-/// deduplicated leaf hashes of S.
-pub fn set_digest(hashes: &[[u8; 32]]) -> [u8; 32] {
-    let mut h = Sha256::new();
-    h.update(SET_DOMAIN);
-    h.update((hashes.len() as u64).to_be_bytes());
-    for x in hashes {
-        h.update(x);
-    }
-    h.finalize().into()
-}
+pub use crate::layout::{set_digest, SET_DOMAIN};
 
 /// The shared plan of one epoch.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

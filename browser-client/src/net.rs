@@ -469,7 +469,7 @@ mod retry_tests {
     use std::sync::Mutex;
 
     use audit_proto::filter::FilterSpec;
-    use audit_proto::manifest::{DbLayout, ManifestParts, PirSpec};
+    use audit_proto::manifest::{DbLayout, ManifestParts};
     use axum::body::Bytes;
     use axum::http::{Method, StatusCode, Uri};
     use axum::response::{IntoResponse, Response};
@@ -517,9 +517,7 @@ mod retry_tests {
                 r
             }
         });
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
-        tokio::spawn(async move { axum::serve(listener, app).await });
+        let url = test_support::fake::serve(app).await;
         (url, script)
     }
 
@@ -535,34 +533,7 @@ mod retry_tests {
 
     /// A valid manifest of one 2^16-bit database.
     fn tiny_manifest() -> Manifest {
-        let filter = FilterSpec::new(1, 8, 8192, [7; 32]).unwrap();
-        let shape = DbShape::for_bits(filter.bits, BitDatabase::RECORD_BITS);
-        let layout = [DbLayout {
-            filters: 1,
-            rows: shape.ell1 as u64,
-            cols: shape.ell2 as u64,
-            query_bytes: pir_core::wire::query_len(&TABLE1, shape) as u64,
-            response_bytes: pir_core::wire::response_len(&TABLE1) as u64,
-        }];
-        let pir = PirSpec {
-            scheme: "ypir".into(),
-            param_set: TABLE1.id,
-            param_name: TABLE1.name.into(),
-            wire_version: pir_core::wire::VERSION,
-            seed: [9; 32],
-        };
-        Manifest::new(ManifestParts {
-            epoch: 3,
-            created_at: 1_700_000_000,
-            snapshot_at: 1_700_000_000,
-            entries: 10,
-            logs: vec![],
-            filter,
-            pir,
-            layout: &layout,
-            shards: None,
-        })
-        .unwrap()
+        test_support::fake::tiny_manifest(3, 1_700_000_000, 10)
     }
 
     /// A manifest of two 2^16-bit databases, served by the shards at

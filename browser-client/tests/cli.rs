@@ -246,9 +246,7 @@ mod fake_auditor {
                     }
                 }
             });
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
-        tokio::spawn(async move { axum::serve(listener, app).await });
+        let url = test_support::fake::serve(app).await;
         url
     }
 

@@ -283,9 +283,7 @@ async fn start(epochs: Vec<Ep>) -> (Auditor, Arc<Fake>) {
     let app = axum::Router::new().fallback(move |method: Method, uri: Uri, body: Bytes| {
         handle(f.clone(), method, uri, body)
     });
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, app).await });
+    let url = test_support::fake::serve(app).await;
     (Auditor::new(&url).unwrap(), fake)
 }
 

@@ -7,6 +7,11 @@
 //! * [`Rng`]: SplitMix64, the tests' reproducible randomness
 //!   (`FAULT_SEED` replays a run).
 //! * [`TinyFs`]: a small tmpfs for disk-full tests, unmounted on drop.
+//! * [`fake`]: what the fake auditors of the client-side tests share: a
+//!   valid manifest of one small database, and serving a router on
+//!   127.0.0.1.
+
+pub mod fake;
 
 use std::path::PathBuf;
 use std::process::Command;

@@ -7,7 +7,7 @@
 //! holds at most `max_run` hashes; a larger one is split again by the next
 //! byte, recursively (SHA-256 leaf hashes are uniform, so each level divides
 //! a file by 256). The sorted hashes are appended to one file, and |S| and
-//! the set digest ([`crate::plan::set_digest`]) are taken from it in one
+//! the set digest ([`crate::layout::set_digest`]) are taken from it in one
 //! more pass. Memory: one run of at most `max_run` hashes, the spill
 //! files' write buffers and one read chunk, whatever |S|. Disk: twice
 //! 32 B × |S| at the most (the spill files and the sorted file).
@@ -41,7 +41,7 @@ pub struct SortedSnapshot {
     pub coverage: Vec<ct_store::Coverage>,
     /// |S|.
     pub entries: u64,
-    /// [`crate::plan::set_digest`] of S.
+    /// [`crate::layout::set_digest`] of S.
     pub set_sha256: [u8; 32],
     /// The sorted file (inside `_dir`).
     sorted: PathBuf,
@@ -132,7 +132,7 @@ impl SortedSnapshot {
             / 32;
         // SHA-256(SET_DOMAIN ‖ u64be(|S|) ‖ h_1 ‖ … ‖ h_|S|), as set_digest.
         let mut d = Sha256::new();
-        d.update(crate::plan::SET_DOMAIN);
+        d.update(crate::layout::SET_DOMAIN);
         d.update(entries.to_be_bytes());
         snap.for_each_chunk(|c| {
             d.update(c.as_flattened());
