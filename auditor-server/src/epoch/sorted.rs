@@ -150,7 +150,7 @@ impl SortedSnapshot {
         Ok(SortedReader { r, path })
     }
 
-    /// Calls `f` on the sorted hashes, [`CHUNK`] at a time, in order.
+    /// Calls `f` on the sorted hashes, 2^15 (1 MiB) at a time, in order.
     pub fn for_each_chunk(&self, mut f: impl FnMut(&[[u8; 32]]) -> Result<()>) -> Result<()> {
         let path = &self.sorted;
         let mut r = BufReader::new(File::open(path).map_err(io(path))?);
