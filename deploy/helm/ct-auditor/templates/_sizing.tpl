@@ -26,7 +26,11 @@ number an integer):
                + 1.5 MB × (slots + connections) (query bodies in flight)
                + 512 MiB (process, buffers)
   diskBytes    (keep + 1) × dbsPerGroup × (records + 3,824 B × ell2) × 1.1
-  coordinatorMemoryBytes  64 B × N + 512 MiB (the snapshot sorted in memory)
+  coordinatorMemoryBytes  1 GiB whatever N: `epoch prepare` sorts the
+               snapshot on local disk in runs of 64 MiB (epoch/sorted.rs)
+               and samples the fill ratio in 128 MiB of windows
+  coordinatorDiskBytes    64 B × N × 1.1 + 1 GiB (the spill files and the
+               sorted file, 32 B × N each at the most)
 */}}
 {{- define "ct-auditor.bytes" -}}
 {{- $q := toString . -}}
@@ -88,5 +92,5 @@ number an integer):
 {{- end -}}
 {{- fail (printf "a group pod needs %d GiB (%d databases of %d) but a node of %s holds %d GiB usable: use at least %d groups (%d databases each), or larger nodes" (div $memory 1073741824) $dbsPerGroup $dbs (toString $v.nodeMemory) (div $usable 1073741824) (div (add $dbs $fit -1) $fit) $fit) -}}
 {{- end -}}
-{{- toJson (dict "filterBits" $filterBits "databases" $dbs "ell1" $ell1 "ell2" $ell2 "perDbBytes" $perDb "dbsPerGroup" $dbsPerGroup "servingBytes" $serving "answerMicros" $answerMicros "maxConcurrentQueries" $slots "maxConnections" $conns "memoryBytes" $memory "memoryMi" (div (add $memory 1048575) 1048576) "diskGi" (div (add $disk 1073741823) 1073741824) "coordinatorMemoryMi" (div (add (mul 64 $n) 536870912 1048575) 1048576) "maxMemoryBytes" $usable) -}}
+{{- toJson (dict "filterBits" $filterBits "databases" $dbs "ell1" $ell1 "ell2" $ell2 "perDbBytes" $perDb "dbsPerGroup" $dbsPerGroup "servingBytes" $serving "answerMicros" $answerMicros "maxConcurrentQueries" $slots "maxConnections" $conns "memoryBytes" $memory "memoryMi" (div (add $memory 1048575) 1048576) "diskGi" (div (add $disk 1073741823) 1073741824) "coordinatorMemoryMi" 1024 "coordinatorDiskGi" (add (div (add (div (mul 64 $n 11) 10) 1073741823) 1073741824) 1) "maxMemoryBytes" $usable) -}}
 {{- end -}}
