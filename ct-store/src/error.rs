@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use crate::LogId;
+use crate::model::LogId;
 
 /// Errors of the store.
 ///
@@ -102,9 +102,9 @@ pub enum StoreError {
     #[error("injected fault: {fault} (the commit would have reported {outcome:?})")]
     InjectedFault {
         /// The fault.
-        fault: crate::FaultPlan,
+        fault: crate::model::FaultPlan,
         /// What the commit reports when it completes normally.
-        outcome: crate::CommitOutcome,
+        outcome: crate::model::CommitOutcome,
     },
 }
 

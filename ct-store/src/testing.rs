@@ -22,8 +22,8 @@ pub struct TestDb {
 
 impl TestDb {
     /// A store on this database (migrations applied).
-    pub async fn store(&self) -> Result<crate::Store, BoxErr> {
-        Ok(crate::Store::connect(&self.url).await?)
+    pub async fn store(&self) -> Result<crate::store::Store, BoxErr> {
+        Ok(crate::store::Store::connect(&self.url).await?)
     }
 
     /// SQLite always; PostgreSQL when `TEST_DATABASE_URL` is set (a fresh

@@ -13,7 +13,7 @@ use std::str::FromStr;
 use sqlx::postgres::PgConnectOptions;
 use sqlx::sqlite::SqliteConnectOptions;
 
-use crate::StoreError;
+use crate::error::StoreError;
 
 /// What replaces a password.
 const REDACTED: &str = "***";
