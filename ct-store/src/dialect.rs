@@ -25,6 +25,7 @@ use crate::convert::from_i64;
 use crate::error::StoreError;
 use crate::model::Entry;
 use crate::month::{month_start, partition_month, pg_month, PG_FAR_MONTH};
+use crate::schema::{Applied, PG_SCHEMA};
 
 static SQLITE_MIGRATOR: Migrator = sqlx::migrate!("migrations/sqlite");
 static POSTGRES_MIGRATOR: Migrator = sqlx::migrate!("migrations/postgres");
@@ -54,6 +55,13 @@ pub(crate) trait Dialect: sqlx::Database {
 
     /// The embedded migrations.
     fn migrator() -> &'static Migrator;
+
+    /// The rows of `_sqlx_migrations` (none if the table does not exist),
+    /// read-only.
+    async fn applied_migrations(pool: &Pool<Self>) -> Result<Vec<Applied>, StoreError>;
+
+    /// The owner's work after the migrations ([`Store::migrate`](crate::Store::migrate)).
+    async fn after_migrate(pool: &Pool<Self>, now_s: i64) -> Result<(), StoreError>;
 
     /// Runs before a commit's transaction, outside it (so that it holds no
     /// DDL lock).
@@ -91,6 +99,27 @@ impl Dialect for Sqlite {
 
     fn migrator() -> &'static Migrator {
         &SQLITE_MIGRATOR
+    }
+
+    async fn applied_migrations(pool: &SqlitePool) -> Result<Vec<Applied>, StoreError> {
+        let exists: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM main.sqlite_master \
+             WHERE type = 'table' AND name = '_sqlx_migrations'",
+        )
+        .fetch_one(pool)
+        .await?;
+        if exists == 0 {
+            return Ok(Vec::new());
+        }
+        Ok(sqlx::query_as(
+            "SELECT version, success, checksum FROM main._sqlx_migrations ORDER BY version",
+        )
+        .fetch_all(pool)
+        .await?)
+    }
+
+    async fn after_migrate(_: &SqlitePool, _: i64) -> Result<(), StoreError> {
+        Ok(())
     }
 
     async fn prepare_commit(_: &SqlitePool, _: &[Entry], _: i64) -> Result<(), StoreError> {
@@ -167,6 +196,29 @@ impl Dialect for Postgres {
         &POSTGRES_MIGRATOR
     }
 
+    /// Reads `PG_SCHEMA._sqlx_migrations` by its qualified name.
+    async fn applied_migrations(pool: &PgPool) -> Result<Vec<Applied>, StoreError> {
+        let table = format!("{PG_SCHEMA}._sqlx_migrations");
+        let exists: bool = sqlx::query_scalar("SELECT to_regclass($1) IS NOT NULL")
+            .bind(&table)
+            .fetch_one(pool)
+            .await?;
+        if !exists {
+            return Ok(Vec::new());
+        }
+        Ok(sqlx::query_as(&format!(
+            "SELECT version, success, checksum FROM {table} ORDER BY version"
+        ))
+        .fetch_all(pool)
+        .await?)
+    }
+
+    /// Drops the expired monthly partitions (as the owner).
+    async fn after_migrate(pool: &PgPool, now_s: i64) -> Result<(), StoreError> {
+        Self::prune(pool, now_s).await?;
+        Ok(())
+    }
+
     /// Creates the monthly partitions that the active entries need.
     /// `CREATE TABLE` + `ATTACH PARTITION` (in the migration's function)
     /// takes only `SHARE UPDATE EXCLUSIVE` on `entries`.
@@ -231,6 +283,24 @@ impl Dialect for Postgres {
     /// the ingester) and dropped; the remaining expired rows (in the current
     /// month) are deleted.
     async fn prune(pool: &PgPool, now_s: i64) -> Result<u64, StoreError> {
+        // Detaching and dropping needs ownership of `entries`. A role
+        // without it (the ingest role) deletes the expired rows of the
+        // current month only: older months are already outside every read
+        // (their expiry_month is below the active-set bound), and the owner's
+        // `ct-ingest migrate` drops their partitions.
+        let owner: bool = sqlx::query_scalar(
+            "SELECT pg_has_role(relowner, 'USAGE') FROM pg_class WHERE oid = 'entries'::regclass",
+        )
+        .fetch_one(pool)
+        .await?;
+        if !owner {
+            let r = sqlx::query("DELETE FROM entries WHERE expiry_month = $1 AND not_after < $2")
+                .bind(pg_month(now_s))
+                .bind(now_s)
+                .execute(pool)
+                .await?;
+            return Ok(r.rows_affected());
+        }
         // Monthly tables in our schema, attached or left detached by an
         // interrupted earlier prune.
         let tables = sqlx::query(

@@ -58,6 +58,7 @@ mod error;
 mod model;
 mod month;
 mod reports;
+mod schema;
 mod store;
 mod url;
 
@@ -70,6 +71,7 @@ pub use error::StoreError;
 pub use model::FaultPlan;
 pub use model::{CommitOutcome, Coverage, Entry, LogId, LogKind, LogMeta, LogState};
 pub use reports::{NewReport, ReportStatus, StoredReport, MAX_PUBLIC_KEY_BYTES};
+pub use schema::PG_SCHEMA;
 pub use store::Store;
 pub use url::{redact_url, DatabaseUrl};
 

@@ -57,6 +57,7 @@ pub(crate) use with_dialect;
 #[derive(Clone, Debug)]
 pub struct Store {
     pub(crate) backend: Backend,
+    probe: Option<Probe>,
 }
 
 const LOG_STATE_COLUMNS: &str = "log_id, url, mmd_s, kind, downloaded_position, \
@@ -74,8 +75,28 @@ const UPDATE_AFTER_COMMIT: &str = "UPDATE logs SET verified_position = $1, \
                                    frontier = CASE WHEN $6 THEN $7 ELSE frontier END \
                                    WHERE log_no = $8";
 
+/// How long a pooled operation waits for a connection before it fails
+/// (and [`Store::diagnose`] asks the server why).
+const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long [`Store::ping`] waits for the server.
+const PING_TIMEOUT: Duration = Duration::from_secs(5);
+/// PostgreSQL connection options kept for [`Store::ping`]'s direct
+/// connection; `Debug` does not show them (they hold the password).
+#[derive(Clone)]
+pub(crate) struct Probe(PgConnectOptions);
+
+impl std::fmt::Debug for Probe {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Probe(..)")
+    }
+}
+
 impl Store {
-    /// Connects to `url` and applies the embedded migrations.
+    /// Connects to `url` and checks, read-only, that the database holds the
+    /// schema this build needs ([`StoreError::SchemaMissing`],
+    /// [`StoreError::SchemaOutdated`], [`StoreError::SchemaNewer`],
+    /// [`StoreError::SchemaMismatch`] otherwise). Runs no DDL: applying
+    /// migrations is [`Store::connect_and_migrate`], the owner role's job.
     ///
     /// `sqlite://path/to/file.db?mode=rwc` (creates the file) or
     /// `postgres://user@host:port/db` (also `postgresql://`). A URL that
@@ -83,14 +104,31 @@ impl Store {
     /// connection, as [`DatabaseUrl::parse`] does); a database that cannot
     /// be reached is the driver's error for the first connection (e.g.
     /// "Connection refused"), not a pool timeout. No error shows the URL's
-    /// password.
+    /// password. On PostgreSQL every connection's `search_path` is
+    /// [`PG_SCHEMA`](crate::PG_SCHEMA) alone.
     pub async fn connect(url: &str) -> Result<Store, StoreError> {
         Store::connect_url(&DatabaseUrl::parse(url)?).await
     }
 
     /// [`Store::connect`] with an already checked URL.
     pub async fn connect_url(url: &DatabaseUrl) -> Result<Store, StoreError> {
-        let backend = match url.scheme() {
+        let store = Store::open(url).await?;
+        store.check_schema().await?;
+        Ok(store)
+    }
+
+    /// Connects to `url` and applies the embedded migrations that are not
+    /// applied yet ([`Store::migrate`]): for the owner role, e.g.
+    /// `ct-ingest migrate`, and for tests.
+    pub async fn connect_and_migrate(url: &str) -> Result<Store, StoreError> {
+        let store = Store::open(&DatabaseUrl::parse(url)?).await?;
+        store.migrate().await?;
+        Ok(store)
+    }
+
+    /// The pool, without any schema check.
+    async fn open(url: &DatabaseUrl) -> Result<Store, StoreError> {
+        let (backend, probe) = match url.scheme() {
             Scheme::Sqlite => {
                 let url = url.expose();
                 let mut opts = SqliteConnectOptions::from_str(url)?
@@ -107,28 +145,29 @@ impl Store {
                     .max_connections(if in_memory { 1 } else { 4 })
                     .connect_with(opts)
                     .await?;
-                Backend::Sqlite(pool)
+                (Backend::Sqlite(pool), None)
             }
             Scheme::Postgres => {
-                let opts = PgConnectOptions::from_str(url.expose())?;
+                let opts = PgConnectOptions::from_str(url.expose())?
+                    .options([("search_path", crate::schema::PG_SCHEMA)]);
                 // One connection first: the pool retries a refused
                 // connection until its acquire timeout and then reports
                 // only "pool timed out"; this reports the cause at once.
                 opts.connect().await?.close().await?;
                 let pool = PgPoolOptions::new()
                     .max_connections(8)
-                    .connect_with(opts)
+                    .acquire_timeout(ACQUIRE_TIMEOUT)
+                    .connect_with(opts.clone())
                     .await?;
-                Backend::Postgres(pool)
+                (Backend::Postgres(pool), Some(Probe(opts)))
             }
         };
-        let store = Store { backend };
-        store.migrate().await?;
-        Ok(store)
+        Ok(Store { backend, probe })
     }
 
     /// Connects to `DATABASE_URL` if it is set (and not empty), else to
-    /// `default_url` (normally [`DEFAULT_DATABASE_URL`](crate::DEFAULT_DATABASE_URL)).
+    /// `default_url` (normally [`DEFAULT_DATABASE_URL`](crate::DEFAULT_DATABASE_URL)),
+    /// as [`Store::connect`] does.
     pub async fn connect_from_env(default_url: &str) -> Result<Store, StoreError> {
         match std::env::var("DATABASE_URL") {
             Ok(url) if !url.trim().is_empty() => Store::connect(url.trim()).await,
@@ -136,11 +175,75 @@ impl Store {
         }
     }
 
-    /// Applies any migration not yet applied (idempotent; run by
-    /// [`Store::connect`]).
+    /// Applies any migration not yet applied (idempotent): DDL, for the
+    /// owner role. On PostgreSQL it then runs [`Store::prune_expired`] as
+    /// the owner, which drops the monthly partitions that hold only expired
+    /// entries (the ingest role, which owns nothing, cannot).
     pub async fn migrate(&self) -> Result<(), StoreError> {
-        with_dialect!(&self.backend, |pool, D| D::migrator().run(pool).await?);
+        with_dialect!(&self.backend, |pool, D| {
+            // On a connection of its own: the migrator takes a session
+            // advisory lock and does not release it when it fails (e.g. a
+            // role without CREATE); closing the connection does.
+            let mut conn = pool.acquire().await?;
+            if let Err(e) = D::migrator().run(&mut *conn).await {
+                conn.close_on_drop();
+                return Err(e.into());
+            }
+            drop(conn);
+            D::after_migrate(pool, unix_now_s()).await?;
+        });
         Ok(())
+    }
+
+    /// Checks, read-only, that the database holds the schema this build
+    /// needs (as [`Store::connect`] does).
+    pub async fn check_schema(&self) -> Result<(), StoreError> {
+        with_dialect!(&self.backend, |pool, D| {
+            let applied = D::applied_migrations(pool).await?;
+            crate::schema::check(&applied, D::migrator())
+        })
+    }
+
+    /// Whether the database answers now: on PostgreSQL a fresh connection
+    /// (not the pool, which would retry a refused connection until its
+    /// timeout) and `SELECT 1`, within 5 s. The error is the cause:
+    /// "Connection refused", an authentication failure, a timeout.
+    pub async fn ping(&self) -> Result<(), StoreError> {
+        match (&self.backend, &self.probe) {
+            (Backend::Postgres(_), Some(Probe(opts))) => {
+                let attempt = async {
+                    let mut c = opts.connect().await?;
+                    sqlx::query("SELECT 1").execute(&mut c).await?;
+                    c.close().await?;
+                    Ok::<(), StoreError>(())
+                };
+                match tokio::time::timeout(PING_TIMEOUT, attempt).await {
+                    Ok(r) => r,
+                    Err(_) => Err(StoreError::Database(sqlx::Error::Io(std::io::Error::new(
+                        std::io::ErrorKind::TimedOut,
+                        format!("no answer within {} s", PING_TIMEOUT.as_secs()),
+                    )))),
+                }
+            }
+            _ => {
+                with_dialect!(&self.backend, |pool| {
+                    sqlx::query("SELECT 1").execute(pool).await?;
+                });
+                Ok(())
+            }
+        }
+    }
+
+    /// `e`, or, if it is only "pool timed out", the cause [`Store::ping`]
+    /// finds (e.g. "Connection refused"): for messages that name why the
+    /// store is unavailable.
+    pub async fn diagnose(&self, e: StoreError) -> StoreError {
+        if matches!(e, StoreError::Database(sqlx::Error::PoolTimedOut)) {
+            if let Err(cause) = self.ping().await {
+                return cause;
+            }
+        }
+        e
     }
 
     /// `"sqlite"` or `"postgres"`.
