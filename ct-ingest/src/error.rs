@@ -132,11 +132,32 @@ impl Error {
     /// failures, bad data and configuration errors are not transient.
     pub fn is_transient(&self) -> bool {
         match self {
-            Error::Store(ct_store::StoreError::Database(_) | ct_store::StoreError::Gap { .. }) => {
-                true
-            }
+            Error::Store(ct_store::StoreError::Gap { .. }) => true,
+            Error::Store(e) => e.is_transient(),
             Error::Network { .. } | Error::Timeout { .. } | Error::RateLimited { .. } => true,
             Error::Http { status, .. } => *status >= 500,
+            _ => false,
+        }
+    }
+
+    /// A failure only an operator can fix, which no retry will cure: the
+    /// store refused the credentials or a grant, or its schema is missing,
+    /// behind or ahead. `ct-ingest run` exits on it instead of retrying.
+    pub fn needs_operator(&self) -> bool {
+        use ct_store::StoreError as S;
+        match self {
+            Error::Store(e) => {
+                e.is_auth_failure()
+                    || e.is_permission_denied()
+                    || matches!(
+                        e,
+                        S::SchemaMissing
+                            | S::SchemaOutdated { .. }
+                            | S::SchemaNewer { .. }
+                            | S::SchemaMismatch(_)
+                            | S::InvalidUrl { .. }
+                    )
+            }
             _ => false,
         }
     }
