@@ -73,7 +73,7 @@ pub use model::{CommitOutcome, Coverage, Entry, LogId, LogKind, LogMeta, LogStat
 pub use reports::{NewReport, ReportStatus, StoredReport, MAX_PUBLIC_KEY_BYTES};
 pub use schema::PG_SCHEMA;
 pub use store::Store;
-pub use url::{redact_url, DatabaseUrl};
+pub use url::{redact_secrets, redact_url, DatabaseUrl};
 
 /// The embedded SQLite file used when no database URL is configured
 /// (`ct-ingest` and `auditor-server` default to the same store).
