@@ -396,3 +396,60 @@ async fn migrate_is_the_owners_step() -> Result<(), Box<dyn std::error::Error + 
     roles.cleanup().await?;
     result
 }
+
+/// No output shows a database password, whatever the URL looks like
+/// (malformed scheme, unencoded `#` or `/` in the password, `?password=`)
+/// and wherever it comes from (the configuration file and the environment
+/// for `once`, the flag for `migrate`).
+#[test]
+fn database_passwords_are_redacted_everywhere() -> Result<(), Box<dyn std::error::Error>> {
+    const PW: &str = "Zq9kX";
+    let dir = tempfile::tempdir()?;
+    let list = dir.path().join("log_list.json");
+    std::fs::write(&list, r#"{"version":"3","operators":[]}"#)?;
+    let port = closed_port()?;
+    for (url, parses) in [
+        (format!("postgres//ct:{PW}@127.0.0.1:{port}/ct"), false),
+        (format!("postgres://ct:{PW}#1@127.0.0.1:{port}/ct"), false),
+        (format!("postgres://ct:{PW}/1@127.0.0.1:{port}/ct"), false),
+        (
+            format!("postgres://ct@127.0.0.1:{port}/ct?password={PW}"),
+            true,
+        ),
+    ] {
+        for source in ["file", "env", "flag"] {
+            let config = dir.path().join("c.toml");
+            let mut toml = format!("log_list = {:?}\n", list.display().to_string());
+            if source == "file" {
+                toml.push_str(&format!("database_url = {url:?}\n"));
+            }
+            std::fs::write(&config, toml)?;
+            let mut cmd = std::process::Command::new(bin());
+            cmd.env_remove("DATABASE_URL")
+                .env_remove("CT_INGEST_DATABASE_URL");
+            match source {
+                "flag" => cmd.args(["migrate", "--database-url", &url]),
+                "env" => cmd
+                    .args(["once", "--config"])
+                    .arg(&config)
+                    .env("CT_INGEST_DATABASE_URL", &url),
+                _ => cmd.args(["once", "--config"]).arg(&config),
+            };
+            let out = cmd.output()?;
+            let text = format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stderr),
+                String::from_utf8_lossy(&out.stdout)
+            );
+            let what = format!("{url} from {source}");
+            assert!(!out.status.success(), "{what}:\n{text}");
+            assert!(!text.contains(PW), "{what}: password shown:\n{text}");
+            if parses {
+                assert!(text.to_lowercase().contains("refused"), "{what}:\n{text}");
+            } else {
+                assert!(text.contains("***"), "{what}:\n{text}");
+            }
+        }
+    }
+    Ok(())
+}
