@@ -12,7 +12,6 @@
 //!    clients.
 //!
 //! This crate depends on everything; nothing depends on it.
-#![warn(unreachable_pub)]
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};

@@ -5,6 +5,8 @@ use serde::{Deserialize, Serialize};
 /// Largest manifest a client accepts: 4096 filters' salts (≈ 70 bytes of
 /// JSON each) and 4096 databases and logs fit with room to spare.
 pub const MAX_MANIFEST_BYTES: usize = 4 << 20;
+/// Largest number of PIR databases per epoch (and so of shards).
+pub const MAX_DBS: usize = 4096;
 /// Content type of queries and responses.
 pub const OCTET_STREAM: &str = "application/octet-stream";
 /// Response header: number of queries answered in the same pass (§4.3).

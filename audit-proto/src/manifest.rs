@@ -29,8 +29,7 @@ use crate::shard::ShardMap;
 pub const MANIFEST_VERSION: u32 = 2;
 /// Manifest format version of an epoch served by one server (no `shards`).
 pub const MANIFEST_VERSION_UNSHARDED: u32 = 1;
-/// Largest number of PIR databases per epoch.
-pub const MAX_DBS: usize = 4096;
+pub use crate::api::MAX_DBS;
 /// Largest number of logs per epoch.
 pub const MAX_LOGS: usize = 4096;
 

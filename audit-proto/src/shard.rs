@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 
 /// Largest number of shards.
-pub const MAX_SHARDS: usize = crate::manifest::MAX_DBS;
+pub const MAX_SHARDS: usize = crate::api::MAX_DBS;
 /// Longest shard base URL (bytes).
 pub const MAX_URL_BYTES: usize = 256;
 

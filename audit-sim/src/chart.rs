@@ -532,7 +532,7 @@ pub fn render_batch_svg(c: &BatchRuns, title: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cost::tests::check_xml;
+    use crate::cost::test_util::check_xml;
 
     fn run(k: u64, bits: u64) -> serde_json::Value {
         serde_json::json!({

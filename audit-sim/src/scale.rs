@@ -16,16 +16,21 @@
 use std::time::Instant;
 
 use audit_proto::filter::{FilterSpec, DEFAULT_FILTERS, DEFAULT_K};
+use pir_core::bench::{paired_batch_rounds, BenchDb, PairedRounds};
 use pir_core::db::BitDatabase;
 use pir_core::params::{DbShape, TABLE1};
 use pir_core::server::Server;
-use pir_core::wire::Query;
 use rand_chacha::ChaCha20Rng;
 use rand_core::{RngCore, SeedableRng};
 use serde::{Deserialize, Serialize};
 
-use crate::cost::INTERNET_SCALE_SCTS;
 use crate::error::{Error, Result};
+use crate::machine::cpu_model;
+
+pub use crate::machine::mem_available;
+
+/// Active SCTs at internet scale (YPIR §4.5).
+pub const INTERNET_SCALE_SCTS: u64 = 5_000_000_000;
 
 /// Seconds per week.
 pub const WEEK_S: f64 = 604_800.0;
@@ -111,77 +116,18 @@ pub fn per_database_rate(clients: f64, audits_per_week: f64, filters: u32) -> f6
     clients * audits_per_week / WEEK_S / f64::from(filters.max(1))
 }
 
-/// A random database of 2^`log2_bits` bits set up with YPIR Table 1 and a
-/// fresh seed, with the client that queries it. Shared by the in-process
-/// measurements.
-pub(crate) struct RandomDb {
-    pub(crate) bits: u64,
-    pub(crate) shape: DbShape,
-    pub(crate) server: Server,
-    pub(crate) client: pir_core::client::Client,
-    pub(crate) rng: ChaCha20Rng,
-    /// Seconds DBSetup took (on the calling thread's rayon pool).
-    pub(crate) setup_seconds: f64,
-}
-
-impl RandomDb {
-    pub(crate) fn new(log2_bits: u32) -> Result<RandomDb> {
-        let bits = 1u64 << log2_bits;
-        let shape = DbShape::for_bits(bits, BitDatabase::RECORD_BITS);
-        TABLE1.check_shape(shape)?;
-        let mut key = [0u8; 32];
-        getrandom::getrandom(&mut key).map_err(|e| Error::Random(e.to_string()))?;
-        let mut rng = ChaCha20Rng::from_seed(key);
-        let len = usize::try_from(bits / 8)
-            .map_err(|_| Error::Invalid(format!("2^{log2_bits} bits do not fit in memory")))?;
-        let mut bitmap = vec![0u8; len];
-        rng.fill_bytes(&mut bitmap);
-        let db = BitDatabase::from_bitmap_owned(bits, bitmap)?;
-        let seed = pir_core::sampler::PublicSeed::random()?;
-        let t = Instant::now();
-        let server = Server::setup(TABLE1, db.into_database(), seed)?;
-        let setup_seconds = t.elapsed().as_secs_f64();
-        let client = pir_core::client::Client::new(TABLE1, shape, seed)?;
-        Ok(RandomDb {
-            bits,
-            shape,
-            server,
-            client,
-            rng,
-            setup_seconds,
-        })
-    }
-
-    /// A fresh query for a random bit, parsed back from its bytes as a
-    /// server would receive it.
-    pub(crate) fn query(&mut self) -> Result<Query> {
-        let bit = self.rng.next_u64() % self.bits;
-        let (query, _key, _pos) = self.client.query_bit(self.bits, bit)?;
-        Ok(Query::from_bytes(&query.to_bytes())?)
-    }
-}
-
 /// Measures batches of each k in `ks` (each at most [`MAX_BATCH_K`]; 1 is
 /// always included) at a random database of 2^`log2_bits` bits on one core
-/// (a one-thread rayon pool), in `trials` rounds. Every round times each
-/// k > 1 between two single queries, so that each ratio compares passes
-/// made under the same conditions (on a shared host the core's share moves
-/// from one minute to the next, and a curve timed k by k takes that drift
-/// for a batching effect), and repeats the round when the two single
-/// queries disagree by more than 15 %; a point keeps the median batch
-/// time and the median of its rounds' ratios. One single query before the
-/// first round warms the server up and is not counted. (Eight curves each
-/// way at 2^33 bits, 3 rounds, alternating, on a shared AVX2 Zen 3: the
-/// ratios at k = 2, 4, 8 and 16 spread with a standard deviation of
-/// 0.047, 0.054, 0.038 and 0.022 against a single query timed just before
-/// each batch, and 0.051, 0.076, 0.048 and 0.046 timed k by k.)
+/// (a one-thread rayon pool), in `trials` rounds, with pir-core's
+/// benchmark code: every batch of fresh queries is timed from the parsed
+/// queries to the encoded responses and checked
+/// (`pir_core::bench::BenchDb::time_batch`), and priced against single
+/// queries timed just before and just after it, a round whose two single
+/// queries disagree timed again (`pir_core::bench::paired_batch_rounds`).
 pub fn measure_batch_curve(log2_bits: u32, ks: &[usize], trials: usize) -> Result<BatchCurve> {
     if trials == 0 {
         return Err(Error::Invalid("trials must be positive".into()));
     }
-    let mut ks: Vec<usize> = ks.iter().copied().chain([1]).collect();
-    ks.sort_unstable();
-    ks.dedup();
     if let Some(k) = ks.iter().find(|&&k| k == 0 || k > MAX_BATCH_K) {
         return Err(Error::Invalid(format!(
             "batch size {k}: expected 1..={MAX_BATCH_K}"
@@ -192,159 +138,36 @@ pub fn measure_batch_curve(log2_bits: u32, ks: &[usize], trials: usize) -> Resul
         .build()
         .map_err(|e| Error::Invalid(format!("cannot start a one-thread pool: {e}")))?;
     pool.install(|| {
-        let mut db = RandomDb::new(log2_bits)?;
-        // one pass over k fresh queries, timed with the responses' encoding
+        let mut db = BenchDb::random(log2_bits)?;
         let pass = |k: usize| -> Result<f64> {
-            let qs = (0..k).map(|_| db.query()).collect::<Result<Vec<_>>>()?;
-            let t = Instant::now();
-            let rs = db.server.answer_batch(&qs)?;
-            let bytes: usize = rs.iter().map(|r| r.to_bytes().len()).sum();
-            let seconds = t.elapsed().as_secs_f64();
-            std::hint::black_box(bytes);
-            Ok(seconds)
+            let batch = db.time_batch(k)?;
+            if !batch.correct {
+                return Err(Error::Invalid(format!(
+                    "2^{log2_bits}-bit database: a batch of {k} decoded another bit than the one stored"
+                )));
+            }
+            Ok(batch.seconds)
         };
-        let Rounds { points, repeated } = batch_rounds(&ks, trials, pass)?;
+        let PairedRounds { points, repeated } = paired_batch_rounds(ks, trials, pass)?;
         Ok(BatchCurve {
             db_bytes: db.shape.records() as f64,
-            points,
+            points: points
+                .iter()
+                .map(|p| BatchPoint {
+                    k: p.k,
+                    batch_seconds: p.batch_seconds,
+                    per_query_ratio: p.per_query_ratio,
+                })
+                .collect(),
             source: format!(
                 "measured here on {} ({} kernel; one core, a 2^{log2_bits}-bit database, median of {trials} round{}, each batch against the mean of the single queries timed just before and just after it; {})",
-                crate::cost::cpu_model(),
+                cpu_model(),
                 pir_core::server::simplepir_impl(),
                 if trials == 1 { "" } else { "s" },
                 repeated.describe(),
             ),
         })
     })
-}
-
-/// Most times [`batch_rounds`] repeats one round whose two single queries
-/// disagree. A round costs k + 2 passes: at 4 GiB on the Zen 4 the 12
-/// rounds of the default curve take about 12 s, so even two repeats of
-/// every round would add no more than about 24 s.
-const ROUND_REPEATS: usize = 2;
-
-/// Largest relative difference between a round's two single queries that
-/// [`batch_rounds`] accepts. Over the 12 rounds of one curve at 2^35 bits
-/// on a quiet core (AMD EPYC Zen 4) the two differed by 0.3–14 %, median
-/// 3 %; a transient of the host once timed one at 230 ms against 160 ms,
-/// which priced a batch of 4 at 0.43 of a single query instead of 0.57.
-const SINGLES_AGREE: f64 = 0.15;
-
-/// How [`batch_rounds`] went: of its `total` rounds, how many it timed
-/// again (`rounds`, with `repeats` extra timings in all) and how many
-/// still disagreed after [`ROUND_REPEATS`] repeats (`unsettled`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-struct Repeated {
-    total: usize,
-    rounds: usize,
-    repeats: usize,
-    unsettled: usize,
-}
-
-impl Repeated {
-    /// For the curve's source line.
-    fn describe(self) -> String {
-        let pct = format!("{:.0} %", SINGLES_AGREE * 100.0);
-        let Repeated {
-            total,
-            rounds,
-            repeats,
-            unsettled,
-        } = self;
-        let plural = |n: usize| if n == 1 { "" } else { "s" };
-        if rounds == 0 {
-            return format!(
-                "no round timed again (the two single queries of each agreed within {pct})"
-            );
-        }
-        let mut s = format!(
-            "{rounds} of {total} round{} timed again, {repeats} time{} in all, because the two single queries differed by more than {pct}",
-            plural(total),
-            plural(repeats)
-        );
-        if unsettled > 0 {
-            s += &format!(
-                "; {unsettled} still differing after {ROUND_REPEATS} repeats, priced against the faster single query"
-            );
-        }
-        s
-    }
-}
-
-/// What [`batch_rounds`] measured.
-#[derive(Debug)]
-struct Rounds {
-    points: Vec<BatchPoint>,
-    repeated: Repeated,
-}
-
-/// The rounds of [`measure_batch_curve`] over `ks` (sorted, the first 1)
-/// with `pass(k)` timing one pass of k queries: a warm-up single query,
-/// then per round and per k > 1 a single query, the batch and another
-/// single query. The batch is priced against the mean of the two, which
-/// cancels a drift of the host that is steady over the round. When they
-/// differ by more than [`SINGLES_AGREE`], a transient slowed one of the
-/// three passes, and the round is timed again, up to [`ROUND_REPEATS`]
-/// times; a round that never settles is priced against the faster single
-/// query, which can only overstate the batch's cost. Each point is the
-/// median batch time and the median of its rounds' ratios.
-fn batch_rounds(
-    ks: &[usize],
-    trials: usize,
-    mut pass: impl FnMut(usize) -> Result<f64>,
-) -> Result<Rounds> {
-    pass(1)?;
-    let mut singles = Vec::new();
-    let mut repeated = Repeated {
-        total: trials * (ks.len() - 1),
-        ..Repeated::default()
-    };
-    // per k > 1: its batch times and its rounds' ratios
-    let mut rounds: Vec<(Vec<f64>, Vec<f64>)> = vec![Default::default(); ks.len() - 1];
-    for _ in 0..trials {
-        if ks.len() == 1 {
-            singles.push(pass(1)?);
-        }
-        for (&k, (times, ratios)) in ks[1..].iter().zip(rounds.iter_mut()) {
-            let mut repeats = 0;
-            let (before, batch, after, agree) = loop {
-                let before = pass(1)?;
-                let batch = pass(k)?;
-                let after = pass(1)?;
-                let agree = before.max(after) <= before.min(after) * (1.0 + SINGLES_AGREE);
-                if agree || repeats == ROUND_REPEATS {
-                    repeated.unsettled += usize::from(!agree);
-                    repeated.rounds += usize::from(repeats > 0);
-                    break (before, batch, after, agree);
-                }
-                repeats += 1;
-                repeated.repeats += 1;
-            };
-            let single = if agree {
-                (before + after) / 2.0
-            } else {
-                before.min(after)
-            };
-            singles.extend([before, after]);
-            times.push(batch);
-            ratios.push(batch / k as f64 / single);
-        }
-    }
-    let median = crate::cost::median;
-    let mut points = vec![BatchPoint {
-        k: 1,
-        batch_seconds: median(&mut singles),
-        per_query_ratio: 1.0,
-    }];
-    for (&k, (mut times, mut ratios)) in ks[1..].iter().zip(rounds) {
-        points.push(BatchPoint {
-            k,
-            batch_seconds: median(&mut times),
-            per_query_ratio: median(&mut ratios),
-        });
-    }
-    Ok(Rounds { points, repeated })
 }
 
 /// Measures the filter half of an epoch build on one thread: `entries`
@@ -638,15 +461,6 @@ pub fn deployment(
     })
 }
 
-/// Bytes of memory available to new work (`MemAvailable` of
-/// `/proc/meminfo`), if the OS says.
-pub fn mem_available() -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    kib.checked_mul(1024)
-}
-
 /// Peak bytes of measuring a 2^`log2_bits`-bit database in process: the
 /// random bitmap plus DBSetup's peak.
 pub fn measure_peak_bytes(log2_bits: u32) -> u64 {
@@ -791,106 +605,6 @@ mod tests {
         assert_eq!(comfortable_max_bits(0, 36), 20);
         assert_eq!(default_measure_bits(25), vec![20, 22, 24, 25]);
         assert_eq!(default_measure_bits(24), vec![20, 22, 24]);
-    }
-
-    /// Each ratio compares a batch with the single queries timed just
-    /// before and after it: under a host that slows by 1 % per pass (and
-    /// a cold first pass ten times slower) the ratios stay within a
-    /// fraction of one pass's drift, where a curve timed k by k would
-    /// drift by tens of passes.
-    #[test]
-    fn batch_ratios_pair_each_batch_with_single_queries() {
-        let mut calls = 0u32;
-        let pass = |k: usize| -> Result<f64> {
-            let drift = 1.01f64.powi(calls as i32);
-            let cold = if calls == 0 { 10.0 } else { 1.0 };
-            calls += 1;
-            Ok((1.0 + 0.5 * k as f64) * drift * cold)
-        };
-        let ks = [1, 2, 4, 8, 16];
-        let Rounds { points, repeated } = batch_rounds(&ks, 3, pass).unwrap();
-        assert_eq!(
-            repeated,
-            Repeated {
-                total: 12,
-                ..Repeated::default()
-            }
-        );
-        assert_eq!(points.iter().map(|p| p.k).collect::<Vec<_>>(), ks);
-        assert_eq!(points[0].per_query_ratio, 1.0);
-        for p in &points[1..] {
-            let truth = (1.0 + 0.5 * p.k as f64) / p.k as f64 / 1.5;
-            let err = p.per_query_ratio / truth - 1.0;
-            assert!(err.abs() < 1e-4, "k = {}: {err}", p.k);
-        }
-        // the warm-up pass is not among the single queries' times
-        assert!(points[0].batch_seconds < 2.0);
-        assert_eq!(calls, 1 + 3 * 3 * 4);
-        // a curve of k = 1 alone still times `trials` single queries
-        let mut n = 0;
-        let one = batch_rounds(&[1], 2, |_| {
-            n += 1;
-            Ok(1.0)
-        })
-        .unwrap();
-        assert_eq!((one.points.len(), n), (1, 3));
-    }
-
-    /// A transient that slows one single query (1.5×) would price the
-    /// batch 40 % too cheap; the round is timed again instead, and the
-    /// ratio comes out exact. Where every attempt disagrees, the repeats
-    /// stop at [`ROUND_REPEATS`] and the faster single query prices the
-    /// batch.
-    #[test]
-    fn a_round_whose_single_queries_disagree_is_repeated() {
-        // passes: warm-up, then (single, batch, single) per attempt
-        let mut calls = 0u32;
-        let slow_once = |k: usize| -> Result<f64> {
-            calls += 1;
-            let t = 1.0 + 0.5 * k as f64;
-            Ok(if calls == 2 { 1.5 * t } else { t })
-        };
-        let Rounds { points, repeated } = batch_rounds(&[1, 4], 1, slow_once).unwrap();
-        assert_eq!(
-            repeated,
-            Repeated {
-                total: 1,
-                rounds: 1,
-                repeats: 1,
-                unsettled: 0
-            }
-        );
-        assert_eq!(calls, 1 + 2 * 3);
-        assert!((points[1].per_query_ratio - 3.0 / 4.0 / 1.5).abs() < 1e-12);
-        assert!(repeated
-            .describe()
-            .starts_with("1 of 1 round timed again, 1 time in all"));
-
-        let mut calls = 0u32;
-        let always = |k: usize| -> Result<f64> {
-            calls += 1;
-            // the single query after each batch is twice as slow
-            Ok(if k == 1 && calls % 3 == 1 {
-                3.0
-            } else {
-                1.0 + 0.5 * k as f64
-            })
-        };
-        let Rounds { points, repeated } = batch_rounds(&[1, 4], 2, always).unwrap();
-        assert_eq!(
-            repeated,
-            Repeated {
-                total: 2,
-                rounds: 2,
-                repeats: 2 * ROUND_REPEATS,
-                unsettled: 2
-            }
-        );
-        assert_eq!(calls, 1 + 2 * (ROUND_REPEATS as u32 + 1) * 3);
-        assert!((points[1].per_query_ratio - 3.0 / 4.0 / 1.5).abs() < 1e-12);
-        assert!(repeated.describe().contains("faster single query"));
-        assert!(Repeated::default().describe().starts_with("no round"));
-        assert!(!Repeated::default().describe().contains("faster"));
     }
 
     #[test]

@@ -497,7 +497,7 @@ async fn build(n: u64, filters: Option<u32>) -> Result<BuildBench> {
         }
         config.epoch.filters = a;
     }
-    let dir = epoch::EpochDir::open(&config.epoch_dir)?;
+    let dir = crate::epochdir::EpochDir::open(&config.epoch_dir)?;
     let mut bp = BuildParams::from_config(&config)?;
     bp.progress = std::io::IsTerminal::is_terminal(&std::io::stderr());
     eprintln!("building the epoch…");

@@ -2,7 +2,7 @@
 //! died.
 //!
 //! An epoch is built in `.building-<id>` and published by renaming it
-//! ([`crate::epoch::EpochDir`]). A builder killed on the way (SIGKILL, a
+//! ([`crate::epochdir::EpochDir`]). A builder killed on the way (SIGKILL, a
 //! crash, a power cut) leaves that directory behind, possibly with
 //! partial files; it is never loaded (only `epoch-<id>` directories are),
 //! but it holds disk space.
@@ -12,7 +12,7 @@
 //! before the directory is created and held until it has been published
 //! or removed. The kernel drops the lock when its process dies, however it
 //! dies, so a `.building-*` directory whose lock can be taken belongs to
-//! no living builder: [`EpochDir::remove_stale_builds`] removes it (with
+//! no living builder: [`remove_stale`] removes it (with
 //! its lock file). A directory whose lock is held belongs to a builder
 //! that is still running — another `auditor-server build-epoch` writing
 //! into the same epoch directory, say — and is left alone.
@@ -28,7 +28,6 @@ use std::os::unix::fs::MetadataExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use crate::epoch::EpochDir;
 use crate::error::{io, Error, Result};
 
 /// Locks held by this process, by build directory.
@@ -110,56 +109,54 @@ pub(crate) fn release(tmp: &Path) {
     }
 }
 
-impl EpochDir {
-    /// Removes every `.building-*` directory (and lock file) that no living
-    /// builder holds: what builders killed mid-build left behind. Returns
-    /// the directories removed, each logged at WARN. Directories other
-    /// builders are writing are left alone.
-    pub fn remove_stale_builds(&self) -> Result<Vec<PathBuf>> {
-        let root = self.root();
-        let mut removed = Vec::new();
-        for e in std::fs::read_dir(root).map_err(io(root))? {
-            let e = e.map_err(io(root))?;
-            let name = e.file_name();
-            let Some(name) = name.to_str() else { continue };
-            let Some(rest) = name.strip_prefix(".building-") else {
-                continue;
-            };
-            // A lock file whose directory is gone (a builder killed between
-            // removing the one and unlinking the other) is stale too.
-            let dir = match rest.strip_suffix(".lock") {
-                Some(id) => root.join(format!(".building-{id}")),
-                None => e.path(),
-            };
-            if held().as_ref().is_some_and(|m| m.contains_key(&dir)) {
-                continue;
-            }
-            let Some(lock) = try_take(&dir)? else {
-                continue;
-            };
-            if dir.exists() {
-                std::fs::remove_dir_all(&dir).map_err(io(&dir))?;
-                tracing::warn!(
-                    dir = %dir.display(),
-                    "removed a build directory its builder left behind (killed mid-build)"
-                );
-                removed.push(dir.clone());
-            }
-            let path = lock_path(&dir);
-            match std::fs::remove_file(&path) {
-                Ok(()) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(io(&path)(e)),
-            }
-            drop(lock);
+/// Removes every `.building-*` directory (and lock file) under `root` that
+/// no living builder holds: what builders killed mid-build left behind.
+/// Returns the directories removed, each logged at WARN. Directories other
+/// builders are writing are left alone.
+pub(crate) fn remove_stale(root: &Path) -> Result<Vec<PathBuf>> {
+    let mut removed = Vec::new();
+    for e in std::fs::read_dir(root).map_err(io(root))? {
+        let e = e.map_err(io(root))?;
+        let name = e.file_name();
+        let Some(name) = name.to_str() else { continue };
+        let Some(rest) = name.strip_prefix(".building-") else {
+            continue;
+        };
+        // A lock file whose directory is gone (a builder killed between
+        // removing the one and unlinking the other) is stale too.
+        let dir = match rest.strip_suffix(".lock") {
+            Some(id) => root.join(format!(".building-{id}")),
+            None => e.path(),
+        };
+        if held().as_ref().is_some_and(|m| m.contains_key(&dir)) {
+            continue;
         }
-        Ok(removed)
+        let Some(lock) = try_take(&dir)? else {
+            continue;
+        };
+        if dir.exists() {
+            std::fs::remove_dir_all(&dir).map_err(io(&dir))?;
+            tracing::warn!(
+                dir = %dir.display(),
+                "removed a build directory its builder left behind (killed mid-build)"
+            );
+            removed.push(dir.clone());
+        }
+        let path = lock_path(&dir);
+        match std::fs::remove_file(&path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io(&path)(e)),
+        }
+        drop(lock);
     }
+    Ok(removed)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::epochdir::EpochDir;
 
     #[test]
     fn claimed_directories_are_kept_and_unclaimed_ones_removed() {

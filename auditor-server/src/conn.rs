@@ -15,7 +15,7 @@
 //!
 //! While a request is being handled the connection has no deadline here:
 //! the handler's own limits bound it (the query route's body and answer
-//! timeouts, [`crate::routes`]). Closing a connection drops it; nothing
+//! timeouts, `crate::routes`). Closing a connection drops it; nothing
 //! is in flight on it at that point.
 //!
 //! A connection the server closes after a response (`Connection: close`,
@@ -46,7 +46,7 @@ use tokio::sync::{watch, Notify, Semaphore};
 
 /// Connection limits.
 #[derive(Clone, Copy, Debug)]
-pub struct ConnLimits {
+pub(crate) struct ConnLimits {
     /// Open connections at most; at the cap no more are accepted until one
     /// closes.
     pub max_connections: usize,
@@ -228,7 +228,7 @@ impl hyper::service::Service<Request<Incoming>> for Tracked {
 
 /// Serves `router` on `listener` under `limits` until `shutdown` resolves,
 /// then drains (see the module docs). `open` tracks open connections.
-pub async fn serve<F>(
+pub(crate) async fn serve<F>(
     listener: TcpListener,
     router: axum::Router,
     limits: ConnLimits,

@@ -1,4 +1,4 @@
-//! The crate's one error type (HTTP errors are [`crate::routes::ApiError`]).
+//! The crate's one error type (HTTP errors are `crate::http::ApiError`).
 
 /// Errors of epoch building, loading and serving.
 #[derive(Debug, thiserror::Error)]
@@ -34,9 +34,12 @@ pub enum Error {
     /// A manifest is invalid.
     #[error("manifest: {0}")]
     Manifest(#[from] audit_proto::Error),
+    /// The configuration file is not valid TOML for this configuration.
+    #[error("configuration: {0}")]
+    ConfigFile(#[from] toml::de::Error),
     /// The OS random number generator failed.
     #[error("OS randomness unavailable: {0}")]
-    Random(String),
+    Random(#[from] getrandom::Error),
     /// The store no longer holds the set an epoch spec was planned from
     /// (entries were committed or pruned since), so this shard's databases
     /// would not match the other shards'.
@@ -64,13 +67,36 @@ pub enum Error {
     /// ([`crate::memory::check`]); the message says what would fit.
     #[error("not enough memory: {0}")]
     Memory(String),
-    /// No epoch exists yet where one is needed.
-    #[error("no epoch in {0}")]
-    NoEpoch(String),
     /// The object store of prepared epochs failed (unreachable, denied,
     /// ...).
-    #[error("object store: {0}")]
-    ObjectStore(String),
+    #[error("object store: {what}: {source}")]
+    ObjectStore {
+        /// What was being done.
+        what: String,
+        /// Why it failed.
+        #[source]
+        source: object_store::Error,
+    },
+    /// Another coordinator prepared this epoch first (its spec was created
+    /// between this coordinator's check and its write); nothing of this
+    /// coordinator's attempt is left in the store.
+    #[error(
+        "epoch {epoch} was prepared by another coordinator at the same time; this one \
+         wrote nothing (run `epoch prepare` again for the next epoch if one is due)"
+    )]
+    EpochTaken {
+        /// The epoch.
+        epoch: u64,
+    },
+    /// A blocking task (a build, a load) panicked or was cancelled.
+    #[error("worker task failed: {0}")]
+    Task(#[from] tokio::task::JoinError),
+    /// The answer thread pool could not start.
+    #[error("answer thread pool: {0}")]
+    Pool(#[from] rayon::ThreadPoolBuildError),
+    /// A JSON document could not be written or read.
+    #[error("JSON: {0}")]
+    Json(#[from] serde_json::Error),
     /// A worker thread or task died.
     #[error("internal: {0}")]
     Internal(String),

@@ -171,6 +171,18 @@ fn entry_keys(keyer: &EntryKeyer, hashes: &[[u8; 32]]) -> Vec<KeyLanes> {
 
 /// Entries a task hashes before it sets their bits (one round).
 const ROUND: usize = 1 << 20;
+
+/// The most scratch memory filling takes beside the bitmaps, the leaf
+/// hashes and their keys: each task in flight (one per 8-filter block, at
+/// most one per thread of the pool) holds the buckets of one round, a
+/// 4-byte offset per entry and filter of the round, with 1/4 headroom.
+pub(crate) fn fill_scratch(entries: u64, own_filters: u64) -> u64 {
+    let tasks = own_filters
+        .div_ceil(u64::from(PER_BLOCK))
+        .min(rayon::current_num_threads() as u64);
+    let per_task = u64::from(PER_BLOCK) * 4 * (entries.min(ROUND as u64)) * 5 / 4;
+    tasks * per_task
+}
 /// log2 of a region's bits: 2^23 bits = 1 MiB, about half an L2 cache.
 const REGION_SHIFT: u32 = 23;
 

@@ -3,55 +3,59 @@
 //! §6–7) and answers hintless YPIR single-bit queries on them over HTTP
 //! (YPIR Construction 3.1, §4.3 batching).
 //!
-//! * [`builddir`]: which process owns a `.building-*` directory;
-//!   removing those of builders that died.
+//! The modules, bottom up (each uses only those above it):
+//!
+//! * [`error`], `metrics`, `conn`: the crate's error, its Prometheus
+//!   metrics, the accept loop with its timeouts and connection cap.
+//! * [`config`]: the configuration as plain data (every section, the shard
+//!   map, object store URLs, database URL checks).
+//! * `builddir`, [`layout`], [`epochdir`]: who owns a `.building-*`
+//!   directory; how filters are grouped into databases and what the files
+//!   are called; the directory of persisted epochs.
+//! * [`memory`], `fill`, `batch`: the memory an epoch needs, checked
+//!   before a build or load; hashing entries into filters; cross-client
+//!   batching of queries per database on a rayon pool.
 //! * [`epoch`]: snapshot → salts → filters → PIR databases → DBSetup →
 //!   persisted artifacts; loading them back.
-//! * [`state`]: the served epochs (current + previous during a grace
+//! * [`plan`], [`objstore`]: epoch specs, the seeds and snapshot the shards
+//!   of an epoch share; the prepared snapshot and spec in object storage,
+//!   shards' ready reports, publication.
+//! * `state`: the served epochs (current + previous during a grace
 //!   period), atomic swap.
-//! * [`batch`]: cross-client batching of queries per database on a rayon
-//!   pool, off the async runtime.
-//! * [`routes`]: the axum router (`/v1/manifest`, `/v1/epochs/{e}/dbs/{d}/query`,
-//!   `/healthz`, `/metrics`), JSON errors, request limits.
-//! * [`reports`]: misbehaviour reports (`POST /v1/reports`): limits,
-//!   verification against the store and the epochs, storage, listing.
-//! * [`conn`]: the accept loop, header and idle timeouts, the connection
-//!   cap.
-//! * [`memory`]: what an epoch's databases need, checked against the
-//!   memory available before a build or load.
-//! * [`plan`]: epoch specs, the seeds and snapshot the shards of an
-//!   epoch share (`auditor-server epoch plan`).
-//! * [`objstore`]: epochs across machines: the prepared snapshot and spec
-//!   in object storage, shards' ready reports, publication.
-//! * [`shard`]: which databases of an epoch this server holds ("shard i
-//!   of n").
+//! * `http`, [`reports`], `routes`: HTTP errors and bodies;
+//!   misbehaviour reports (`POST /v1/reports`, its own router); the axum
+//!   router (`/v1/manifest`, `/v1/epochs/{e}/dbs/{d}/query`, `/healthz`,
+//!   `/metrics`), request limits.
 //! * [`service`]: start-up, scheduled builds, reloads, graceful shutdown.
-//! * [`bench`](mod@bench): the load and build benchmarks.
-//! * [`soak`]: the load run with junk (`bench soak`).
+//!
+//! With the `bench` feature, `bench` (the load and build benchmarks) and
+//! `soak` (the load run with junk, `auditor-server bench soak`) sit on top.
 //!
 //! The wire contract lives in `audit-proto` and `docs/protocol.md`.
-#![warn(unreachable_pub)]
-#![forbid(unsafe_code)]
-#![warn(missing_docs)]
 
-pub mod batch;
+mod batch;
+#[cfg(feature = "bench")]
 pub mod bench;
-pub mod builddir;
+mod builddir;
 pub mod config;
-pub mod conn;
+mod conn;
 pub mod epoch;
+pub mod epochdir;
 pub mod error;
 mod fill;
+mod http;
+pub mod layout;
 pub mod memory;
-pub mod metrics;
+mod metrics;
 pub mod objstore;
 pub mod plan;
 pub mod reports;
-pub mod routes;
+mod routes;
 pub mod service;
-pub mod shard;
+#[cfg(feature = "bench")]
 pub mod soak;
-pub mod state;
+mod state;
 
 pub use config::Config;
 pub use error::{Error, Result};
+pub use routes::max_query_body;

@@ -19,13 +19,21 @@
 //! of the filter hash) and, for
 //! the database being set up, DBSetup's transient buffers and the
 //! unrounded A1·D (released once the database's hint is written).
+//!
+//! A build has two peaks ([`Need::peak`]): while the filters are filled,
+//! every bitmap of the shard (they become its databases' records, in
+//! place) beside the leaf hashes and their keys; and while the databases
+//! are set up one by one, the records and YPIR state of every database
+//! beside the leaf hashes and one database's transients. Filling also
+//! takes the partition buckets of the tasks in flight
+//! (`fill::fill_scratch`).
 
 use audit_proto::Manifest;
 use pir_core::params::{DbShape, Params};
 use pir_core::server::Server;
 
-use crate::epoch::plan_dbs;
 use crate::error::{Error, Result};
+use crate::layout::plan_dbs;
 
 /// What an epoch's databases on one server need (bytes).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -42,6 +50,9 @@ pub struct Need {
     pub transient: u64,
     /// The snapshot's leaf hashes while building (0 when loading).
     pub snapshot: u64,
+    /// The scratch of filling the filters beside the bitmaps (0 when
+    /// loading).
+    pub fill: u64,
 }
 
 impl Need {
@@ -50,9 +61,18 @@ impl Need {
         self.records + self.state
     }
 
-    /// The most held at once while building or loading.
+    /// The most held at once while building or loading: filling (every
+    /// bitmap, i.e. the records, beside the leaf hashes and their keys)
+    /// or setting up (everything served, the leaf hashes, one database's
+    /// transients).
     pub fn peak(&self) -> u64 {
-        (self.serving() + self.transient + self.snapshot / 2).max(self.snapshot)
+        let setting_up = self.serving() + self.transient + self.snapshot / 2;
+        let filling = if self.snapshot > 0 {
+            self.records + self.snapshot + self.fill
+        } else {
+            0
+        };
+        setting_up.max(filling)
     }
 }
 
@@ -70,6 +90,12 @@ pub fn need(m: &Manifest, own: &[u32], building: bool) -> Result<Need> {
     let mut n = need_for_shapes(&params, shapes, building);
     if building {
         n.snapshot = m.entries.saturating_mul(64);
+        let filters: u64 = own
+            .iter()
+            .filter_map(|&d| m.dbs.get(d as usize))
+            .map(|d| u64::from(d.filters))
+            .sum();
+        n.fill = crate::fill::fill_scratch(m.entries, filters);
     }
     Ok(n)
 }

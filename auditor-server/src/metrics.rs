@@ -71,7 +71,7 @@ fn hist(name: &str, help: &str, buckets: Vec<f64>) -> Histogram {
 /// Every `outcome` label a query can end with: `ok` and each error code the
 /// query route answers with (all but `not_found`, `method_not_allowed` and
 /// `no_epoch`, which only other routes send).
-pub fn query_outcomes() -> impl Iterator<Item = &'static str> {
+pub(crate) fn query_outcomes() -> impl Iterator<Item = &'static str> {
     use audit_proto::api::ErrorCode;
     std::iter::once("ok").chain(
         ErrorCode::ALL

@@ -12,10 +12,10 @@
 //!
 //! | object | written by | content |
 //! |---|---|---|
-//! | `epochs/<id>/snapshot.bin` | `epoch prepare`, first | the leaf hashes ([`SNAPSHOT_MAGIC`] format below) |
-//! | `epochs/<id>/spec.json` | `epoch prepare`, last: its presence makes the epoch *prepared* | the epoch spec |
-//! | `epochs/<id>/ready/<shard>` | each shard, after persisting its databases | [`ReadyMarker`] |
-//! | `epochs/<id>/published` | `epoch publish`, once every shard is ready | [`PublishedMarker`] |
+//! | `epochs/<id>/snapshot-<h>.bin` | `epoch prepare`, first; named after the spec's fresh seed ([`snapshot_object`]) | the leaf hashes ([`SNAPSHOT_MAGIC`] format below) |
+//! | `epochs/<id>/spec.json` | `epoch prepare`, last, created once (a conditional create): its presence makes the epoch *prepared* | the epoch spec |
+//! | `epochs/<id>/ready/<shard>` | each shard, after persisting its databases | [`ReadyMarker`], naming the spec's digest |
+//! | `epochs/<id>/published` | `epoch publish`, once every shard is ready | [`PublishedMarker`], naming the spec's and manifest's digests |
 //! | `epochs/<id>/publish-timed-out` | `epoch publish`, when its deadline passes first | [`TimedOutMarker`] |
 //!
 //! Snapshot format, version 1 (all integers little-endian):
@@ -35,6 +35,15 @@
 //! the checksum. A shard builds nothing from a snapshot that fails any of
 //! these.
 //!
+//! Two coordinators may race for one epoch id (a CronJob and a job started
+//! by hand): each takes its snapshot first, then picks the next id, draws
+//! fresh seeds and writes its snapshot under its own name. Only one of them
+//! creates the spec; the other removes its snapshot and fails with
+//! [`Error::EpochTaken`]. A coordinator killed before its spec is written
+//! leaves a snapshot no spec names, which no shard reads and `prune`
+//! removes. A shard reports ready, and serves a published epoch, only
+//! under the spec its databases were built from.
+//!
 //! Objects are replaced whole (a local directory writes a temporary file
 //! and renames it; S3 makes an object visible only once its upload
 //! completes), so a reader sees an old object, a new one or none.
@@ -44,10 +53,11 @@ use std::sync::Arc;
 use audit_proto::{Manifest, ShardMap};
 use futures_util::StreamExt as _;
 use object_store::path::Path as ObjPath;
-use object_store::{ObjectStore, ObjectStoreExt as _, PutPayload};
+use object_store::{ObjectStore, ObjectStoreExt as _, PutMode, PutPayload};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use crate::config::{parse_url, Location};
 use crate::error::{Error, Result};
 use crate::plan::{EpochSpec, SET_DOMAIN};
 
@@ -68,8 +78,8 @@ const UPLOAD_PART: usize = 16 << 20;
 /// prepared or published epoch.
 const SCAN_DEPTH: usize = 16;
 
-/// Name of the snapshot object in an epoch's directory.
-pub const SNAPSHOT_OBJECT: &str = "snapshot.bin";
+/// Domain separator of [`snapshot_object`].
+const SNAPSHOT_NAME_DOMAIN: &[u8] = b"ct-audit/snapshot-object/v1";
 /// Name of the spec object.
 pub const SPEC_OBJECT: &str = "spec.json";
 /// Name of the published marker.
@@ -77,60 +87,11 @@ pub const PUBLISHED_OBJECT: &str = "published";
 /// Name of the marker `epoch publish` leaves when its deadline passes.
 pub const TIMED_OUT_OBJECT: &str = "publish-timed-out";
 
-/// Checks an object store URL without opening it: `file:///absolute/dir`
-/// or `s3://bucket[/prefix]`.
-pub fn check_url(url: &str) -> Result<()> {
-    parse_url(url).map(drop)
-}
-
-enum Location {
-    Dir(std::path::PathBuf),
-    S3 { bucket: String, prefix: String },
-}
-
-fn parse_url(url: &str) -> Result<Location> {
-    let bad = |why: &str| {
-        Error::Config(format!(
-            "object store {url:?}: {why} (expected file:///absolute/dir or s3://bucket/prefix)"
-        ))
-    };
-    if let Some(path) = url.strip_prefix("file://") {
-        if !path.starts_with('/') {
-            return Err(bad("a file URL needs an absolute path"));
-        }
-        if path.contains(['?', '#', '%']) {
-            return Err(bad("no query, fragment or percent-escapes in a file URL"));
-        }
-        return Ok(Location::Dir(std::path::PathBuf::from(path)));
-    }
-    if let Some(rest) = url.strip_prefix("s3://") {
-        let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
-        let valid_bucket = (3..=63).contains(&bucket.len())
-            && bucket
-                .bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.');
-        if !valid_bucket {
-            return Err(bad("not a valid S3 bucket name"));
-        }
-        let prefix = prefix.trim_matches('/');
-        let plain = prefix.is_empty()
-            || (!prefix.contains(['?', '#', '%', '\\'])
-                && prefix
-                    .split('/')
-                    .all(|p| !p.is_empty() && p != "." && p != ".."));
-        if !plain {
-            return Err(bad("the prefix must be plain path segments"));
-        }
-        return Ok(Location::S3 {
-            bucket: bucket.to_owned(),
-            prefix: prefix.to_owned(),
-        });
-    }
-    Err(bad("unsupported scheme"))
-}
-
 fn store_err(what: &str, e: object_store::Error) -> Error {
-    Error::ObjectStore(format!("{what}: {e}"))
+    Error::ObjectStore {
+        what: what.to_owned(),
+        source: e,
+    }
 }
 
 /// What a shard writes to `epochs/<id>/ready/<shard>` once its databases
@@ -147,9 +108,12 @@ pub struct ReadyMarker {
     /// Its databases.
     pub databases: Vec<u32>,
     /// SHA-256 of the manifest its bitmaps are bound to
-    /// ([`crate::epoch::manifest_digest`]): the same on every shard.
+    /// ([`crate::layout::manifest_digest`]): the same on every shard.
     #[serde(with = "audit_proto::hex::array")]
     pub manifest_sha256: [u8; 32],
+    /// SHA-256 of the spec it built from ([`EpochSpec::digest`]).
+    #[serde(with = "audit_proto::hex::array")]
+    pub spec_sha256: [u8; 32],
     /// When (Unix s).
     pub at: i64,
 }
@@ -162,8 +126,29 @@ pub struct PublishedMarker {
     pub epoch: u64,
     /// Number of shards that reported ready.
     pub shards: u32,
+    /// SHA-256 of the spec every ready shard built from
+    /// ([`EpochSpec::digest`]); a shard serves the epoch only if its spec
+    /// has this digest.
+    #[serde(with = "audit_proto::hex::array")]
+    pub spec_sha256: [u8; 32],
+    /// SHA-256 of the manifest the shards serve.
+    #[serde(with = "audit_proto::hex::array")]
+    pub manifest_sha256: [u8; 32],
     /// When (Unix s).
     pub at: i64,
+}
+
+impl PublishedMarker {
+    /// The marker of `spec`'s epoch, with `shards` ready, at `at`.
+    pub fn for_spec(spec: &EpochSpec, shards: u32, at: i64) -> PublishedMarker {
+        PublishedMarker {
+            epoch: spec.manifest.epoch,
+            shards,
+            spec_sha256: spec.digest(),
+            manifest_sha256: crate::layout::manifest_digest(&spec.manifest.to_json()),
+            at,
+        }
+    }
 }
 
 /// What `epoch publish` writes to `epochs/<id>/publish-timed-out` when
@@ -179,6 +164,18 @@ pub struct TimedOutMarker {
     pub missing: Vec<u32>,
     /// When (Unix s).
     pub at: i64,
+}
+
+/// The name of `spec`'s snapshot object in its epoch's directory:
+/// `snapshot-<16 hex digits>.bin`, from the spec's fresh PIR seed, so that
+/// two coordinators racing for one epoch id never write the same object
+/// and the spec that wins names its own snapshot.
+pub fn snapshot_object(spec: &EpochSpec) -> String {
+    let h = Sha256::new()
+        .chain_update(SNAPSHOT_NAME_DOMAIN)
+        .chain_update(spec.manifest.pir.seed)
+        .finalize();
+    format!("snapshot-{}.bin", audit_proto::hex::encode(&h[..8]))
 }
 
 /// The shard count an epoch is planned for.
@@ -408,12 +405,18 @@ impl Objects {
             ));
         }
         if self.exists(&self.epoch_key(m.epoch, SPEC_OBJECT)).await? {
-            return Err(Error::Config(format!(
-                "epoch {} is already prepared in {self}",
-                m.epoch
-            )));
+            return Err(Error::EpochTaken { epoch: m.epoch });
         }
-        let key = self.epoch_key(m.epoch, SNAPSHOT_OBJECT);
+        self.upload_snapshot(spec, hashes).await?;
+        self.create_spec(spec).await?;
+        Ok(snapshot_len(hashes.len() as u64))
+    }
+
+    /// Writes `spec`'s snapshot object (a multipart upload, aborted on
+    /// error).
+    async fn upload_snapshot(&self, spec: &EpochSpec, hashes: &[[u8; 32]]) -> Result<()> {
+        let m = &spec.manifest;
+        let key = self.epoch_key(m.epoch, &snapshot_object(spec));
         let upload = self
             .store
             .put_multipart(&key)
@@ -437,17 +440,42 @@ impl Objects {
         w.write(&sum.finalize());
         w.finish()
             .await
-            .map_err(|e| store_err(&format!("writing {key}"), e))?;
-        self.put(&self.epoch_key(m.epoch, SPEC_OBJECT), spec.to_json())
-            .await?;
-        Ok(snapshot_len(hashes.len() as u64))
+            .map(drop)
+            .map_err(|e| store_err(&format!("writing {key}"), e))
+    }
+
+    /// Creates `spec`'s object, once: of two coordinators racing for this
+    /// epoch id, exactly one creates it; the other removes its snapshot
+    /// and gets [`Error::EpochTaken`].
+    async fn create_spec(&self, spec: &EpochSpec) -> Result<()> {
+        let m = &spec.manifest;
+        let spec_key = self.epoch_key(m.epoch, SPEC_OBJECT);
+        let key = self.epoch_key(m.epoch, &snapshot_object(spec));
+        let created = self
+            .store
+            .put_opts(
+                &spec_key,
+                PutPayload::from(spec.to_json()),
+                PutMode::Create.into(),
+            )
+            .await;
+        if let Err(e) = created {
+            if let Err(rm) = self.store.delete(&key).await {
+                tracing::warn!(object = %key, error = %rm, "could not remove the snapshot of a failed prepare");
+            }
+            return Err(match e {
+                object_store::Error::AlreadyExists { .. } => Error::EpochTaken { epoch: m.epoch },
+                e => store_err(&format!("writing {spec_key}"), e),
+            });
+        }
+        Ok(())
     }
 
     /// Streams epoch `spec`'s snapshot and returns its leaf hashes once
     /// every check of [`SnapshotDecoder`] has passed.
     pub async fn read_snapshot(&self, spec: &EpochSpec) -> Result<Vec<[u8; 32]>> {
         let m = &spec.manifest;
-        let key = self.epoch_key(m.epoch, SNAPSHOT_OBJECT);
+        let key = self.epoch_key(m.epoch, &snapshot_object(spec));
         let mut dec = SnapshotDecoder::new(
             key.to_string(),
             SnapshotExpect {
@@ -494,7 +522,8 @@ impl Objects {
     /// manifest digest of the spec; and the shards that are not ready.
     pub async fn ready_shards(&self, spec: &EpochSpec) -> Result<(Vec<u32>, Vec<u32>)> {
         let m = &spec.manifest;
-        let digest = crate::epoch::manifest_digest(&m.to_json());
+        let digest = crate::layout::manifest_digest(&m.to_json());
+        let spec_digest = spec.digest();
         let count = shard_count(m);
         let (mut ready, mut missing) = (Vec::new(), Vec::new());
         for shard in 0..count {
@@ -509,6 +538,7 @@ impl Objects {
                         && r.count == count
                         && r.databases == own
                         && r.manifest_sha256 == digest
+                        && r.spec_sha256 == spec_digest
                 }
                 Ok(None) => false,
                 Err(Error::Corrupt { path, why }) => {
@@ -529,6 +559,11 @@ impl Objects {
     /// Whether epoch `id` is published.
     pub async fn is_published(&self, id: u64) -> Result<bool> {
         self.exists(&self.epoch_key(id, PUBLISHED_OBJECT)).await
+    }
+
+    /// Epoch `id`'s published marker, if it is published.
+    pub async fn published(&self, id: u64) -> Result<Option<PublishedMarker>> {
+        self.read_json(&self.epoch_key(id, PUBLISHED_OBJECT)).await
     }
 
     /// Marks epoch `id` published.
@@ -555,14 +590,20 @@ impl Objects {
     }
 
     /// Deletes every epoch directory older than the newest `keep` ones,
-    /// except the newest published epoch and anything newer. Returns the
-    /// epochs deleted.
+    /// except the newest published epoch and anything newer; and every
+    /// directory older than the newest prepared epoch that holds no spec
+    /// (what a coordinator killed before writing its spec left). Returns
+    /// the epochs deleted.
     pub async fn prune(&self, keep: usize) -> Result<Vec<u64>> {
         let ids = self.epoch_ids().await?;
         let published = self.newest_published().await?;
+        let prepared = self.newest_prepared().await?;
+        let old = ids.len().saturating_sub(keep);
         let mut gone = Vec::new();
-        for &id in ids.iter().take(ids.len().saturating_sub(keep)) {
-            if published.is_some_and(|p| id >= p) {
+        for (i, &id) in ids.iter().enumerate() {
+            let abandoned = prepared.is_some_and(|p| id < p)
+                && !self.exists(&self.epoch_key(id, SPEC_OBJECT)).await?;
+            if !abandoned && (i >= old || published.is_some_and(|p| id >= p)) {
                 continue;
             }
             let dir = self.key(&format!("epochs/{id:012}"));
@@ -937,27 +978,105 @@ mod tests {
         }
     }
 
-    #[test]
-    fn urls() {
-        for ok in [
-            "file:///var/lib/x",
-            "s3://ct-auditor-epochs/prod",
-            "s3://bucket",
-            "s3://bucket/a/b/",
-        ] {
-            check_url(ok).unwrap_or_else(|e| panic!("{ok}: {e}"));
+    fn toy_config(shards: u32) -> crate::Config {
+        let mut config = crate::Config::default();
+        config.epoch.param_set = "toy-insecure-d64".into();
+        config.epoch.allow_insecure_params = true;
+        config.epoch.filters = 4;
+        config.shard.count = shards;
+        config.shard.urls = (0..shards).map(|i| format!("http://s{i}")).collect();
+        config
+    }
+
+    /// Two coordinators prepare epoch 5 at once, with their own seeds:
+    /// exactly one spec is created, it names the winner's snapshot, and
+    /// the loser leaves nothing behind.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn racing_coordinators_create_one_spec() {
+        let store: Arc<dyn ObjectStore> = Arc::new(object_store::memory::InMemory::new());
+        let objects = Objects::from_store(store.clone(), "", "memory");
+        let config = toy_config(2);
+        let snap = crate::epoch::Snapshot {
+            now_s: 1_700_000_000,
+            hashes: sorted(250),
+            coverage: vec![],
+        };
+        for _ in 0..5 {
+            let a = crate::plan::plan_snapshot(&snap, &config, 5).unwrap();
+            let b = crate::plan::plan_snapshot(&snap, &config, 5).unwrap();
+            assert_ne!(snapshot_object(&a), snapshot_object(&b));
+            let (ra, rb) = tokio::join!(
+                objects.prepare(&a, &snap.hashes),
+                objects.prepare(&b, &snap.hashes)
+            );
+            let winner = match (ra, rb) {
+                (Ok(_), Err(Error::EpochTaken { epoch: 5 })) => &a,
+                (Err(Error::EpochTaken { epoch: 5 }), Ok(_)) => &b,
+                other => panic!("not exactly one winner: {other:?}"),
+            };
+            let stored = objects.spec(5).await.unwrap().unwrap();
+            assert_eq!(&stored, winner);
+            assert_eq!(objects.read_snapshot(&stored).await.unwrap(), snap.hashes);
+            // only the spec and the winner's snapshot remain
+            let mut names: Vec<String> = store
+                .list(None)
+                .map(|m| m.unwrap().location.filename().unwrap().to_owned())
+                .collect()
+                .await;
+            names.sort();
+            let mut want = vec![snapshot_object(winner), SPEC_OBJECT.to_owned()];
+            want.sort();
+            assert_eq!(names, want);
+            for m in store.list(None).collect::<Vec<_>>().await {
+                store.delete(&m.unwrap().location).await.unwrap();
+            }
         }
-        for bad in [
-            "file://relative/x",
-            "/var/lib/x",
-            "s3://",
-            "s3://UPPER/x",
-            "s3://b/../x",
-            "gs://bucket/x",
-            "file:///x?y",
-        ] {
-            assert!(check_url(bad).is_err(), "{bad}");
-        }
+        // The race the check before the upload cannot see: b uploads, a
+        // prepares whole, then b's spec comes second.
+        let a = crate::plan::plan_snapshot(&snap, &config, 6).unwrap();
+        let b = crate::plan::plan_snapshot(&snap, &config, 6).unwrap();
+        objects.upload_snapshot(&b, &snap.hashes).await.unwrap();
+        objects.prepare(&a, &snap.hashes).await.unwrap();
+        assert!(matches!(
+            objects.create_spec(&b).await,
+            Err(Error::EpochTaken { epoch: 6 })
+        ));
+        assert_eq!(objects.spec(6).await.unwrap().unwrap(), a);
+        let b_snapshot = objects.epoch_key(6, &snapshot_object(&b));
+        assert!(!objects.exists(&b_snapshot).await.unwrap());
+        assert_eq!(objects.read_snapshot(&a).await.unwrap(), snap.hashes);
+    }
+
+    /// A coordinator killed after its snapshot and before its spec leaves
+    /// nothing a shard would build from, and the next prune removes it.
+    #[tokio::test]
+    async fn a_snapshot_without_its_spec_is_never_built_and_is_pruned() {
+        let objects = Objects::from_store(
+            Arc::new(object_store::memory::InMemory::new()),
+            "",
+            "memory",
+        );
+        let config = toy_config(1);
+        let snap = crate::epoch::Snapshot {
+            now_s: 1_700_000_000,
+            hashes: sorted(100),
+            coverage: vec![],
+        };
+        let killed = crate::plan::plan_snapshot(&snap, &config, 1).unwrap();
+        objects
+            .put(
+                &objects.epoch_key(1, &snapshot_object(&killed)),
+                encode_snapshot(1, &snap.hashes),
+            )
+            .await
+            .unwrap();
+        assert_eq!(objects.epoch_ids().await.unwrap(), [1]);
+        assert_eq!(objects.newest_prepared().await.unwrap(), None);
+        let next = crate::plan::plan_snapshot(&snap, &config, 2).unwrap();
+        objects.prepare(&next, &snap.hashes).await.unwrap();
+        assert_eq!(objects.newest_prepared().await.unwrap(), Some(2));
+        assert_eq!(objects.prune(5).await.unwrap(), [1]);
+        assert_eq!(objects.epoch_ids().await.unwrap(), [2]);
     }
 
     #[tokio::test]
@@ -981,7 +1100,10 @@ mod tests {
         };
         let spec = crate::plan::plan_snapshot(&snap, &config, 3).unwrap();
         objects.prepare(&spec, &snap.hashes).await.unwrap();
-        assert!(objects.prepare(&spec, &snap.hashes).await.is_err());
+        assert!(matches!(
+            objects.prepare(&spec, &snap.hashes).await,
+            Err(Error::EpochTaken { epoch: 3 })
+        ));
         assert_eq!(objects.epoch_ids().await.unwrap(), [3]);
         assert_eq!(objects.newest_prepared().await.unwrap(), Some(3));
         assert_eq!(objects.spec(3).await.unwrap().unwrap(), spec);
@@ -1000,7 +1122,8 @@ mod tests {
                 .as_ref()
                 .unwrap()
                 .databases_of(1, m.dbs.len() as u32),
-            manifest_sha256: crate::epoch::manifest_digest(&m.to_json()),
+            manifest_sha256: crate::layout::manifest_digest(&m.to_json()),
+            spec_sha256: spec.digest(),
             at: 0,
         };
         objects.write_ready(&r).await.unwrap();
@@ -1023,20 +1146,16 @@ mod tests {
         assert_eq!(objects.ready_shards(&spec).await.unwrap().0, vec![0, 1]);
         assert!(!objects.is_published(3).await.unwrap());
         objects
-            .write_published(&PublishedMarker {
-                epoch: 3,
-                shards: 2,
-                at: 0,
-            })
+            .write_published(&PublishedMarker::for_spec(&spec, 2, 0))
             .await
             .unwrap();
         assert_eq!(objects.newest_published().await.unwrap(), Some(3));
         // a damaged snapshot is refused
-        let key = objects.epoch_key(3, SNAPSHOT_OBJECT);
+        let key = objects.epoch_key(3, &snapshot_object(&spec));
         let mut bad = encode_snapshot(3, &snap.hashes);
         bad[100] ^= 1;
         objects.put(&key, bad).await.unwrap();
         let e = objects.read_snapshot(&spec).await.unwrap_err().to_string();
-        assert!(e.contains("snapshot.bin"), "{e}");
+        assert!(e.contains(&snapshot_object(&spec)), "{e}");
     }
 }

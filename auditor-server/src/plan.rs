@@ -30,9 +30,10 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::config::Config;
-use crate::epoch::{self, BuildParams, Epoch, EpochDir, PlanInput};
+use crate::config::ShardConfig;
+use crate::epoch::{self, BuildParams, Epoch, PlanInput};
+use crate::epochdir::EpochDir;
 use crate::error::{io, Error, Result};
-use crate::shard::ShardConfig;
 
 /// Version of the spec file format.
 pub const SPEC_VERSION: u32 = 1;
@@ -90,6 +91,13 @@ impl EpochSpec {
         let mut v = serde_json::to_vec_pretty(self).unwrap_or_default();
         v.push(b'\n');
         v
+    }
+
+    /// SHA-256 of the spec as written ([`EpochSpec::to_json`]): what the
+    /// shards' ready markers and the published marker name, so that a
+    /// shard serves an epoch only under the spec it was built from.
+    pub fn digest(&self) -> [u8; 32] {
+        Sha256::digest(self.to_json()).into()
     }
 
     /// Reads a spec file; also returns the SHA-256 of its bytes (to tell

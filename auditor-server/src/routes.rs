@@ -21,22 +21,20 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use audit_proto::api::{
-    ErrorBody, ErrorCode, BATCH_SIZE_HEADER, OCTET_STREAM, SERVER_TIMING_HEADER,
-};
-use axum::body::{Body, Bytes};
+use audit_proto::api::{ErrorCode, BATCH_SIZE_HEADER, OCTET_STREAM, SERVER_TIMING_HEADER};
+use axum::body::Body;
 use axum::extract::path::ErrorKind;
 use axum::extract::rejection::PathRejection;
 use axum::extract::{DefaultBodyLimit, Path, State};
-use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::http::{header, HeaderMap, HeaderValue};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use futures_util::StreamExt as _;
 use pir_core::wire::Query;
 use tokio::sync::Semaphore;
 
 use crate::batch::BatchError;
+use crate::http::{read_body, too_large, ApiError};
 use crate::metrics::Metrics;
 use crate::state::{Lookup, Registry, ServedEpoch};
 
@@ -110,89 +108,15 @@ pub fn max_query_body() -> usize {
         + 4096
 }
 
-/// An error answer: stable code (which fixes the status), message.
-#[derive(Debug)]
-pub struct ApiError {
-    code: ErrorCode,
-    message: String,
-    current_epoch: Option<u64>,
-    retry_after: Option<u64>,
-    /// Answer with `Connection: close` (the body was left unread).
-    close: bool,
-    /// With `wrong_shard`: the shard that serves the database.
-    shard_url: Option<String>,
-}
-
-impl ApiError {
-    pub(crate) fn new(code: ErrorCode, message: impl Into<String>) -> ApiError {
-        ApiError {
-            code,
-            message: message.into(),
-            current_epoch: None,
-            retry_after: None,
-            close: false,
-            shard_url: None,
-        }
-    }
-
-    /// The stable error code.
-    pub fn code(&self) -> &'static str {
-        self.code.as_str()
-    }
-
-    /// With a `Retry-After` of `seconds`.
-    pub(crate) fn retry_after(mut self, seconds: u64) -> ApiError {
-        self.retry_after = Some(seconds);
-        self
-    }
-
-    /// Answered with `Connection: close` (the body was left unread).
-    pub(crate) fn closing(mut self) -> ApiError {
-        self.close = true;
-        self
-    }
-
-    /// The code.
-    pub(crate) fn error_code(&self) -> ErrorCode {
-        self.code
-    }
-}
-
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        let status = StatusCode::from_u16(self.code.http_status())
-            .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        let body = ErrorBody {
-            error: self.code.as_str().to_owned(),
-            message: self.message,
-            current_epoch: self.current_epoch,
-            shard_url: self.shard_url,
-        };
-        let mut resp = (status, Json(body)).into_response();
-        if let Some(s) = self.retry_after {
-            resp.headers_mut()
-                .insert(header::RETRY_AFTER, HeaderValue::from(s));
-        }
-        if self.close {
-            resp.headers_mut()
-                .insert(header::CONNECTION, HeaderValue::from_static("close"));
-        }
-        resp
-    }
-}
-
 /// The router.
-pub fn app(state: AppState) -> Router {
+pub(crate) fn app(state: AppState) -> Router {
     Router::new()
         .route("/v1/manifest", get(manifest))
         .route("/v1/epochs/{epoch}/dbs/{db}/query", post(query))
-        .route(
-            audit_proto::report::REPORTS_PATH,
-            post(crate::reports::submit),
-        )
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics_text))
+        .merge(crate::reports::router(state.reports.clone()))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(max_query_body()))
@@ -309,30 +233,6 @@ fn path_error(rejection: &PathRejection) -> ApiError {
     } else {
         ApiError::new(ErrorCode::BadEpoch, rejection.body_text())
     }
-}
-
-/// Reads a body of at most `max` bytes (`declared`: its `Content-Length`,
-/// if any, already checked against `max`). Errors are the handler's.
-pub(crate) async fn read_body(
-    body: Body,
-    max: usize,
-    declared: Option<u64>,
-) -> Result<Vec<u8>, ApiError> {
-    let mut buf = Vec::with_capacity(declared.map_or(0, |d| d.min(max as u64) as usize));
-    let mut stream = body.into_data_stream();
-    while let Some(chunk) = stream.next().await {
-        let chunk: Bytes = chunk.map_err(|e| {
-            ApiError::new(
-                ErrorCode::BadBody,
-                format!("the request body could not be read: {e}"),
-            )
-        })?;
-        if buf.len() + chunk.len() > max {
-            return Err(too_large(max));
-        }
-        buf.extend_from_slice(&chunk);
-    }
-    Ok(buf)
 }
 
 /// What the checks before the body is read establish.
@@ -555,16 +455,10 @@ fn wrong_shard(ep: &ServedEpoch, db: usize) -> ApiError {
     }
 }
 
-pub(crate) fn too_large(max: usize) -> ApiError {
-    ApiError::new(
-        ErrorCode::QueryTooLarge,
-        format!("query bodies for this database are at most {max} bytes"),
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use audit_proto::api::ErrorBody;
     use tower::ServiceExt as _;
 
     /// Undecodable path segments get the protocol's JSON error body, not

@@ -3,7 +3,7 @@
 //!
 //! The service answers the current epoch while the next is built (on the
 //! blocking pool and rayon's global pool; answers use their own pool), then
-//! swaps atomically ([`crate::state::Registry::publish`]).
+//! swaps atomically (`crate::state::Registry::publish`).
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -16,7 +16,8 @@ use tokio::net::TcpListener;
 use crate::batch::{AnswerPool, BatchConfig};
 use crate::config::{redact_secrets, redact_url, Config};
 use crate::conn::{self, ConnLimits};
-use crate::epoch::{self, BuildParams, Epoch, EpochDir};
+use crate::epoch::{self, BuildParams, Epoch};
+use crate::epochdir::EpochDir;
 use crate::error::{error_chain, Error, Result};
 use crate::memory::{self, Budget};
 use crate::metrics::Metrics;
@@ -59,7 +60,7 @@ pub struct Service {
 fn check_dir_id(dir: &std::path::Path, id: u64, epoch: Epoch) -> Result<Epoch> {
     if epoch.manifest.epoch != id {
         return Err(Error::Corrupt {
-            path: dir.join(epoch::MANIFEST_FILE).display().to_string(),
+            path: dir.join(crate::layout::MANIFEST_FILE).display().to_string(),
             why: format!(
                 "names epoch {}, but lies in the directory of epoch {id} (renamed or copied?)",
                 epoch.manifest.epoch
@@ -88,7 +89,7 @@ impl Service {
             0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
             n => n,
         };
-        let pool = AnswerPool::new(threads).map_err(|e| Error::Internal(e.to_string()))?;
+        let pool = AnswerPool::new(threads)?;
         let dir = EpochDir::open(&config.epoch_dir)?;
         let objects = match &config.shard.object_store {
             Some(url) => Some(Objects::open(url)?),
@@ -188,8 +189,7 @@ impl Service {
             let budget = self.budget();
             let loaded =
                 tokio::task::spawn_blocking(move || epoch::load_epoch(&path, &shard, &budget))
-                    .await
-                    .map_err(|e| Error::Internal(e.to_string()))?;
+                    .await?;
             match loaded
                 .and_then(|epoch| check_dir_id(&self.dir.path(id), id, epoch))
                 .and_then(|epoch| self.publish(epoch))
@@ -511,9 +511,10 @@ impl Service {
                 }
             }));
         }
-        let addr = listener
-            .local_addr()
-            .map_err(|e| Error::Internal(e.to_string()))?;
+        let addr = listener.local_addr().map_err(|source| Error::Io {
+            path: format!("listening socket {}", self.config.bind),
+            source,
+        })?;
         tracing::info!(%addr, "auditor-server listening");
         let l = &self.config.limits;
         let limits = ConnLimits {
@@ -575,7 +576,7 @@ impl Service {
         let result = self.sync_locked(objects).await;
         if let Err(e) = &result {
             let why = error_chain(e);
-            if matches!(e, Error::ObjectStore(_)) {
+            if matches!(e, Error::ObjectStore { .. }) {
                 self.state.metrics.object_store_errors.inc();
                 tracing::warn!(store = %objects, error = %why, "object store unavailable; retrying");
             } else {
@@ -660,9 +661,7 @@ impl Service {
             let (shard, budget) = (self.config.shard.clone(), self.budget());
             let p = path.clone();
             let loaded =
-                tokio::task::spawn_blocking(move || epoch::load_epoch(&p, &shard, &budget))
-                    .await
-                    .map_err(|e| Error::Internal(e.to_string()))?;
+                tokio::task::spawn_blocking(move || epoch::load_epoch(&p, &shard, &budget)).await?;
             match loaded {
                 Ok(e) if e.manifest == spec.manifest => Ok(e),
                 Ok(_) | Err(_) => {
@@ -745,20 +744,17 @@ impl Service {
             e
         })
         .await
-        .map_err(|e| Error::Internal(e.to_string()))
+        .map_err(Error::from)
         .and_then(|r| r);
         let epoch = match built {
             Ok(e) => e,
             Err(e) => {
-                let _ = std::fs::remove_dir_all(&tmp);
+                self.dir.abandon(&tmp);
                 return Err(e);
             }
         };
         let staged = self.staged_dir(id);
-        std::fs::rename(&tmp, &staged).map_err(crate::error::io(&staged))?;
-        std::fs::File::open(self.dir.root())
-            .and_then(|d| d.sync_all())
-            .map_err(crate::error::io(self.dir.root()))?;
+        self.dir.finish(&tmp, &staged)?;
         tracing::info!(
             epoch = id,
             seconds = t.elapsed().as_secs_f64(),
@@ -774,7 +770,8 @@ impl Service {
             shard: self.config.shard.index,
             count: self.config.shard.count,
             databases: self.config.shard.own_databases(m)?,
-            manifest_sha256: epoch::manifest_digest(&m.to_json()),
+            manifest_sha256: crate::layout::manifest_digest(&m.to_json()),
+            spec_sha256: spec.digest(),
             at: epoch::unix_now_s(),
         };
         objects.write_ready(&marker).await?;
@@ -790,13 +787,28 @@ impl Service {
             self.reload().await?;
             return Ok(());
         }
+        let Some(spec) = objects.spec(id).await? else {
+            return Err(Error::Corrupt {
+                path: format!("{objects}: epochs/{id:012}"),
+                why: "published without a spec".into(),
+            });
+        };
+        // Serve only what the publisher saw every shard build: the marker
+        // names the spec (and so the snapshot, seeds and layout) and the
+        // manifest.
+        let marker = objects.published(id).await?;
+        let named = marker.as_ref().is_some_and(|p| {
+            p.epoch == id
+                && p.spec_sha256 == spec.digest()
+                && p.manifest_sha256 == crate::layout::manifest_digest(&spec.manifest.to_json())
+        });
+        if !named {
+            return Err(Error::Corrupt {
+                path: format!("{objects}: epochs/{id:012}/{}", objstore::PUBLISHED_OBJECT),
+                why: "the published marker does not name this epoch's spec and manifest".into(),
+            });
+        }
         if self.staged_epoch() != Some(id) {
-            let Some(spec) = objects.spec(id).await? else {
-                return Err(Error::Corrupt {
-                    path: format!("{objects}: epochs/{id:012}"),
-                    why: "published without a spec".into(),
-                });
-            };
             self.stage(objects, &spec).await?;
             if self.staged_epoch() != Some(id) {
                 return Ok(()); // waiting for a retry
@@ -805,6 +817,12 @@ impl Service {
         let Some(epoch) = self.staged_lock().take() else {
             return Ok(());
         };
+        if epoch.manifest != spec.manifest {
+            return Err(Error::Corrupt {
+                path: self.staged_dir(id).display().to_string(),
+                why: "the staged databases were built from another spec".into(),
+            });
+        }
         self.dir.commit(id, &self.staged_dir(id))?;
         self.dir.prune(self.config.epoch.keep)?;
         self.state.metrics.epoch_staged.set(0);

@@ -50,7 +50,8 @@ use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpStream;
 
 use crate::config::Config;
-use crate::epoch::{self, BuildParams, EpochDir, Snapshot};
+use crate::epoch::{self, BuildParams, Snapshot};
+use crate::epochdir::EpochDir;
 use crate::error::{Error, Result};
 
 /// Options of the soak run.
@@ -620,10 +621,10 @@ pub async fn run(args: &SoakArgs) -> Result<SoakReport> {
     // body at its largest (a query), and 256 MiB for the runtime, the
     // answer pool and the allocator.
     let m = Manifest::from_json(
-        &std::fs::read(dir.path(1).join(epoch::MANIFEST_FILE))
+        &std::fs::read(dir.path(1).join(crate::layout::MANIFEST_FILE))
             .or_else(|_| {
                 let newest = dir.latest().ok().flatten().unwrap_or(1);
-                std::fs::read(dir.path(newest).join(epoch::MANIFEST_FILE))
+                std::fs::read(dir.path(newest).join(crate::layout::MANIFEST_FILE))
             })
             .map_err(internal)?,
     )?;

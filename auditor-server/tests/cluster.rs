@@ -108,8 +108,8 @@ impl Cluster {
         Ok(s)
     }
 
-    /// Runs a coordinator command (`epoch prepare`, `epoch publish`).
-    fn coordinator(&self, args: &[&str]) -> Result<Output, BoxErr> {
+    /// A coordinator command (`epoch prepare`, `epoch publish`).
+    fn coordinator_cmd(&self, args: &[&str]) -> Command {
         let mut cmd = auditor();
         self.with_cluster_env(&mut cmd);
         cmd.args(["--database-url", &self.p.db_url])
@@ -117,7 +117,12 @@ impl Cluster {
             .arg(self.p.dir.path().join("coordinator"))
             .arg("epoch")
             .args(args);
-        Ok(cmd.output()?)
+        cmd
+    }
+
+    /// Runs a coordinator command.
+    fn coordinator(&self, args: &[&str]) -> Result<Output, BoxErr> {
+        Ok(self.coordinator_cmd(args).output()?)
     }
 
     fn prepare(&self) -> Result<serde_json::Value, BoxErr> {
@@ -243,7 +248,11 @@ async fn three_shard_processes_and_a_coordinator() -> TestResult {
     assert_eq!(summary["epoch"], 1, "{summary}");
     assert_eq!(summary["databases"], 6, "{summary}");
     assert_eq!(summary["shards"][2]["url"], c.urls[2]);
-    assert!(c.epoch_objects(1).join("snapshot.bin").is_file());
+    let spec1 = EpochSpec::from_json(&std::fs::read(c.epoch_objects(1).join("spec.json"))?)?;
+    assert!(c
+        .epoch_objects(1)
+        .join(auditor_server::objstore::snapshot_object(&spec1))
+        .is_file());
     let (code, stderr) = c.publish(60)?;
     assert_eq!(code, Some(0), "{stderr}");
     assert!(c.epoch_objects(1).join("published").is_file());
@@ -413,6 +422,115 @@ async fn three_shard_processes_and_a_coordinator() -> TestResult {
     Ok(())
 }
 
+/// Two coordinators (a CronJob and a job started by hand) prepare at the
+/// same moment against one store. Whatever the interleaving, each epoch id
+/// has exactly one spec; a coordinator that lost the race exits non-zero
+/// saying so and leaves no snapshot behind; the published epoch is served
+/// with the same manifest by every shard, and every logged entry is found
+/// in it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_coordinators_at_once() -> TestResult {
+    use std::process::Stdio;
+    let c = Cluster::new().await?;
+    let hashes = c.p.hashes();
+    let mut shards = (0..SHARDS)
+        .map(|i| c.shard(i, &[]))
+        .collect::<Result<Vec<_>, _>>()?;
+    let start = || {
+        c.coordinator_cmd(&["prepare"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+    };
+    let (a, b) = (start()?, start()?);
+    let mut prepared = Vec::new();
+    for out in [a.wait_with_output()?, b.wait_with_output()?] {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!stderr.contains("panicked"), "{stderr}");
+        if out.status.success() {
+            let v: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+            prepared.push(v["epoch"].as_u64().ok_or("no epoch in the summary")?);
+        } else {
+            assert_eq!(out.status.code(), Some(1), "{stderr}");
+            assert!(
+                stderr.contains("prepared by another coordinator"),
+                "{stderr}"
+            );
+        }
+    }
+    eprintln!("two_coordinators_at_once: prepared {prepared:?}");
+    assert!(
+        !prepared.is_empty(),
+        "neither coordinator prepared an epoch"
+    );
+    prepared.sort_unstable();
+    prepared.dedup();
+    // Every epoch directory holds one spec and exactly the snapshot it
+    // names, nothing of the loser.
+    let mut ids = Vec::new();
+    for e in std::fs::read_dir(c.objects.join("epochs"))? {
+        let id: u64 = e?.file_name().to_string_lossy().parse()?;
+        let spec = EpochSpec::from_json(&std::fs::read(c.epoch_objects(id).join("spec.json"))?)?;
+        assert_eq!(spec.manifest.epoch, id);
+        let mut names: Vec<String> = std::fs::read_dir(c.epoch_objects(id))?
+            .map(|e| e.map(|e| e.file_name().to_string_lossy().into_owned()))
+            .collect::<Result<_, _>>()?;
+        names.retain(|n| n != "ready");
+        names.sort();
+        let mut want = vec![
+            auditor_server::objstore::snapshot_object(&spec),
+            "spec.json".to_owned(),
+        ];
+        want.sort();
+        assert_eq!(names, want, "epoch {id}");
+        ids.push(id);
+    }
+    ids.sort_unstable();
+    assert_eq!(ids, prepared, "the epochs in the store are those reported");
+
+    let newest = *prepared.last().ok_or("none")?;
+    let (code, stderr) = c.publish(60)?;
+    assert_eq!(code, Some(0), "{stderr}");
+    for i in 0..SHARDS {
+        c.ready(i, newest).await?;
+    }
+    let spec = EpochSpec::from_json(&std::fs::read(c.epoch_objects(newest).join("spec.json"))?)?;
+    let (bytes, m) = c.manifest(0).await?;
+    assert_eq!(m, spec.manifest);
+    for i in 1..SHARDS {
+        assert_eq!(
+            c.manifest(i).await?.0,
+            bytes,
+            "shard {i} serves other bytes"
+        );
+    }
+    // Every logged entry, each in one of its filters (all 12 covered):
+    // 0 wrong bits.
+    let prober = Prober::new(Arc::new(m.clone()));
+    let auditor = Auditor::new(&c.urls[0])?;
+    for (n, h) in hashes.iter().enumerate() {
+        let f = (n as u32) % FILTERS;
+        let (bit, _) = auditor
+            .query(&prober.prepare_bit(f, m.filter.bit(f, h)?)?)
+            .await?;
+        assert!(bit, "entry {n} not found in filter {f}");
+    }
+    // No build left a lock or a build directory behind.
+    for i in 0..SHARDS {
+        for e in std::fs::read_dir(c.epoch_dir(i))? {
+            let name = e?.file_name().to_string_lossy().into_owned();
+            assert!(
+                !name.starts_with(".building-"),
+                "shard {i}: {name} left behind"
+            );
+        }
+    }
+    for s in &mut shards {
+        s.kill()?;
+    }
+    Ok(())
+}
+
 /// One shard in this process over a local-directory object store: a
 /// damaged snapshot is refused (nothing built, nothing reported ready,
 /// the failure counted), the repaired one is built after the retry delay
@@ -420,7 +538,7 @@ async fn three_shard_processes_and_a_coordinator() -> TestResult {
 /// published.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_damaged_snapshot_is_never_built() -> TestResult {
-    use auditor_server::objstore::{encode_snapshot, Objects, PublishedMarker};
+    use auditor_server::objstore::{encode_snapshot, snapshot_object, Objects, PublishedMarker};
     let dir = tempfile::tempdir()?;
     let url = format!("file://{}", dir.path().join("objects").display());
     let mut config = auditor_server::Config {
@@ -442,7 +560,10 @@ async fn a_damaged_snapshot_is_never_built() -> TestResult {
     let spec = auditor_server::plan::plan_snapshot(&snap, &config, 1)?;
     let objects = Objects::open(&url)?;
     objects.prepare(&spec, &snap.hashes).await?;
-    let object = dir.path().join("objects/epochs/000000000001/snapshot.bin");
+    let object = dir
+        .path()
+        .join("objects/epochs/000000000001")
+        .join(snapshot_object(&spec));
     let good = std::fs::read(&object)?;
     assert_eq!(good, encode_snapshot(1, &snap.hashes));
     let mut bad = good.clone();
@@ -474,11 +595,7 @@ async fn a_damaged_snapshot_is_never_built() -> TestResult {
     assert_eq!(svc.state().metrics.epoch_staged.get(), 1);
 
     objects
-        .write_published(&PublishedMarker {
-            epoch: 1,
-            shards: 1,
-            at: 0,
-        })
+        .write_published(&PublishedMarker::for_spec(&spec, 1, 0))
         .await?;
     svc.sync_objects().await?;
     let served = svc.state().registry.current().ok_or("not serving")?;

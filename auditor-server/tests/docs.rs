@@ -136,7 +136,7 @@ fn every_error_code_is_in_the_protocol_error_table() {
 
 #[test]
 fn the_body_cap_is_stated_exactly() {
-    let cap = auditor_server::routes::max_query_body();
+    let cap = auditor_server::max_query_body();
     let largest_query = cap - 4096;
     for doc_name in ["operator.md", "protocol.md"] {
         let text = doc(doc_name);

@@ -27,6 +27,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
+use test_support::{Rng, TinyFs};
 
 use audit_proto::api::OCTET_STREAM;
 use audit_proto::Manifest;
@@ -39,36 +40,6 @@ use sha2::{Digest, Sha256};
 
 mod common;
 use common::{BoxErr, Served, TestResult};
-
-/// SplitMix64: the tests' reproducible randomness.
-struct Rng(u64);
-
-impl Rng {
-    fn from_env(test: &str) -> Rng {
-        let seed = std::env::var("FAULT_SEED")
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .unwrap_or_else(|| {
-                std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map_or(1, |d| d.as_nanos() as u64)
-            });
-        eprintln!("{test}: FAULT_SEED={seed}");
-        Rng(seed)
-    }
-
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-}
 
 /// A SQLite store holding `n` synthetic active entries of one log; returns
 /// its URL and the entries' leaf hashes.
@@ -576,41 +547,6 @@ async fn damaged_epoch_files_are_refused() -> TestResult {
         summary.join("\n")
     );
     Ok(())
-}
-
-/// A tmpfs mounted for this test, unmounted on drop.
-struct TinyFs(PathBuf);
-
-impl TinyFs {
-    fn mount(dir: PathBuf, size: &str) -> Result<TinyFs, String> {
-        std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
-        let out = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
-            .arg(&dir)
-            .output()
-            .map_err(|e| format!("mount: {e}"))?;
-        if !out.status.success() {
-            return Err(String::from_utf8_lossy(&out.stderr).trim().to_owned());
-        }
-        Ok(TinyFs(dir))
-    }
-
-    fn resize(&self, size: &str) -> TestResult {
-        let out = Command::new("mount")
-            .args(["-o", &format!("remount,size={size}")])
-            .arg(&self.0)
-            .output()?;
-        if !out.status.success() {
-            return Err(String::from_utf8_lossy(&out.stderr).into_owned().into());
-        }
-        Ok(())
-    }
-}
-
-impl Drop for TinyFs {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg(&self.0).output();
-    }
 }
 
 fn dir_bytes(dir: &Path) -> Result<u64, BoxErr> {

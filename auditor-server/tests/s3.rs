@@ -104,7 +104,7 @@ async fn s3_path_against_moto() -> TestResult {
     assert!(objects.read_snapshot(&spec).await? == s1.hashes);
 
     let m = &spec.manifest;
-    let digest = auditor_server::epoch::manifest_digest(&m.to_json());
+    let digest = auditor_server::layout::manifest_digest(&m.to_json());
     let map = m.shards.as_ref().ok_or("no shard map")?;
     for shard in 0..2 {
         objects
@@ -114,6 +114,7 @@ async fn s3_path_against_moto() -> TestResult {
                 count: 2,
                 databases: map.databases_of(shard, m.dbs.len() as u32),
                 manifest_sha256: digest,
+                spec_sha256: spec.digest(),
                 at: 0,
             })
             .await?;
@@ -121,11 +122,7 @@ async fn s3_path_against_moto() -> TestResult {
     assert_eq!(objects.ready_shards(&spec).await?, (vec![0, 1], vec![]));
     assert!(!objects.is_published(1).await?);
     objects
-        .write_published(&PublishedMarker {
-            epoch: 1,
-            shards: 2,
-            at: 0,
-        })
+        .write_published(&PublishedMarker::for_spec(&spec, 2, 0))
         .await?;
     assert_eq!(objects.newest_published().await?, Some(1));
 
@@ -137,11 +134,7 @@ async fn s3_path_against_moto() -> TestResult {
     assert_eq!(objects.epoch_ids().await?, [1, 2]);
     assert_eq!(objects.prune(1).await?, Vec::<u64>::new());
     objects
-        .write_published(&PublishedMarker {
-            epoch: 2,
-            shards: 2,
-            at: 0,
-        })
+        .write_published(&PublishedMarker::for_spec(&spec2, 2, 0))
         .await?;
     assert_eq!(objects.prune(1).await?, [1]);
     assert_eq!(objects.epoch_ids().await?, [2]);

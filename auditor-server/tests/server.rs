@@ -559,7 +559,7 @@ async fn bad_input_gets_4xx_json() -> TestResult {
     let mut trailing = good.clone();
     trailing.push(0);
     expect(413, "query_too_large")(error_body(run.post(e, 0, trailing).await?).await?);
-    let huge = vec![0u8; auditor_server::routes::max_query_body() + 1];
+    let huge = vec![0u8; auditor_server::max_query_body() + 1];
     expect(413, "query_too_large")(error_body(run.post(e, 0, huge).await?).await?);
     // Wrong seed: a query built for the same shape with another seed.
     let spec = &m.dbs[0];

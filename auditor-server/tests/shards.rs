@@ -322,8 +322,8 @@ async fn epochs_that_do_not_fit_a_shard_are_refused() -> TestResult {
     let spec = store.plan(&config, 1).await?;
     let db = ct_store::Store::connect(&store.db_url).await?;
     let bp = auditor_server::epoch::BuildParams::from_config(&config)?;
-    let build = |shard: auditor_server::shard::ShardConfig, dir: &str| {
-        let dir = auditor_server::epoch::EpochDir::open(&store.dir.path().join(dir));
+    let build = |shard: auditor_server::config::ShardConfig, dir: &str| {
+        let dir = auditor_server::epochdir::EpochDir::open(&store.dir.path().join(dir));
         let (db, spec, bp) = (&db, &spec, &bp);
         async move { plan::build_from_spec(db, &dir?, spec, &shard, bp, 3).await }
     };

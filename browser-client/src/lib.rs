@@ -22,9 +22,6 @@
 //!
 //! Binary (feature `native`): `sct-audit`. The operator's population
 //! simulator and cost report are the `audit-sim` crate.
-#![warn(unreachable_pub)]
-#![forbid(unsafe_code)]
-#![warn(missing_docs)]
 
 #[cfg(feature = "native")]
 pub mod audit;

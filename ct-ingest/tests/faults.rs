@@ -31,6 +31,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use test_support::{Rng, TinyFs};
 
 use ct_store::{LogKind, Store, StoreError};
 use ct_testlog::{IssuedEntry, TestLog, TestLogConfig};
@@ -60,24 +61,6 @@ fn unix_nanos() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64)
-}
-
-/// splitmix64: the kill points (no cryptographic quality needed).
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `[0, n)` (`n > 0`).
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
 }
 
 fn env_u64(name: &str, default: u64) -> Result<u64, BoxErr> {
@@ -710,41 +693,6 @@ async fn postgres_restart_mid_ingest() -> TestResult {
 // ---------------------------------------------------------------------------
 // SQLite on a full filesystem
 // ---------------------------------------------------------------------------
-
-/// A tmpfs mounted for this test, unmounted on drop.
-struct TinyFs(PathBuf);
-
-impl TinyFs {
-    fn mount(dir: PathBuf, size: &str) -> Result<TinyFs, String> {
-        std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
-        let out = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
-            .arg(&dir)
-            .output()
-            .map_err(|e| format!("mount: {e}"))?;
-        if !out.status.success() {
-            return Err(String::from_utf8_lossy(&out.stderr).trim().to_owned());
-        }
-        Ok(TinyFs(dir))
-    }
-
-    fn resize(&self, size: &str) -> Result<(), BoxErr> {
-        let out = Command::new("mount")
-            .args(["-o", &format!("remount,size={size}")])
-            .arg(&self.0)
-            .output()?;
-        if !out.status.success() {
-            return Err(String::from_utf8_lossy(&out.stderr).into_owned().into());
-        }
-        Ok(())
-    }
-}
-
-impl Drop for TinyFs {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg(&self.0).output();
-    }
-}
 
 /// The SQLite store's filesystem fills up mid-ingest: the run fails with a
 /// clear error (storage full), the store stays intact (the integrity check

@@ -11,7 +11,8 @@
 //! ```
 //!
 //! `TEST_REQUIRE_POSTGRES=1` turns a missing `TEST_DATABASE_URL` into a
-//! failure. The benchmark is an ignored test (see `bench_ingest`).
+//! failure. Throughput is measured by the benchmark program, not here:
+//! `cargo run --release -p ct-ingest --features bench -- bench --api both`.
 
 use std::collections::HashSet;
 use std::error::Error as StdError;
@@ -742,47 +743,6 @@ async fn run_once_from_config_file() -> TestResult {
         log.shutdown().await;
         store.close().await;
         db.cleanup().await?;
-    }
-    Ok(())
-}
-
-// ---------------------------------------------------------------------------
-// Benchmark
-// ---------------------------------------------------------------------------
-
-/// End-to-end throughput (`ct_ingest::bench`). Ignored by default; run with
-///
-/// ```sh
-/// CT_INGEST_BENCH_ENTRIES=1000000 CT_INGEST_BENCH_DATABASE_URL=postgres://... \
-///   cargo test --release -p ct-ingest --features bench --test ingest -- --ignored --nocapture bench_ingest
-/// ```
-///
-/// `CT_INGEST_BENCH_API` = `rfc6962`, `static` or `both` (default).
-#[cfg(feature = "bench")]
-#[tokio::test(flavor = "multi_thread")]
-#[ignore]
-async fn bench_ingest() -> TestResult {
-    let entries: u64 = std::env::var("CT_INGEST_BENCH_ENTRIES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(100_000);
-    let url = std::env::var("CT_INGEST_BENCH_DATABASE_URL")
-        .ok()
-        .filter(|u| !u.is_empty());
-    let apis: Vec<LogKind> = match std::env::var("CT_INGEST_BENCH_API").as_deref() {
-        Ok("rfc6962") => vec![LogKind::Rfc6962],
-        Ok("static") => vec![LogKind::Static],
-        _ => APIS.to_vec(),
-    };
-    for api in apis {
-        let opts = ct_ingest::bench::BenchOptions {
-            entries,
-            database_url: url.clone(),
-            api,
-            ..ct_ingest::bench::BenchOptions::default()
-        };
-        let report = ct_ingest::bench::run(&opts).await?;
-        println!("{}", report.to_json());
     }
     Ok(())
 }

@@ -47,9 +47,6 @@
 //! Off by default; tests turn it on. It adds the module `testing`: a fresh SQLite
 //! database per test case, and a fresh PostgreSQL database when
 //! `TEST_DATABASE_URL` is set.
-#![warn(unreachable_pub)]
-#![forbid(unsafe_code)]
-#![warn(missing_docs)]
 
 mod commit;
 mod convert;

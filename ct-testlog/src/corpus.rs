@@ -24,7 +24,8 @@ use base64::Engine as _;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::{IssuedEntry, TestLog};
+use crate::log::TestLog;
+use crate::shared::IssuedEntry;
 
 /// Ground truth of a corpus certificate.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -18,8 +18,9 @@ use base64::Engine as _;
 
 use ct_core::merkle::{parse_tile_path, Hash, TilePath, HASH_LEN};
 
+use crate::config::Misbehaviour;
+use crate::shared::Shared;
 use crate::state::View;
-use crate::{Misbehaviour, Shared};
 
 type App = Arc<Shared>;
 type Params = Result<Query<Vec<(String, String)>>, QueryRejection>;

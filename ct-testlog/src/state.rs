@@ -6,9 +6,9 @@ use ct_core::leaf::{encode_leaf_index_extension, TileLeaf};
 use ct_core::merkle::Hash;
 use ct_core::sth::SignedTreeHead;
 
+use crate::config::Misbehaviour;
 use crate::signer::LogSigner;
 use crate::tree::Tree;
-use crate::Misbehaviour;
 
 /// One logged entry, stored once as its static-ct-api `TileLeaf` encoding;
 /// the RFC 6962 `leaf_input` and `extra_data` are slices of it.

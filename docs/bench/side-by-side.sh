@@ -9,8 +9,10 @@
 #
 # Environment:
 #   YPIR_DIR   a built checkout of the authors' code (default: cloned from
-#              GitHub into a temporary folder and built with their own
-#              instructions, `cargo build --release` with target-cpu=native);
+#              GitHub into a temporary folder at YPIR_REV and built with their
+#              own instructions, `cargo build --release` with target-cpu=native);
+#   YPIR_REV   the revision of theirs to check out when cloning (default: the
+#              one docs/benchmarks.md measured);
 #   ROUNDS     rounds per size (default 3; each round runs both once);
 #   TRIALS     answers per run (default 5; the authors' code excludes a warm-up);
 #   CPU        the core both are pinned to (default 0);
@@ -33,6 +35,7 @@ mkdir -p "$out"
 if [ -z "${YPIR_DIR:-}" ]; then
   YPIR_DIR=$(mktemp -d)/ypir
   git clone --quiet https://github.com/menonsamir/ypir "$YPIR_DIR"
+  git -C "$YPIR_DIR" checkout --quiet "${YPIR_REV:-a73e550}"
 fi
 if [ ! -x "$YPIR_DIR/target/release/run" ]; then
   (cd "$YPIR_DIR" && cargo build --release --quiet)

@@ -3,18 +3,16 @@
 //! (κ × ℓ2), YPIR Construction 3.1, Answer step 2.
 //!
 //! The pass computes, for every row r, `Σ_j x[r][j]·c2[j]` over both CRT
-//! primes. Stored row-major, it reads several row streams at once beside a
-//! block of c2 that is re-read for every row, and on a Zen 4 EPYC that
-//! ran at 11–14 GB/s whatever the prefetching; the same
-//! arithmetic over one sequential stream with the c2 block in L1 ran at
-//! 26–29 GB/s (`docs/benchmarks.md`). So the digits are stored in the
-//! order the pass reads them:
+//! primes. Stored row-major, it would read several row streams at once
+//! beside a block of c2 re-read for every row, which no prefetching makes
+//! stream; one sequential stream with the c2 block in L1 runs near the
+//! read loop's speed. So the digits are stored in the order the pass
+//! reads them:
 //!
 //! * columns in blocks of [`BLOCK_COLS`] (the last block narrower), so the
-//!   c2 of a block (its 5 × 1024 limbs, 10 KiB) stays in L1 (2048 columns,
-//!   24 KiB of the six limbs per column then used, ran at half the speed
-//!   in the same test; 512 spent more on the per-quad reductions: 5.6
-//!   against 5.3 ms at B = 33);
+//!   c2 of a block (its 5 × 1024 limbs, 10 KiB) stays in L1 (twice as
+//!   wide would crowd L1; half as wide pays the per-quad reductions twice
+//!   as often);
 //! * inside a block, rows in quads (4 rows; the row count is padded to a
 //!   multiple of 4 with zero rows);
 //! * inside a quad, 32-column chunks, each holding the 32 digits of row

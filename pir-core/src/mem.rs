@@ -244,9 +244,8 @@ mod misses {
     /// at 150 ns a line for one chain, 8 ms at 9 GB/s.
     const MISS_VISITS: usize = 1 << 20;
 
-    /// Timed rounds per chain count, the best kept: on a shared Zen 3 guest
-    /// the same chase moved between 5.6 and 9.1 GB/s from one round to the
-    /// next.
+    /// Timed rounds per chain count, the best kept: on a shared guest the
+    /// same chase can move by half from one round to the next.
     const MISS_ROUNDS: usize = 5;
 
     /// How many cache-line misses to DRAM one core keeps in flight, measured

@@ -800,13 +800,10 @@ impl PackPrecomp {
         if level == 2 && self.folded.get(r) == Some(&true) {
             // the subtree's three digit runs (both children's, folded, and
             // its own) against W_1, τ(W_1) and W_2, as three key switches
-            // of t rows into one sum: one of all 3t rows (a single
-            // reduction) took 1.3–1.5× as long at k = 16 (B = 33, Zen 4),
-            // its 6t row streams 16 KiB apart probably contending for L1
-            // sets, and one reduction over the three t-row sets, their
-            // 64-bit sums kept in a buffer between them, was slower too
-            // (docs/benchmarks.md, "Tried and dropped"): the key switch is
-            // bound by its loads
+            // of t rows into one sum: the key switch is bound by its loads,
+            // so fewer reductions save nothing, and one switch of all 3t
+            // rows would run 6t row streams 16 KiB apart that contend for
+            // L1 sets
             let len = self.t * 2 * self.d2;
             let off = self.g_off[1][r];
             let (a, rest) = self.g_data[off..off + 3 * len].split_at(len);

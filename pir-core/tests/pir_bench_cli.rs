@@ -202,3 +202,42 @@ fn pir_bench_refuses_sizes_outside_its_range() {
         assert!(!out.status.success(), "{args:?} should be refused");
     }
 }
+
+/// `--cached-pass-batches`: the real pass over a cache-resident database
+/// for each batch size, each fraction the ratio of its reported times, and
+/// no database built.
+#[test]
+fn pir_bench_times_the_cached_pass_per_batch_size() {
+    let out = Command::new(env!("CARGO_BIN_EXE_pir-bench"))
+        .args(["--cached-pass-batches", "1,3", "--json"])
+        .output()
+        .expect("run pir-bench");
+    assert!(
+        out.status.success(),
+        "pir-bench failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    assert!(v["db_bytes"].is_null(), "no database is built: {v}");
+    let passes = v["cached_passes"].as_array().expect("cached_passes");
+    assert_eq!(passes.len(), 2);
+    for (p, k) in passes.iter().zip([1u64, 3]) {
+        assert_eq!(p["batch"].as_u64(), Some(k));
+        let c = &p["cached_pass"];
+        if v["kernel"] == "scalar" {
+            assert!(c.is_null());
+            continue;
+        }
+        let g = |key: &str| num(c, "cached_pass.", key);
+        assert_eq!(c["batch"].as_u64(), Some(k));
+        let expect = k as f64 * g("bytes") / (g("pass_ms") / 1e3 * g("mac_peak_g_per_s") * 1e9);
+        assert!((g("fraction") - expect).abs() < 1e-9 * expect);
+    }
+    for bad in ["0", "65", ""] {
+        let out = Command::new(env!("CARGO_BIN_EXE_pir-bench"))
+            .args(["--cached-pass-batches", bad])
+            .output()
+            .expect("run pir-bench");
+        assert!(!out.status.success(), "{bad:?} should be refused");
+    }
+}

@@ -9,19 +9,26 @@
 //! auditor-server serve --shard-index 2 --object-store s3://bucket/prefix
 //! auditor-server epoch publish --object-store s3://bucket/prefix --timeout-seconds 14400
 //! auditor-server reports list --status received   # misbehaviour reports in the store
-//! auditor-server bench load --db-bits 30 --clients 1,4,16
+//! auditor-server bench load --db-bits 30 --clients 1,4,16   # with --features bench
 //! auditor-server bench build --entries 100000,1000000
 //! ```
+//!
+//! `bench` exists only in a build with the `bench` feature (it brings in an
+//! HTTP client the server does not need):
+//! `cargo run --release -p auditor-server --features bench -- bench …`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::Context as _;
+#[cfg(feature = "bench")]
+use auditor_server::bench;
 use auditor_server::config::{redact_secrets, redact_url};
+use auditor_server::epochdir::EpochDir;
 use auditor_server::error::error_chain;
 use auditor_server::plan::{self, EpochSpec};
-use auditor_server::{bench, epoch, service::Service, Config};
+use auditor_server::{epoch, service::Service, Config};
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
@@ -93,7 +100,8 @@ enum Cmd {
         #[command(subcommand)]
         which: ReportsCmd,
     },
-    /// Benchmarks (JSON on stdout).
+    /// Benchmarks (JSON on stdout; built with `--features bench`).
+    #[cfg(feature = "bench")]
     Bench {
         #[command(subcommand)]
         which: bench::BenchCmd,
@@ -302,7 +310,7 @@ async fn run(cli: &Cli, urls: &mut Vec<String>) -> anyhow::Result<()> {
                 anyhow::bail!("--now does not apply with an epoch spec: its snapshot time does");
             }
             let store = open_store(&config).await?;
-            let dir = epoch::EpochDir::open(&config.epoch_dir)?;
+            let dir = EpochDir::open(&config.epoch_dir)?;
             let mut bp = epoch::BuildParams::from_config(&config)?;
             bp.progress = std::io::IsTerminal::is_terminal(&std::io::stderr());
             let built = match &config.shard.epoch_spec {
@@ -368,23 +376,28 @@ async fn run(cli: &Cli, urls: &mut Vec<String>) -> anyhow::Result<()> {
         } => {
             let config = load_coordinator_config(cli, *shard_count, urls)?;
             let objects = open_objects(&config)?;
+            // The snapshot first, then the id: a coordinator that took
+            // long over its snapshot does not reuse an id another has
+            // prepared meanwhile (and if two race, the spec is created
+            // once: the loser fails with `EpochTaken`, having written
+            // nothing).
+            let store = open_store(&config).await?;
+            let now = now.unwrap_or_else(epoch::unix_now_s);
+            let snap = epoch::snapshot(&store, now).await;
+            store.close().await;
+            let snap = snap?;
             let id = match id {
                 Some(id) => *id,
                 None => {
                     let in_store = objects.epoch_ids().await?.last().copied();
                     let on_disk = if config.epoch_dir.is_dir() {
-                        epoch::EpochDir::open(&config.epoch_dir)?.latest()?
+                        EpochDir::open(&config.epoch_dir)?.latest()?
                     } else {
                         None
                     };
                     in_store.max(on_disk).map_or(1, |n| n + 1)
                 }
             };
-            let store = open_store(&config).await?;
-            let now = now.unwrap_or_else(epoch::unix_now_s);
-            let snap = epoch::snapshot(&store, now).await;
-            store.close().await;
-            let snap = snap?;
             let spec = plan::plan_snapshot(&snap, &config, id)?;
             let bytes = objects.prepare(&spec, &snap.hashes).await?;
             let gone = objects.prune((*keep).max(2)).await?;
@@ -425,6 +438,7 @@ async fn run(cli: &Cli, urls: &mut Vec<String>) -> anyhow::Result<()> {
             }
             eprintln!("{} report(s)", lines.len());
         }
+        #[cfg(feature = "bench")]
         Cmd::Bench { which } => {
             let out = bench::run(which).await?;
             println!("{}", serde_json::to_string_pretty(&out)?);
@@ -488,11 +502,11 @@ async fn publish(
         match objects.ready_shards(&spec).await {
             Ok((ready, missing)) if missing.is_empty() => {
                 objects
-                    .write_published(&PublishedMarker {
-                        epoch: id,
-                        shards: ready.len() as u32,
-                        at: epoch::unix_now_s(),
-                    })
+                    .write_published(&PublishedMarker::for_spec(
+                        &spec,
+                        ready.len() as u32,
+                        epoch::unix_now_s(),
+                    ))
                     .await?;
                 println!(
                     "{}",
@@ -543,7 +557,7 @@ fn next_epoch_id(out: &std::path::Path, config: &Config) -> anyhow::Result<u64> 
         }
     };
     let on_disk = if config.epoch_dir.is_dir() {
-        epoch::EpochDir::open(&config.epoch_dir)?.latest()?
+        EpochDir::open(&config.epoch_dir)?.latest()?
     } else {
         None
     };

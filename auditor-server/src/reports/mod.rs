@@ -41,70 +41,24 @@ use axum::body::Body;
 use axum::extract::{ConnectInfo, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::{Extension, Json};
+use axum::routing::post;
+use axum::{Extension, Json, Router};
 use prometheus::{IntCounterVec, IntGaugeVec, Opts};
-use serde::Deserialize;
 use tokio::sync::{OnceCell, Semaphore};
 
-use crate::epoch::EpochDir;
-use crate::error::{Error, Result};
+use crate::config::{Config, ReportsConfig};
+use crate::epochdir::EpochDir;
+use crate::error::Result;
+use crate::http::{read_body, ApiError};
 use crate::metrics::Metrics;
-use crate::routes::{read_body, ApiError, AppState};
 
-/// `[reports]`: misbehaviour reports (`POST /v1/reports`).
-#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
-#[serde(deny_unknown_fields, default)]
-pub struct ReportsConfig {
-    /// Take reports (false: the endpoint answers 404 `not_found`).
-    pub enabled: bool,
-    /// Reports per hour from one client address (token bucket refill).
-    pub per_ip_per_hour: u32,
-    /// Reports one address may send at once (bucket size).
-    pub per_ip_burst: u32,
-    /// Reports per minute from all addresses together (the bucket holds as
-    /// many).
-    pub global_per_minute: u32,
-    /// Reports verified at once; more get 503 `overloaded`.
-    pub max_concurrent: usize,
-}
-
-impl Default for ReportsConfig {
-    fn default() -> Self {
-        ReportsConfig {
-            enabled: true,
-            per_ip_per_hour: 10,
-            per_ip_burst: 3,
-            global_per_minute: 60,
-            max_concurrent: 2,
-        }
-    }
-}
-
-impl ReportsConfig {
-    /// Checks the limits.
-    pub fn validate(&self) -> Result<()> {
-        if self.enabled
-            && (self.per_ip_per_hour == 0
-                || self.per_ip_burst == 0
-                || self.global_per_minute == 0
-                || self.max_concurrent == 0)
-        {
-            return Err(Error::Config(
-                "[reports] per_ip_per_hour, per_ip_burst, global_per_minute and max_concurrent \
-                 must be ≥ 1 (or enabled = false)"
-                    .into(),
-            ));
-        }
-        Ok(())
-    }
-
-    fn rates(&self) -> limit::Rates {
-        limit::Rates {
-            per_ip_per_second: f64::from(self.per_ip_per_hour) / 3600.0,
-            per_ip_burst: f64::from(self.per_ip_burst),
-            global_per_second: f64::from(self.global_per_minute) / 60.0,
-            global_burst: f64::from(self.global_per_minute),
-        }
+/// The token-bucket rates of `c`.
+fn rates(c: &ReportsConfig) -> limit::Rates {
+    limit::Rates {
+        per_ip_per_second: f64::from(c.per_ip_per_hour) / 3600.0,
+        per_ip_burst: f64::from(c.per_ip_burst),
+        global_per_second: f64::from(c.global_per_minute) / 60.0,
+        global_burst: f64::from(c.global_per_minute),
     }
 }
 
@@ -179,7 +133,7 @@ pub struct Intake {
 impl Intake {
     /// An intake for `config` (its `[reports]`, database and epoch
     /// directory); `None` if reports are disabled.
-    pub fn new(config: &crate::Config, metrics: ReportMetrics) -> Result<Option<Intake>> {
+    pub fn new(config: &Config, metrics: ReportMetrics) -> Result<Option<Intake>> {
         let r = &config.reports;
         if !r.enabled {
             return Ok(None);
@@ -188,7 +142,7 @@ impl Intake {
             database_url: config.database_url().to_owned(),
             store: OnceCell::new(),
             epochs: EpochDir::open(&config.epoch_dir)?,
-            limiter: limit::Limiter::new(r.rates(), Instant::now()),
+            limiter: limit::Limiter::new(rates(r), Instant::now()),
             slots: Arc::new(Semaphore::new(r.max_concurrent)),
             body_timeout: Duration::from_millis(config.limits.body_timeout_ms),
             metrics,
@@ -224,14 +178,22 @@ impl Intake {
     }
 }
 
+/// The router of `POST /v1/reports`, taken by `intake` (`None`: answered
+/// 404 `not_found`), with whatever state the router it is merged into has.
+pub fn router<S: Clone + Send + Sync + 'static>(intake: Option<Arc<Intake>>) -> Router<S> {
+    Router::new()
+        .route(audit_proto::report::REPORTS_PATH, post(submit))
+        .with_state(intake)
+}
+
 /// `POST /v1/reports`.
-pub(crate) async fn submit(
-    State(st): State<AppState>,
+async fn submit(
+    State(intake): State<Option<Arc<Intake>>>,
     peer: Option<Extension<ConnectInfo<SocketAddr>>>,
     headers: HeaderMap,
     body: Body,
 ) -> std::result::Result<Response, ApiError> {
-    let Some(intake) = st.reports.clone() else {
+    let Some(intake) = intake else {
         return Err(ApiError::new(
             ErrorCode::NotFound,
             "this auditor does not take misbehaviour reports",
@@ -406,7 +368,7 @@ pub async fn list(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::routes::{app, Limits};
+    use crate::routes::{app, AppState, Limits};
     use crate::state::Registry;
     use audit_proto::api::ErrorBody;
     use tower::ServiceExt as _;

@@ -38,7 +38,8 @@ use ct_core::sth::{DigitallySigned, LogKey, SignedCertificateTimestamp};
 use ct_store::{NewReport, Store, StoreError};
 use x509_parser::prelude::{FromDer, X509Certificate};
 
-use crate::epoch::{self, EpochDir};
+use crate::epoch;
+use crate::epochdir::EpochDir;
 
 /// A refusal: the code and a message for the client.
 pub type Refusal = (ErrorCode, String);

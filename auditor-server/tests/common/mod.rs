@@ -15,14 +15,14 @@ use browser_client::probe::Prober;
 use ct_ingest::ingest::{run_once, IngestOptions};
 use ct_testlog::{IssuedEntry, TestLog, TestLogConfig};
 
-pub type BoxErr = Box<dyn StdError + Send + Sync>;
-pub type TestResult = Result<(), BoxErr>;
+pub(crate) type BoxErr = Box<dyn StdError + Send + Sync>;
+pub(crate) type TestResult = Result<(), BoxErr>;
 
 /// The binary under test.
-pub const BIN: &str = env!("CARGO_BIN_EXE_auditor-server");
+pub(crate) const BIN: &str = env!("CARGO_BIN_EXE_auditor-server");
 
 /// A local log with `n` entries ingested into a fresh SQLite store.
-pub struct Pipeline {
+pub(crate) struct Pipeline {
     pub dir: tempfile::TempDir,
     pub log: TestLog,
     pub issued: Vec<IssuedEntry>,
@@ -30,7 +30,7 @@ pub struct Pipeline {
 }
 
 impl Pipeline {
-    pub async fn new(n: usize) -> Result<Pipeline, BoxErr> {
+    pub(crate) async fn new(n: usize) -> Result<Pipeline, BoxErr> {
         let dir = tempfile::tempdir()?;
         let log = TestLog::start(TestLogConfig {
             mmd_seconds: 3600,
@@ -50,7 +50,7 @@ impl Pipeline {
     }
 
     /// Runs ct-ingest once against the log.
-    pub async fn ingest(&self) -> TestResult {
+    pub(crate) async fn ingest(&self) -> TestResult {
         let list = self.dir.path().join("log_list.json");
         std::fs::write(&list, self.log.log_list_json())?;
         let toml = format!(
@@ -67,7 +67,7 @@ impl Pipeline {
     }
 
     /// The leaf hashes of every issued entry.
-    pub fn hashes(&self) -> Vec<[u8; 32]> {
+    pub(crate) fn hashes(&self) -> Vec<[u8; 32]> {
         self.issued.iter().map(|e| e.leaf_hash).collect()
     }
 }
@@ -76,7 +76,7 @@ impl Pipeline {
 /// and some other positions, read through `a` (and through `b`, if
 /// given); they must agree with each other and with the filter built in
 /// the clear from `hashes`. Returns the number of bits read.
-pub async fn same_bits(
+pub(crate) async fn same_bits(
     hashes: &[[u8; 32]],
     filters: impl Iterator<Item = u32>,
     (pa, a): (&Prober, &Auditor),
@@ -111,7 +111,7 @@ pub async fn same_bits(
 /// A command for the binary with a clean environment for its
 /// configuration (no `AUDITOR_*`, `AWS_*` or `DATABASE_URL` from the
 /// caller) and plain logs.
-pub fn auditor() -> Command {
+pub(crate) fn auditor() -> Command {
     let mut cmd = Command::new(BIN);
     for (k, _) in std::env::vars_os() {
         let k = k.to_string_lossy().into_owned();
@@ -129,14 +129,14 @@ pub fn auditor() -> Command {
 
 /// A running child process whose stderr lines are collected by a thread;
 /// killed (SIGKILL) on drop if still running.
-pub struct Served {
+pub(crate) struct Served {
     pub child: Child,
     lines: mpsc::Receiver<String>,
     pub log: Vec<String>,
 }
 
 impl Served {
-    pub fn spawn(mut cmd: Command) -> Result<Served, BoxErr> {
+    pub(crate) fn spawn(mut cmd: Command) -> Result<Served, BoxErr> {
         let mut child = cmd
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -161,7 +161,7 @@ impl Served {
 
     /// Reads log lines until one contains `needle` (returned), or fails
     /// after `limit` or when stderr closes.
-    pub fn wait_for(&mut self, needle: &str, limit: Duration) -> Result<String, BoxErr> {
+    pub(crate) fn wait_for(&mut self, needle: &str, limit: Duration) -> Result<String, BoxErr> {
         let deadline = Instant::now() + limit;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
@@ -185,7 +185,7 @@ impl Served {
 
     /// The first line logged that contains `needle`, waiting for it if it
     /// has not been read yet.
-    pub fn find(&mut self, needle: &str, limit: Duration) -> Result<String, BoxErr> {
+    pub(crate) fn find(&mut self, needle: &str, limit: Duration) -> Result<String, BoxErr> {
         if let Some(l) = self.log.iter().find(|l| l.contains(needle)) {
             return Ok(l.clone());
         }
@@ -193,7 +193,7 @@ impl Served {
     }
 
     /// The lines logged so far, without waiting.
-    pub fn drain(&mut self) -> String {
+    pub(crate) fn drain(&mut self) -> String {
         while let Ok(line) = self.lines.try_recv() {
             self.log.push(line);
         }
@@ -201,7 +201,7 @@ impl Served {
     }
 
     /// Every line logged until stderr closed (the process has exited).
-    pub fn rest(&mut self) -> String {
+    pub(crate) fn rest(&mut self) -> String {
         while let Ok(line) = self.lines.recv_timeout(Duration::from_secs(5)) {
             self.log.push(line);
         }
@@ -209,7 +209,7 @@ impl Served {
     }
 
     /// SIGKILL, and reap.
-    pub fn kill(&mut self) -> TestResult {
+    pub(crate) fn kill(&mut self) -> TestResult {
         self.child.kill()?;
         self.child.wait()?;
         Ok(())
@@ -226,7 +226,7 @@ impl Drop for Served {
 }
 
 /// Waits for `child` to exit, killing it after `limit`.
-pub fn wait_with_timeout(child: &mut Child, limit: Duration) -> Result<ExitStatus, BoxErr> {
+pub(crate) fn wait_with_timeout(child: &mut Child, limit: Duration) -> Result<ExitStatus, BoxErr> {
     let start = Instant::now();
     loop {
         if let Some(status) = child.try_wait()? {
@@ -242,7 +242,7 @@ pub fn wait_with_timeout(child: &mut Child, limit: Duration) -> Result<ExitStatu
 }
 
 /// `auditor-server listening addr=127.0.0.1:PORT` → `127.0.0.1:PORT`.
-pub fn listening_addr(line: &str) -> Result<std::net::SocketAddr, BoxErr> {
+pub(crate) fn listening_addr(line: &str) -> Result<std::net::SocketAddr, BoxErr> {
     let addr = line
         .split_whitespace()
         .find_map(|w| w.strip_prefix("addr="))
@@ -251,7 +251,7 @@ pub fn listening_addr(line: &str) -> Result<std::net::SocketAddr, BoxErr> {
 }
 
 /// A free port on 127.0.0.1 (bound, then released for a child to bind).
-pub fn free_port() -> Result<u16, BoxErr> {
+pub(crate) fn free_port() -> Result<u16, BoxErr> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?
         .local_addr()?
         .port())

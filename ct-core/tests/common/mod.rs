@@ -7,12 +7,12 @@ use base64::engine::general_purpose::STANDARD;
 use base64::Engine as _;
 
 /// `ct-core/tests/data`.
-pub fn data_dir() -> PathBuf {
+pub(crate) fn data_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data")
 }
 
 /// Reads a fixture from `tests/data`.
-pub fn fixture(name: &str) -> Vec<u8> {
+pub(crate) fn fixture(name: &str) -> Vec<u8> {
     let p = data_dir().join(name);
     std::fs::read(&p).unwrap_or_else(|e| panic!("cannot read fixture {}: {e}", p.display()))
 }
@@ -21,7 +21,7 @@ pub fn fixture(name: &str) -> Vec<u8> {
 /// navigli2025h2 (`tests/data/navigli2025h2/`, see its README for provenance
 /// and licence). Fails loudly if they are missing: these known-answer tests
 /// must never be skipped silently.
-pub fn navigli_dir() -> PathBuf {
+pub(crate) fn navigli_dir() -> PathBuf {
     let p = data_dir().join("navigli2025h2");
     assert!(
         p.join("tile").is_dir(),
@@ -33,21 +33,21 @@ pub fn navigli_dir() -> PathBuf {
 }
 
 /// Standard base64 decode that panics on bad test data.
-pub fn b64(s: &str) -> Vec<u8> {
+pub(crate) fn b64(s: &str) -> Vec<u8> {
     STANDARD.decode(s).expect("test base64")
 }
 
 /// Standard base64 encode.
-pub fn b64e(b: &[u8]) -> String {
+pub(crate) fn b64e(b: &[u8]) -> String {
     STANDARD.encode(b)
 }
 
 /// A 32-byte hash from base64.
-pub fn b64_hash(s: &str) -> [u8; 32] {
+pub(crate) fn b64_hash(s: &str) -> [u8; 32] {
     b64(s).try_into().expect("32-byte hash")
 }
 
 /// Lowercase hex.
-pub fn hex(b: &[u8]) -> String {
+pub(crate) fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }

@@ -4,7 +4,7 @@
 //! ct-ingest migrate [--config ct-ingest.toml] [--database-url URL]
 //! ct-ingest once  --config ct-ingest.toml
 //! ct-ingest run   --config ct-ingest.toml [--daily HH:MM | --interval SECONDS]
-//! ct-ingest bench --entries 100000 [--api rfc6962|static] [--database-url URL]
+//! ct-ingest bench --entries 100000 [--api rfc6962|static|both] [--database-url URL]
 //! ```
 //! `bench` exists only in a build with the `bench` feature (it brings in the
 //! local test log, `ct-testlog`).
@@ -76,7 +76,7 @@ enum Cmd {
         /// Entries to issue and ingest.
         #[arg(long, default_value_t = 100_000)]
         entries: u64,
-        /// `rfc6962` or `static`.
+        /// `rfc6962`, `static` or `both` (one JSON line per API).
         #[arg(long, default_value = "rfc6962")]
         api: String,
         /// Store URL (default: a temporary SQLite file).
@@ -309,22 +309,25 @@ async fn run_command(cmd: Cmd) -> Result<()> {
         } => {
             use ct_ingest::bench::{run, BenchOptions};
             use ct_store::LogKind;
-            let api = match api.as_str() {
-                "rfc6962" => LogKind::Rfc6962,
-                "static" => LogKind::Static,
-                other => bail!("unknown --api {other}: use rfc6962 or static"),
+            let apis = match api.as_str() {
+                "rfc6962" => vec![LogKind::Rfc6962],
+                "static" => vec![LogKind::Static],
+                "both" => vec![LogKind::Rfc6962, LogKind::Static],
+                other => bail!("unknown --api {other}: use rfc6962, static or both"),
             };
             if let Some(url) = &database_url {
                 ct_store::DatabaseUrl::parse(url).context("--database-url")?;
             }
-            let report = run(&BenchOptions {
-                entries,
-                api,
-                database_url,
-                ..BenchOptions::default()
-            })
-            .await?;
-            println!("{}", report.to_json());
+            for api in apis {
+                let report = run(&BenchOptions {
+                    entries,
+                    api,
+                    database_url: database_url.clone(),
+                    ..BenchOptions::default()
+                })
+                .await?;
+                println!("{}", report.to_json());
+            }
         }
     }
     Ok(())

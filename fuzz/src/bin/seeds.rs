@@ -128,7 +128,7 @@ fn main() {
     }];
     let n = FilterSpec::capacity_for(1_000_000);
     let filter = FilterSpec::new(768, 8, n, [3; 32]).expect("filter");
-    let plan = auditor_server::epoch::plan_dbs(768, filter.bits, 1 << 30);
+    let plan = auditor_server::layout::plan_dbs(768, filter.bits, 1 << 30);
     let layout: Vec<_> = plan
         .iter()
         .map(|&(_, count)| {

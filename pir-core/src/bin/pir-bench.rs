@@ -17,6 +17,14 @@
 //! the kernels reach of the multiply ceiling when memory costs nothing),
 //! and how many misses to DRAM the core keeps in flight
 //! (`miss_parallelism`: what a pass whose lines all miss L1 can read).
+//!
+//! `--cached-pass-batches 1,2,4,…` measures only the cached pass, for each
+//! batch size, and builds no database: what the selected kernel
+//! (`PIR_KERNEL` picks another) reaches of its multiply ceiling per batch
+//! size when memory costs nothing.
+//!
+//! The database, DBSetup's timing, the median and the memory check come
+//! from `pir_core::bench`, which audit-sim's cost report times with too.
 
 // the JSON report is one `serde_json::json!` literal with many fields
 #![recursion_limit = "256"]
@@ -25,11 +33,10 @@ use std::time::Instant;
 
 use anyhow::{bail, Context as _, Result};
 use clap::Parser;
-use pir_core::client::Client;
-use pir_core::db::{locate_bit, BitDatabase};
+use pir_core::bench::{median, mem_available, BenchDb};
+use pir_core::db::locate_bit;
 use pir_core::params::{DbShape, TABLE1};
-use pir_core::sampler::PublicSeed;
-use pir_core::server::{RecordUpdate, Server};
+use pir_core::server::{CachedPass, RecordUpdate, Server};
 use pir_core::wire::{Query, Response};
 use rand_chacha::ChaCha8Rng;
 use rand_core::{RngCore, SeedableRng};
@@ -59,6 +66,11 @@ struct Args {
     /// updated database; the median update is timed against the setup.
     #[arg(long)]
     update_fraction: Option<f64>,
+    /// Measure only the real pass over a cache-resident database
+    /// (`cached_pass`) for each of these batch sizes, comma-separated
+    /// (1..=64); builds no database.
+    #[arg(long, value_delimiter = ',')]
+    cached_pass_batches: Option<Vec<usize>>,
     /// Print one JSON object (otherwise a short human summary as well).
     #[arg(long)]
     json: bool,
@@ -119,21 +131,56 @@ fn sum_words(buf: &[u8], prefetch: bool) {
     std::hint::black_box((acc, tail));
 }
 
-/// Bytes of memory the kernel reports available for new allocations
-/// (`MemAvailable` in /proc/meminfo), if it says.
-fn mem_available_bytes() -> Option<u64> {
-    let s = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let l = s.lines().find(|l| l.starts_with("MemAvailable:"))?;
-    Some(l.split_whitespace().nth(1)?.parse::<u64>().ok()? * 1024)
+/// The JSON of a [`CachedPass`].
+fn cached_pass_json(c: &CachedPass) -> serde_json::Value {
+    serde_json::json!({
+        "kernel": c.kernel,
+        "batch": c.batch,
+        "bytes": c.bytes,
+        "pass_ms": c.seconds * 1e3,
+        "mac_peak_g_per_s": c.macs_per_second / 1e9,
+        // k·bytes ÷ (pass × peak)
+        "fraction": c.fraction(),
+        // the database bytes per second a pass at this rate reads
+        "stream_gb_s": c.bytes_per_second() / 1e9,
+    })
 }
 
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
+/// Prints `out`: one line with `--json`, else indented.
+fn print(out: &serde_json::Value, json: bool) -> Result<()> {
+    if json {
+        println!("{out}");
+    } else {
+        println!("{}", serde_json::to_string_pretty(out)?);
+    }
+    Ok(())
+}
+
+/// `--cached-pass-batches`: [`CachedPass`] per batch size (null for the
+/// scalar kernel, which has no multiply ceiling).
+fn cached_passes(ks: &[usize], json: bool) -> Result<()> {
+    if ks.is_empty() || ks.iter().any(|&k| !(1..=64).contains(&k)) {
+        bail!("--cached-pass-batches takes batch sizes in 1..=64");
+    }
+    let passes: Vec<serde_json::Value> = ks
+        .iter()
+        .map(|&k| {
+            let c = pir_core::server::cached_pass(k);
+            serde_json::json!({ "batch": k, "cached_pass": c.as_ref().map(cached_pass_json) })
+        })
+        .collect();
+    let out = serde_json::json!({
+        "kernel": pir_core::server::simplepir_impl(),
+        "cached_passes": passes,
+    });
+    print(&out, json)
 }
 
 fn main() -> Result<()> {
     let args = Args::parse();
+    if let Some(ks) = &args.cached_pass_batches {
+        return cached_passes(ks, args.json);
+    }
     if !(20..=36).contains(&args.db_bits) {
         bail!("--db-bits must be in 20..=36");
     }
@@ -168,7 +215,7 @@ fn run(args: &Args) -> Result<()> {
     // bitmap, no second copy) and the server state; refuse up front rather
     // than be killed half-way through DBSetup.
     let need = Server::memory(&params, shape).setup_peak() as u64;
-    if let Some(avail) = mem_available_bytes() {
+    if let Some(avail) = mem_available() {
         if need > avail {
             bail!(
                 "--db-bits {}: DBSetup needs about {:.1} GB, only {:.1} GB is available",
@@ -179,18 +226,17 @@ fn run(args: &Args) -> Result<()> {
         }
     }
 
-    // Random bitmap.
-    let mut rng = ChaCha8Rng::seed_from_u64(args.db_bits as u64);
-    let mut bitmap = pir_core::mem::zeroed_huge::<u8>((bits / 8) as usize);
-    rng.fill_bytes(&mut bitmap);
-    let db = match args.rows_log {
-        None => BitDatabase::from_bitmap_owned(bits, bitmap)?.into_database(),
-        // the same bytes as records of the chosen shape (bit b is bit b % 8
-        // of record b / 8, record i at row i mod ℓ1 of column i div ℓ1, as
-        // `locate_bit` maps them)
-        Some(_) => pir_core::db::Database::from_column_major(shape, 8, bitmap)?,
-    };
-    let db_bytes = db.as_bytes().len();
+    // Random bitmap (bit b is bit b % 8 of record b / 8, record i at row
+    // i mod ℓ1 of column i div ℓ1, as `locate_bit` maps them), then DBSetup.
+    let BenchDb {
+        mut server,
+        client,
+        mut rng,
+        setup_seconds: prep_seconds,
+        ..
+    } = BenchDb::new(bits, shape, ChaCha8Rng::seed_from_u64(args.db_bits as u64))?;
+    let seed = server.seed();
+    let db_bytes = server.database().as_bytes().len();
     // Expected bits are read back from the server's copy (no second copy of
     // the database in memory).
     let expected = |srv: &Server, bit: u64| -> Result<bool> {
@@ -198,10 +244,6 @@ fn run(args: &Args) -> Result<()> {
         Ok(srv.database().get(loc.row, loc.col)? >> loc.bit & 1 == 1)
     };
 
-    let seed = PublicSeed::random()?;
-    let t = Instant::now();
-    let mut server = Server::setup(params, db, seed)?;
-    let prep_seconds = t.elapsed().as_secs_f64();
     // (the first DBSetup's parts; the update ratio's rebuilds repeat the
     // prefetch measurement at the 2nd and 4th setup, so the choice the
     // answer trials ran with is taken now)
@@ -210,7 +252,6 @@ fn run(args: &Args) -> Result<()> {
         pir_core::server::prefetch_distance(),
         pir_core::server::prefetch_tuning(),
     );
-    let client = Client::new(params, shape, seed)?;
 
     let mut answer_ms = Vec::new();
     let (mut sp, mut dp, mut pk, mut ov) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
@@ -453,19 +494,7 @@ fn run(args: &Args) -> Result<()> {
         })
     });
     let cached = pir_core::server::cached_pass(args.batch);
-    let cached_json = cached.as_ref().map(|c| {
-        serde_json::json!({
-            "kernel": c.kernel,
-            "batch": c.batch,
-            "bytes": c.bytes,
-            "pass_ms": c.seconds * 1e3,
-            "mac_peak_g_per_s": c.macs_per_second / 1e9,
-            // k·bytes ÷ (pass × peak)
-            "fraction": c.fraction(),
-            // the database bytes per second a pass at this rate reads
-            "stream_gb_s": c.bytes_per_second() / 1e9,
-        })
-    });
+    let cached_json = cached.as_ref().map(cached_pass_json);
     // getrusage's ru_maxrss: includes the random bitmap, which becomes
     // the database in place
     let peak_rss = pir_core::mem::peak_rss_bytes();
@@ -476,17 +505,23 @@ fn run(args: &Args) -> Result<()> {
     // fill L1 on AMD cores) can read no faster than the best of these.
     // Measured last, after the run's peak RSS was read, so that its
     // buffer does not count in it.
-    let mlp = pir_core::mem::miss_parallelism();
-    let mlp_json = serde_json::json!({
-        "buffer_bytes": mlp.buffer_bytes,
-        "huge_pages": format!("{:?}", mlp.huge_pages).to_lowercase(),
-        "one_chain_ns": mlp.one_chain_ns,
-        "chains_gb_s": mlp.chains_gb_s.iter().map(|(n, g)| serde_json::json!([n, g])).collect::<Vec<_>>(),
-        "best_gb_s": mlp.best_gb_s(),
-        "lines_in_flight": mlp.lines_in_flight(),
-        // the cached pass's stream_gb_s ÷ best_gb_s
-        "cached_pass_need_fraction": cached.as_ref().map(|c| c.bytes_per_second() / 1e9 / mlp.best_gb_s()),
-    });
+    // (not on wasm32, where pir_core::mem has no pointer chases)
+    #[cfg(not(target_arch = "wasm32"))]
+    let mlp_json = {
+        let mlp = pir_core::mem::miss_parallelism();
+        serde_json::json!({
+            "buffer_bytes": mlp.buffer_bytes,
+            "huge_pages": format!("{:?}", mlp.huge_pages).to_lowercase(),
+            "one_chain_ns": mlp.one_chain_ns,
+            "chains_gb_s": mlp.chains_gb_s.iter().map(|(n, g)| serde_json::json!([n, g])).collect::<Vec<_>>(),
+            "best_gb_s": mlp.best_gb_s(),
+            "lines_in_flight": mlp.lines_in_flight(),
+            // the cached pass's stream_gb_s ÷ best_gb_s
+            "cached_pass_need_fraction": cached.as_ref().map(|c| c.bytes_per_second() / 1e9 / mlp.best_gb_s()),
+        })
+    };
+    #[cfg(target_arch = "wasm32")]
+    let mlp_json = serde_json::Value::Null;
     let out = serde_json::json!({
         "db_bits": args.db_bits,
         "rows": shape.ell1,
@@ -587,11 +622,7 @@ fn run(args: &Args) -> Result<()> {
         "log2_delta": correctness.log2_delta,
         "all_correct": all_correct,
     });
-    if args.json {
-        println!("{out}");
-    } else {
-        println!("{}", serde_json::to_string_pretty(&out)?);
-    }
+    print(&out, args.json)?;
     if !all_correct {
         bail!("an extracted bit was wrong");
     }

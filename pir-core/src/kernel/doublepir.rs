@@ -32,17 +32,15 @@ enum DpQuery {
 
 /// Quads per turn of a batch in the DoublePIR pass: 32 quads of a
 /// full-width block are 256 KiB of digits, which stay in L2 (512 KiB on
-/// the smallest L2 measured) while every query of the batch reads them.
+/// the smallest L2 of the cores this runs on) while every query of the
+/// batch reads them.
 const DP_RUN_QUADS: usize = 32;
 
 /// How far ahead of the quad being multiplied the DoublePIR pass
 /// prefetches the digits, in bytes ([`crate::mem::prefetch_page_starts`]). The hardware
 /// streamer stops at every 4 KiB page, so each page's first two lines are
-/// requested this far ahead and the streamer takes the rest: at B = 35 on
-/// a Zen 4 EPYC (two alternating rounds of `pir-bench` runs) the pass
-/// over 251 MB of hint digits took 9.9–10.3 ms 32 KiB ahead and 9.8–11.1
-/// at 8 KiB, against 11.1–11.9 without; a prefetch of every line had cost
-/// it 10–30 % (see `docs/benchmarks.md`, "Tried and dropped"). The AVX2
+/// requested this far ahead and the streamer takes the rest (a prefetch
+/// of every line would take the load slots the stream needs). The AVX2
 /// kernel, bound by its multiplies, neither gains nor loses.
 const PAGE_AHEAD: usize = 32 << 10;
 
@@ -194,11 +192,10 @@ fn doublepir_with(
         // Block by block, and inside a block by runs of DP_RUN_QUADS
         // quads (≤ 256 KiB); each query walks a run in turn. The run comes
         // from memory for the first query and from L2 for the others,
-        // while a query's limbs for the block (10 KiB) stay in L1; with the
-        // queries interleaved per quad, four queries' limbs (48 KiB) did
-        // not fit and a batch of 4 took 22 ms instead of 18 at B = 33.
-        // Whole blocks per turn (≤ 4 MB) left the other queries reading
-        // the last-level cache, at about the cost of reading memory.
+        // while a query's limbs for the block (10 KiB) stay in L1 (with the
+        // queries interleaved per quad, four queries' limbs would not fit).
+        // Whole blocks per turn (≤ 4 MB) would leave the other queries
+        // reading the last-level cache, at about the cost of memory.
         for (c0, w, blk) in m.blocks() {
             for r0 in (q0..q1).step_by(DP_RUN_QUADS) {
                 let r1 = (r0 + DP_RUN_QUADS).min(q1);
@@ -279,9 +276,9 @@ enum DpLimbs {
 }
 
 /// Which limb kernel variant `k` runs on this CPU (None: the scalar
-/// kernel on [`DpQuery::Wide`]). The limb kernels replaced `vpmuldq`
-/// kernels on 64-bit residue lanes (B = 33 DoublePIR pass: AVX2
-/// 8.1–8.4 → 6.3–6.5 ms, AVX-512BW 7.2–7.5 → 6.2–6.4 ms on a Zen 4).
+/// kernel on [`DpQuery::Wide`]). 16-bit limbs multiply a 64-byte line of
+/// digits in far fewer instructions than `vpmuldq` on 64-bit residue
+/// lanes.
 fn dp_limbs(k: Kernel) -> Option<DpLimbs> {
     #[cfg(target_arch = "x86_64")]
     {

@@ -191,8 +191,7 @@ fn plus_minus_scalar(
 /// blocks: every aligned block of 16 (and of 8) output slots reads one
 /// aligned block of input slots (checked here, true of every level at
 /// Table 1). Then the permutation is a block load and one in-register
-/// `vpermd`, instead of a gather (`vpgatherdd`, several times slower on
-/// a Zen 4 EPYC).
+/// `vpermd`, instead of a gather (`vpgatherdd`, several times slower).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct SlotPerm {
     pub(super) perm: Vec<u32>,

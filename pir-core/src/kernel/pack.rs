@@ -110,9 +110,9 @@ pub(crate) const PACK_COLS_MAX: usize = 32;
 /// `out[stride.at(k) + c]`. Eight columns at a time make each chunk index
 /// one 16-byte store instead of eight 2-byte stores eight rows apart; all
 /// 32 columns of a hint chunk at once make each row's stores fill its
-/// 64-byte line before the next row's (eight at a time, each line was
-/// written in four visits a full pass over the rows apart, and the lines,
-/// one quad stride = a multiple of 4 KiB apart, were evicted in between).
+/// 64-byte line before the next row's (eight at a time, each line would
+/// be written in four visits a full pass over the rows apart, and the
+/// lines, a multiple of 4 KiB apart, evicted in between).
 /// `scratch` holds each group's rounded values interleaved (value i of
 /// column 8g + c at g·8(n + 1) + 8i + c). Runtime-dispatched: AVX-512F or
 /// AVX2, with `pack_columns_scalar` (tests) as the twin.

@@ -114,9 +114,8 @@ impl Forms {
     /// of 4 and more going to kernel `big` ([`groups_with`]): with AVX2
     /// the half-quad form when a group has fewer than 4 queries and the
     /// word or `vpmulld` form when one has 4 or 5 (a batch of 4 needs only
-    /// the one: 127 µs against 233 µs with the half-quad form beside it
-    /// for 2^15 rows on the Zen 4, best of 5 × 100), the bytes with
-    /// `vpdpbusd`.
+    /// that one, and a split is mostly writes to fresh memory), the bytes
+    /// with `vpdpbusd`.
     fn for_batch(k: Kernel, big: Avx2Batch, nq: usize) -> Forms {
         let groups = if k == Kernel::Avx2 {
             groups_with(k, big, nq)
@@ -143,9 +142,7 @@ impl SplitQuery {
     /// Splits c1 into `lo`/`hi` and the forms in `forms`, a 4-row quad at
     /// a time. A pass builds only the forms its kernel reads
     /// ([`Forms::for_pass`]): the split is mostly writes to fresh memory,
-    /// and on the Zen 4 a query of 2^16 rows took 114 µs with the forms of
-    /// the `vpdpbusd` kernel against 681 µs with all of them (best of 5 ×
-    /// 100 in one process).
+    /// so every form not read is time lost per query.
     fn with_forms(c1: &[u32], forms: Forms) -> Self {
         let padded = c1.len().div_ceil(64) * 64;
         let quads = padded / 4;
@@ -218,10 +215,9 @@ impl SplitQuery {
 
     /// The interleaved halves of rows `r0..r1` (multiples of 4), the AVX2
     /// slice kernel's operand. Each kernel call takes only the slice its
-    /// kernel reads, a few inlined instructions per query: a struct of
-    /// every form of the rows, built by an out-of-line call per query,
-    /// measured about 60 cycles per call, 2–3 % of a call of a group of 2
-    /// over 1024 rows.
+    /// kernel reads, a few inlined instructions per query, where building a
+    /// struct of every form through an out-of-line call costs a visible
+    /// share of a short kernel call.
     #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
     #[inline]
     fn halves(&self, r0: usize, r1: usize) -> &[i16] {
@@ -349,9 +345,8 @@ fn tail_spans(view: &View<'_>) -> Vec<(usize, usize)> {
 /// Most rows of a batch's slice: the slice (16 bytes per row) and one
 /// group's digits (5 × 4 bytes per row) take 18 KiB of L1 at 512, and
 /// the slice is read from memory once and from L1 by every further group
-/// (128 and 256 rows measured 10–25 % slower in L2, 1024 and 2048 no
-/// faster, with a transposed copy of the slice; 1024 within noise for
-/// the two-tile kernel). A single query takes a whole tile per call, or
+/// (shorter slices pay the per-call costs more often, longer ones gain
+/// nothing). A single query takes a whole tile per call, or
 /// with `vpdpbusd` all of a panel's tiles ([`avx512::run_vnni`]).
 const SLICE_ROWS: usize = 512;
 
@@ -359,29 +354,14 @@ const SLICE_ROWS: usize = 512;
 /// 2048 (32 KiB of the tile, and 24 KiB of a group's halves), so that
 /// the kernel's two half passes, loop exits and reductions are paid once
 /// per group and tile. The slice and the halves no longer fit in L1
-/// together, but the half-quad kernel loses almost nothing reading them
-/// from L2: on a Zen 3, a group of 3 over one slice in L1 ran at
-/// 0.94–0.95 of the `vpmaddwd` peak and over slices in L2 at 0.94–0.96.
-/// Over a database in L2 (`cached_pass`, three alternating runs) batches
-/// of 2, 3, 4, 6, 8, 16, 32 and 64 ran at 0.85–0.86, 0.88–0.89, 0.87,
-/// 0.86–0.88, 0.86–0.89, 0.87–0.88, 0.87–0.88 and 0.86–0.88 of the peak
-/// with 2048 rows against 0.83, 0.86–0.87, 0.84, 0.85–0.87, 0.70–0.87,
-/// 0.86, 0.86 and 0.83–0.86 with 1024, and at B = 33 (eight alternating
-/// runs of 2 trials) at 0.63–0.81 (median 0.79) of the bound at k = 4
-/// against 0.70–0.86 (0.78), at k = 8 0.72–0.94 (0.78) against
-/// 0.71–0.84 (0.76), and in four at k = 16 0.76–0.84 (0.81) against
-/// 0.74–0.95 (0.78), at 32 0.77–0.82 (0.80) against 0.68–0.79 (0.75).
-/// 512 rows were 0.01–0.02 slower than 1024 at every batch from 2 to 16.
-/// (The earlier kernel of four quarter passes, on Sapphire Rapids, wanted
-/// the slice and the halves in L1: 2048 rows 0.79–0.80 of the bound at
-/// k = 4 against 0.87 with 1024.)
+/// together, but the half-quad kernel reads them from L2 at almost its
+/// L1 rate, so fewer, longer calls win.
 #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 const AVX2_SLICE_ROWS: usize = 2048;
 
 /// Most queries of one group with the `vpdpbusd` kernel: 4 accumulators
-/// each, 20 of the 32 zmm registers. In L1 the kernel ran at 0.94–1.0 of
-/// the `vpdpbusd` peak for groups of 3 to 5 and at 0.72 for 6 (24
-/// accumulators), hence 5.
+/// each, 20 of the 32 zmm registers (a group of 6, with 24 accumulators,
+/// leaves too few registers for the loads ahead and slows down).
 #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 const VNNI_GROUP: usize = 5;
 
@@ -395,9 +375,8 @@ const AVX2_HALF_QUAD_GROUP: usize = 3;
 /// Most queries of one group with the AVX2 `vpmulld` kernel
 /// ([`avx2::group_mulld`]): 2 accumulators each, 10 of the 16 ymm
 /// registers beside the two halves of a quad, their shifts, a broadcast
-/// and a product. On the Zen 4 (AVX2 forced, B = 33) batches of 5 and
-/// 10 ran at 0.82 and 0.87 of the bound as groups of 5 against 0.80 and
-/// 0.83 as groups of at most 4.
+/// and a product: the larger the group, the more queries share each
+/// loaded quad and its shifts.
 #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 const AVX2_MULLD_GROUP: usize = 5;
 
@@ -419,12 +398,9 @@ pub(crate) enum Avx2Batch {
 ///
 /// Both kernels issue 8 multiplies and 8 adds per 64 multiply-accumulates
 /// and query; the `vpmulld` kernel needs half the broadcasts and reads
-/// each quad once instead of once per half. On the Zen 4 (AVX2 forced,
-/// B = 33, alternating rounds) a batch of 4 ran at 0.867–0.871 of the
-/// bound against 0.831–0.838 with the word kernel, 8 at 0.867–0.872
-/// against 0.823–0.850, 16 at 0.856–0.860 against 0.843–0.858; on cores
-/// that split `vpmulld` into two µops (Intel) it would run at half the
-/// rate, hence the measurement.
+/// each quad once instead of once per half, so it is faster where
+/// `vpmulld` is one µop (AMD Zen 4); on cores that split it into two
+/// (Intel) it would run at half the rate, hence the measurement.
 pub(crate) fn avx2_batch() -> Avx2Batch {
     static B: std::sync::OnceLock<Avx2Batch> = std::sync::OnceLock::new();
     *B.get_or_init(|| match std::env::var("PIR_AVX2_BATCH").as_deref() {
@@ -441,14 +417,9 @@ pub(crate) fn avx2_batch() -> Avx2Batch {
 }
 
 /// How many slices ahead of the one being multiplied a batch prefetches
-/// the database into L2 (half a slice to 4 slices measured within 3 %
-/// at batches of 4 and 16, B = 33, except half a slice at 16, 9 %
-/// slower; none 45 % (4) and 30 % (16) slower: the L2 streamer stops at
-/// every 4 KiB page). With the AVX2 kernel's whole-panel slices (a tile,
-/// 32 KiB) on a Zen 3, B = 33, six alternating runs of 2 trials each:
-/// one slice ahead gave a median 0.70 of the bound at k = 4 and 0.75 at 8
-/// against 0.78 and 0.78 with two; three 0.75 and 0.81 against 0.75 and
-/// 0.85 with two.
+/// the database into L2: the L2 streamer stops at every 4 KiB page, so
+/// without it the pass waits for memory, and two slices cover the
+/// memory latency with the most room in L2 to spare.
 const AHEAD_STEPS: usize = 2;
 
 /// The most queries kernel `k` multiplies per call ([`group_with`]).
@@ -548,10 +519,8 @@ fn tiles_with(
         AHEAD_STEPS * step
     };
     // 16 queries in groups of at most 3 are 3, 3, 3, 3, 2, 2, not
-    // `chunks(3)`'s 3, 3, 3, 3, 3, 1 (in L1 the AVX2 kernel runs a lone
-    // query at 0.84 of the peak and a group at 0.94–0.96; over a database
-    // in L2 the two splits of 7, 10, 13, 16 and 64 measured within the
-    // noise, two to five alternating runs)
+    // `chunks(3)`'s 3, 3, 3, 3, 3, 1: a lone query leaves the kernel's
+    // widening unshared
     let groups = groups_for(k, nq);
     let mut sums = vec![[0u32; GROUP_COLS]; nq];
     for p in p0..p1 {
@@ -624,9 +593,8 @@ fn pairs_for(k: Kernel, nq: usize) -> bool {
 
 /// Most queries of one group of [`avx512::pair_vnni`]: 8 accumulators
 /// each, 24 of the 32 zmm registers beside 2 × [`avx512::PAIR_PIPE`]
-/// quads and a broadcast. In L1 groups of 2 and 3 ran at 0.96–1.00 of
-/// the `vpdpbusd` peak, one query at 0.63–0.65 (latency-bound: 8
-/// chains), so a batch is split into groups of 2 and 3
+/// quads and a broadcast. One query alone is latency-bound (8
+/// accumulator chains), so a batch is split into groups of 2 and 3
 /// ([`balanced_groups`]).
 const PAIR_GROUP: usize = 3;
 
@@ -642,12 +610,9 @@ fn groups_for(k: Kernel, nq: usize) -> Vec<std::ops::Range<usize>> {
 /// balanced groups of at most 5, those of 3 and fewer to the half-quad
 /// kernel ([`avx2::group`]); with the word kernel ([`avx2::group_words`])
 /// the balanced groups of at most 3 are kept and a last two groups of 2
-/// become one group of 4. In L1 (`slice_kernel_compute_rate`, Zen 4, two
-/// runs) the half-quad kernel ran groups of 2 and 3 at 0.89–0.91 and
-/// 0.93–0.96 of the `vpmaddwd` peak and the word kernel groups of 4, 5
-/// and 6 at 0.90–0.93, 0.90–0.94 and 0.81–0.91: the word kernel pays a
-/// broadcast per `vpmaddwd` where the half-quad kernel pays one per two,
-/// so it beats a pair of 2s but not groups of 3.
+/// become one group of 4: the word kernel pays a broadcast per
+/// `vpmaddwd` where the half-quad kernel pays one per two, so it beats a
+/// pair of 2s but not groups of 3.
 fn groups_with(k: Kernel, big: Avx2Batch, nq: usize) -> Vec<std::ops::Range<usize>> {
     #[cfg(target_arch = "x86_64")]
     if k == Kernel::Avx2 {
@@ -932,11 +897,8 @@ fn group_scalar(data: &[u8], q: QueryRows<'_>, out: &mut [u32; GROUP_COLS]) {
 /// iterations of its loop: evenly, in order, each line once; iteration i
 /// issues the lines up to ⌊(i + 1)·lines/iters⌋ (16.16 fixed point), so
 /// with more lines than iterations the bursts differ by at most one line
-/// and with fewer the lines are evenly apart. (Issuing `⌈lines/iters⌉`
-/// lines in every iteration until done, or one every ⌊iters/lines⌋
-/// iterations, front-loaded the stream: a group of 3 issued its share in
-/// the first two thirds of its loop, and at B = 33 a batch of 8 ran at
-/// 0.73–0.74 of the bound with that and 0.78–0.79 with this.)
+/// and with fewer the lines are evenly apart: the stream wants an even
+/// cadence over the whole loop, not a burst at its start.
 #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 #[derive(Clone, Copy, Debug)]
 struct Spread {
@@ -974,16 +936,12 @@ impl Spread {
     }
 
     /// Prefetches into L2 the lines of `ahead` due in this iteration
-    /// ([`Spread::due`]). Every line is prefetched: every other line,
-    /// leaving the rest to the adjacent-line prefetcher, and one line per
-    /// 1 or 4 KiB, leaving the rest to the L2 streamer, were 30–45 %
-    /// slower at a batch of 4, B = 33. The lines go out through
+    /// ([`Spread::due`]). Every line is prefetched: the hardware
+    /// prefetchers (adjacent line, L2 streamer) do not keep up with a
+    /// batch's stream. The lines go out through
     /// [`crate::mem::prefetch_lines_l2`], without a bounds-checked slice
-    /// per line: that bookkeeping between the multiplies had cost more
-    /// than the prefetches (over a database in L2 a batch of 4 ran at 0.47
-    /// of the `vpdpbusd` ceiling with it and 0.76–0.82 without; at B = 33,
-    /// 0.67 → 0.75 of the bound at 4 and 0.67 → 0.78 at 16, and with AVX2
-    /// 0.57 → 0.73 at 4).
+    /// per line: between the multiplies, that bookkeeping costs more than
+    /// the prefetches themselves.
     #[inline(always)]
     fn issue(&mut self, ahead: &[u8]) {
         let lines = self.due();
@@ -1000,17 +958,11 @@ impl Spread {
 /// line in flight or in L2). The AVX2 kernels, which have load slots to
 /// spare but not vector-ALU slots, use it instead of [`Spread`], whose
 /// bookkeeping and branch are scalar work on the ports the multiplies
-/// use (over a database in L2 a batch of 4 ran at 0.77 of the `vpmaddwd`
-/// ceiling with [`Spread`] and 0.88 with this; at B = 33, 0.73 → 0.83 of
-/// the bound at 4, 0.80 → 0.84 at 16 and 0.87 → 0.95 for one query). The
-/// two-tile `vpdpbusd` kernel uses it for groups of up to 2 with at least
-/// a line to prefetch per quad pair (k = 4: 0.78 → 0.83, k = 2: 0.92–0.94
-/// → 0.96); with smaller shares the repeats cost it load slots (k = 8,
-/// the group of 2 with 85 lines for 128 quad pairs: 0.78–0.79 against
-/// 0.81 with [`Spread`]), and groups of 3, short of load slots, were
-/// slower with it (0.83–0.88 → 0.60–0.64 at k = 16), so those use
-/// [`Spread`]. With more lines than iterations the lines in between are
-/// skipped, not bunched.
+/// use. The two-tile `vpdpbusd` kernel uses it for groups of up to 2
+/// with at least a line to prefetch per quad pair; with smaller shares
+/// the repeats, and in groups of 3 every extra load, cost it load slots
+/// it lacks, so those use [`Spread`]. With more lines than iterations
+/// the lines in between are skipped, not bunched.
 #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 #[derive(Clone, Copy, Debug)]
 struct Cursor {

@@ -35,9 +35,7 @@ fn lane_sum(v: __m256i) -> i64 {
 /// 10 accumulators + 2 digit vectors + 1 limb vector = 13 of the 16
 /// ymm registers; the quad's second row pair re-reads the block's limbs
 /// from L1. Five `vpmaddwd` + five adds per 16 digits and row (six with
-/// three unsigned limbs per prime; the `vpmuldq` kernel on 64-bit residue
-/// lanes before those needed four sign extensions, eight multiplies and
-/// eight adds).
+/// three unsigned limbs per prime).
 ///
 /// # Safety
 /// avx2 must be available; `quad` holds 4·w digits in chunk order and

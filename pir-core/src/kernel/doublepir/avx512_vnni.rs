@@ -45,11 +45,10 @@ pub(super) unsafe fn quad_limbs(quad: &[i16], limbs: &[i16], acc: &mut QuadSums)
     if chunks == 0 {
         return;
     }
-    // The loop is written in assembly: with 24 accumulators (four rows
-    // × six limbs of the earlier layout) + 6 limbs + 1 digit vector, LLVM's
-    // allocator spilled accumulators to the stack on every step (even
-    // with named variables, and even for two rows), and the pass ran at
-    // half speed.
+    // The loop is written in assembly: with this many accumulators beside
+    // the limbs and a digit vector, LLVM's allocator spills accumulators
+    // to the stack on every step (even with named variables), which halves
+    // the pass's speed.
     let z = _mm512_setzero_si512();
     let (mut a00, mut a01, mut a02, mut a03, mut a04) = (z, z, z, z, z);
     let (mut a10, mut a11, mut a12, mut a13, mut a14) = (z, z, z, z, z);

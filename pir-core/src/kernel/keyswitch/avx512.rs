@@ -6,11 +6,9 @@ use std::arch::x86_64::*;
 /// cached digits are laid out node after node in the order the online
 /// pass visits them (t·stride words per node), so the same row of the
 /// node [`super::KS_NODES_AHEAD`] ahead is where this stream will be
-/// then. The hint is `prefetcht1` (into L2): with `prefetcht0` 2 KiB
-/// ahead, 2,000 key switches over 94 MB of digits
-/// streamed at 14 GB/s (6.4–6.7 ms, against 3.3 ms with the digits in
-/// cache); into L2 three nodes ahead, 3.8–4.1 ms (min of 3 runs each,
-/// four alternating rounds, Zen 4). `PIR_KSPF=<words>` overrides it.
+/// then. The hint is `prefetcht1` (into L2), nodes rather than bytes
+/// ahead, so the digits arrive in L2 in time without pushing the node
+/// being switched out of L1. `PIR_KSPF=<words>` overrides it.
 pub(super) fn ks_prefetch(t: usize, stride: usize) -> usize {
     static D: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
     D.get_or_init(|| std::env::var("PIR_KSPF").ok().and_then(|v| v.parse().ok()))
@@ -23,9 +21,8 @@ pub(super) fn ks_prefetch(t: usize, stride: usize) -> usize {
 /// results in [0, p) as 32-bit lanes in slot order. x + m·p has its
 /// result in the high half, which for the odd slots is already their lane
 /// (as the AVX2 `redc2` blends): 10 instructions per 16 slots instead of
-/// 14 for two 64-bit reductions shifted and or'ed together. (No faster
-/// on a Zen 4: `keyswitch_acc` over t = 3 rows of 2048 slots took
-/// 626–805 ns either way, bound by its loads.)
+/// 14 for two 64-bit reductions shifted and or'ed together (the key
+/// switch is bound by its loads either way).
 #[inline]
 #[target_feature(enable = "avx512f")]
 fn redc16(even: __m512i, odd: __m512i, p: __m512i, pinv: __m512i) -> __m512i {

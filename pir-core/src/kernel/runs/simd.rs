@@ -2,9 +2,9 @@ use std::arch::x86_64::*;
 
 /// 16-lane twin of [`super::add_scaled_runs`]: 128 entries of `col` at a
 /// time in eight accumulators, each term's run read as 512 contiguous bytes
-/// per step (one 64-byte vector per step ran ~6 % slower: the ~32 runs of a
-/// column stream from L2, and longer contiguous reads per run keep that
-/// stream closer to the L2 bandwidth), then 16 at a time.
+/// per step (the ~32 runs of a column stream from L2, and longer
+/// contiguous reads per run keep that stream closer to the L2
+/// bandwidth), then 16 at a time.
 ///
 /// # Safety
 /// avx512f must be available; `g.len() ≥ o + col.len()` for every term.

@@ -13,9 +13,8 @@ unsafe fn hsum(v: __m256i) -> u32 {
     _mm_cvtsi128_si32(s) as u32
 }
 
-/// Quads per loop step of [`group`] (steps of four ran a group of 3 at
-/// 0.75 of the `vpmaddwd` peak over a database in L2 against 0.90 with
-/// two, and groups of 2 no faster).
+/// Quads per loop step of [`group`] (steps of four run out of registers
+/// for a group of 3).
 const STEP: usize = 2;
 
 /// The loop of a half pass over `$n` quads: a line of `$cursor` issued
@@ -45,13 +44,8 @@ macro_rules! steps {
 /// query of the group (4·Q accumulators, 12 of the 16 ymm registers at
 /// Q = 3, beside the two quarters and a broadcast). Both the widening,
 /// on a port the adds share, and the broadcast, which is not free on
-/// every core, are paid once per two `vpmaddwd` or more. On a Zen 3
-/// core the whole pass over a database in L2 (`cached_pass`, three
-/// alternating runs) ran at 0.82–0.83, 0.85–0.86, 0.84–0.85, 0.86–0.87,
-/// 0.86–0.87 and 0.86–0.87 of the `vpmaddwd` peak for batches of 2, 3,
-/// 4, 6, 8 and 16 this way, against 0.71, 0.76–0.77, 0.80, 0.84–0.85,
-/// 0.82–0.83 and 0.83–0.84 with groups of up to 6 taken a quarter at a
-/// time. Each query's halves are one interleaved array
+/// every core, are paid once per two `vpmaddwd` or more. Each query's
+/// halves are one interleaved array
 /// ([`super::SplitQuery`]): with one pointer per query the accumulators,
 /// the records and the broadcast stay in registers. Where the slice and
 /// the halves do not fit in L1 together (2048 rows), both half passes
@@ -285,13 +279,9 @@ pub(super) unsafe fn columns(
 /// for the whole group; in exchange every `vpmaddwd` takes its own
 /// broadcast, where [`group`] shares one between two.
 ///
-/// It takes the groups of 4 ([`super::groups_for`]). On a Zen 4 with the
-/// AVX2 kernels forced, a group of 4 ran at 0.90–0.93 of the `vpmaddwd`
-/// peak in L1 against 0.88–0.91 for [`group`]'s groups of 2, and a batch
-/// of 4 (one group of 4 instead of two of 2) over a database in L2 at
-/// 0.91–0.92 against 0.87 (`pass_in_cache_compute_rate`, two runs each);
-/// at B = 33 in eight alternating rounds at 0.79–0.83 of the bound
-/// (median 0.82) against 0.74–0.81 (0.79).
+/// It takes the groups of 4 ([`super::groups_for`]): one group of 4
+/// loads each quad once for all four queries and widens nothing, where
+/// two groups of 2 of [`group`] load and widen it twice.
 ///
 /// # Safety
 /// The caller must have checked that the CPU supports AVX2; `data` holds
@@ -351,7 +341,7 @@ pub(super) unsafe fn group_words<const Q: usize>(
 /// one half quad (x, y) with the query's four words at `p`. Written as
 /// one assembly block because the compiler, given the same intrinsics,
 /// reassociates the sums of a loop step into trees and spills the
-/// accumulators of a group of 4 (0.32 of the `vpmaddwd` peak in L1).
+/// accumulators of a group of 4 to the stack.
 ///
 /// # Safety
 /// `p` points to 4 readable `u32`s.
@@ -402,9 +392,9 @@ unsafe fn word_macs(p: *const u32, x: __m256i, y: __m256i, lo: &mut __m256i, hi:
 /// `vpaddd` for 64Q multiply-accumulates, against 8Q broadcasts and two
 /// loads of every line for the word kernel over two half passes
 /// ([`group_words`]); the 3 shifts of each half are shared by the group.
-/// Where `vpmulld` is one µop, as on the Zen 4 (5.9 G `vpmulld` +
-/// `vpaddd` pairs per second, as many as `vpmaddwd` + `vpaddd`), this
-/// is the faster of the two; see `super::avx2_batch`.
+/// Where `vpmulld` is one µop, as on AMD Zen 4 (as many `vpmulld` +
+/// `vpaddd` pairs per second as `vpmaddwd` + `vpaddd`), this is the
+/// faster of the two; see `super::avx2_batch`.
 ///
 /// # Safety
 /// The caller must have checked that the CPU supports AVX2; `data` holds

@@ -141,9 +141,7 @@ pub(super) unsafe fn slice_bw(
 
 /// Quads [`group_vnni`] loads ahead of the one it multiplies: the
 /// multiplies of a quad then never wait in the scheduler for its load
-/// from L2 (over a database in L2, 0.61 → 0.80 of the `vpdpbusd` peak at
-/// a batch of 4 and 0.79 → 0.84 at 16; at B = 33, 0.73 → 0.77 of the
-/// bound at 16). 8 measured no better.
+/// from L2, where they would stall the prefetches issued between them.
 const PIPE: usize = 4;
 
 /// The `vpdpbusd` slice kernel: `Q` queries (1 ≤ Q ≤ 5) over a slice of
@@ -246,13 +244,11 @@ pub(super) unsafe fn group_vnni<const Q: usize, const U: usize>(
 /// One query needs 4 `vpdpbusd` per 64 bytes, half the time a core's
 /// memory stream takes to deliver them, so the pass is bound by the
 /// stream alone, and what it needs is that nothing interrupts it: the
-/// whole run goes through one loop, not one call per tile (per-tile calls
-/// of [`group_vnni`] streamed 0.75–0.80 of the read loop at B = 33 on a
-/// Zen 4, this loop 0.90–0.91), and the software prefetch is two lines at
-/// the start of each 4 KiB page, `ahead` bytes on (0: none), which
-/// restarts the hardware streamer where a page boundary stops it (at 8
-/// to 32 KiB, 0.94–1.0 of the read loop, against 0.75–0.80 for a
-/// prefetch of every line as [`Spread`](super::Spread) issues it, which
+/// whole run goes through one loop, not one call per tile (each call
+/// leaves a bubble in the stream), and the software prefetch is two
+/// lines at the start of each 4 KiB page, `ahead` bytes on (0: none),
+/// which restarts the hardware streamer where a page boundary stops it
+/// (a prefetch of every line, as [`Spread`](super::Spread) issues it,
 /// takes load slots and miss buffers the stream needs).
 ///
 /// # Safety
@@ -330,10 +326,9 @@ fn stage_l1(p: *const u8) {
 /// Quads ahead of the pair it multiplies that [`pair_vnni`] stages into
 /// L1 (`prefetcht0`, both tiles) when it is the first group over a slice
 /// and so reads the slice from L2: the loads [`PAIR_PIPE`] ahead then
-/// find their lines in L1 (at B = 33, k = 4 0.80–0.82 → 0.83–0.84 of the
-/// bound, k = 8 0.79–0.81 → 0.81–0.82; 4 and 8 quads measured within
-/// noise of 16). The pipe cannot simply be longer: a group of 3 holds 24
-/// accumulators and 2 × [`PAIR_PIPE`] quads in the 32 zmm registers.
+/// find their lines in L1. The pipe cannot simply be longer: a group of
+/// 3 holds 24 accumulators and 2 × [`PAIR_PIPE`] quads in the 32 zmm
+/// registers.
 const STAGE_AHEAD: usize = 16;
 
 /// [`group_vnni`] over the same rows of two tiles at once (`data[0]`,
@@ -341,12 +336,9 @@ const STAGE_AHEAD: usize = 16;
 /// of a query feeds two `vpdpbusd`, one per tile. A quad pair then costs
 /// 4Q + 2 loads for 8Q multiplies (Q = 3: 14 for 24) against 4Q + 1 for
 /// 4Q with one tile (21 for 20 at Q = 5). In L1 both run near the
-/// `vpdpbusd` peak (0.96–1.00 for Q = 2 and 3 here, 0.97–0.99 for 4 and
-/// 5 there), but with a load per multiply the one-tile kernel has no
-/// load slot to spare for what the pass adds: the first group's loads
-/// from L2, the digits of a large batch from L2, and the prefetches. Over
-/// a database in L2 a batch of 16 ran at 0.84 of the peak with one tile
-/// and 0.96–0.97 with two; at B = 33, 0.76 → 0.85–0.87 of the bound.
+/// `vpdpbusd` peak, but with a load per multiply the one-tile kernel has
+/// no load slot to spare for what the pass adds: the first group's loads
+/// from L2, the digits of a large batch from L2, and the prefetches.
 /// `Q` ≤ 3: 8Q accumulators and the pipe in the 32 zmm registers. The
 /// lines of `ahead` are prefetched into L2 one per quad pair
 /// ([`super::Cursor`]) when `C`, else spread over the loop

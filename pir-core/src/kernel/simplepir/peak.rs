@@ -193,8 +193,8 @@ impl OverlapCeiling {
 }
 
 /// Lines between a line's `prefetcht1` and its load in [`overlap_ceiling`]
-/// (4 KiB; 256 and 1024 lines measured the same on Sapphire Rapids, 16
-/// lines a third slower).
+/// (4 KiB: far enough ahead to cover the memory latency; much nearer
+/// starves the stream, further gains nothing).
 #[cfg(target_arch = "x86_64")]
 const OVERLAP_AHEAD_LINES: usize = 64;
 
@@ -304,9 +304,8 @@ const CACHED_COLS: usize = 64;
 
 /// Timed rounds of [`cached_pass`], each preceded by a [`mac_peak_of`]
 /// measurement; the best of each is kept. On a core whose SMT sibling is
-/// busy both vary from round to round: on a Zen 3 vCPU the best of 9
-/// rounds still moved from 0.59 to 0.81 of the peak between runs, the best
-/// of 60 by 0.01–0.02 (about a second in all).
+/// busy both vary from round to round, so it takes many short rounds
+/// (about a second in all) for the best to be steady from run to run.
 #[cfg(target_arch = "x86_64")]
 const CACHED_ROUNDS: usize = if cfg!(test) { 2 } else { 60 };
 
@@ -683,8 +682,8 @@ fn pairs_ymm(
 /// Whether `vpmulld` + `vpaddd` runs at least [`MULLD_AS_FAST`] of the
 /// rate of `vpmaddwd` + `vpaddd` on this core (ymm, from registers, the
 /// best of three alternating rounds of about 0.3 ms each): on AMD Zen 4
-/// both run 5.9 G pairs per second; Intel cores split `vpmulld` into two
-/// µops and run it at about half the rate.
+/// both run at the same rate; Intel cores split `vpmulld` into two µops
+/// and run it at about half the rate.
 #[cfg(target_arch = "x86_64")]
 pub(super) fn mulld_as_fast() -> bool {
     if !super::super::avx2() {

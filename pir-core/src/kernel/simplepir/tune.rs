@@ -11,15 +11,10 @@ use crate::kernel::Kernel;
 /// prefetch every line of the database that far ahead, one per quad; the
 /// `vpdpbusd` kernel of one query the first two lines of each 4 KiB page.
 ///
-/// Which is best depends on the core and the kernel: on an AVX2-only
-/// EPYC `prefetchnta` 24 KiB ahead beat the alternatives; on a Zen 4
-/// EPYC, with the earlier 8-column layout, any software prefetch cost
-/// 10–35 % of the pass (0.60–0.74 of bandwidth with it, 0.91–0.94
-/// without); with the quad layout the AVX2 kernel streams one query at
-/// 0.90–0.92 of the read loop 8 KiB ahead and 0.63–0.65 without, and the
-/// `vpdpbusd` kernel 8 or 24 KiB ahead at 0.94–0.96 and 0.87 without (see
-/// `docs/benchmarks.md`). So the distance is measured on the machine,
-/// like an FFT plan, rather than fixed at compile time.
+/// Which is best depends on the core and the kernel (a kernel near its
+/// arithmetic limit needs the prefetch, a kernel idle half the time can
+/// be slowed by it), so the distance is measured on the machine, like an
+/// FFT plan, rather than fixed at compile time.
 const PREFETCH_CANDIDATES: [usize; 4] = [0, 4096, 8192, 24576];
 
 /// How much faster than the selected kernel without software prefetch
@@ -33,18 +28,15 @@ const PREFETCH_DEFAULT: usize = 0;
 /// Interleaved rounds of [`measure_prefetch`], each timing every
 /// candidate once; a candidate's rate is its best round. A timed pass
 /// over 256 MiB takes ~9 ms, and on a shared core a slow stretch can
-/// spoil every round of one candidate: with three rounds, a Zen 4 EPYC's
-/// B = 35 runs chose no prefetch or 4 KiB for the `vpdpbusd` kernel in
-/// two of five, whose passes then streamed 0.89–0.91 of the read loop
-/// against 0.92–0.98 at 24 KiB; with five, 8 or 24 KiB in ten of ten
-/// (0.92–1.02).
+/// spoil every round of one candidate; five rounds make that unlikely
+/// enough that candidates a few per cent apart are told apart.
 const TUNE_ROUNDS: usize = 5;
 
 /// Most bytes of database [`tune_prefetch`] streams per timed pass.
 const TUNE_BYTES: usize = 256 << 20;
 
 /// The smallest tiled region [`tune_prefetch`] measures on: 64 MiB, twice
-/// the last-level cache of the machines measured so far, so the timed
+/// the last-level cache of the machines this runs on, so the timed
 /// passes stream from memory (a smaller database is mostly served from the
 /// cache, where prefetching hardly matters). The auditor's databases are
 /// 2^30 bits (128 MiB) each.
@@ -63,10 +55,8 @@ static SINGLE: std::sync::Mutex<Option<Kernel>> = std::sync::Mutex::new(None);
 /// the large DBSetups so far found fastest for it ([`tune_prefetch`]), else
 /// [`Kernel::selected`]. A single query is bound by the stream, not by
 /// the multiplies, so the kernel that streams best is not always the one
-/// with the most multiplies per cycle: on a Zen 4 EPYC the AVX2 kernel
-/// streamed it faster than the per-tile `vpdpbusd` one, until that took
-/// a panel per call with its own prefetch (docs/benchmarks.md, Zen 4 "One
-/// query"); batches always use the selected kernel.
+/// with the most multiplies per cycle (on a Zen 4 EPYC the two are
+/// within a few per cent); batches always use the selected kernel.
 pub(crate) fn single_kernel() -> Kernel {
     SINGLE
         .lock()
@@ -165,11 +155,9 @@ static TUNING: std::sync::Mutex<TuneState> = std::sync::Mutex::new(TuneState {
 /// hundreds of databases a day re-checks its choice a few times, spread
 /// over its first epochs, at a cost that stays below a pass per setup on
 /// average. Each measurement takes ~0.2 s per kernel; one taken while the
-/// core's memory was slow (on a shared Zen 4, every candidate at 18–22
-/// GB/s against 23–29 in other runs, so that none beat the selected kernel
-/// without prefetch by the margin and a single query's pass ran at 0.75
-/// of the read loop instead of 0.91–0.93) no longer fixes the choice for
-/// the life of the process.
+/// core's memory was slow (on a shared host every candidate then looks
+/// alike, and none beats the selected kernel without prefetch by the
+/// margin) no longer fixes the choice for the life of the process.
 fn measures_at(setup: usize) -> bool {
     setup.is_power_of_two()
 }
@@ -255,9 +243,8 @@ fn measure_prefetch(
 /// The candidate to keep among pass times `times`, the first of them the
 /// selected kernel without software prefetch: the fastest, but another
 /// candidate only when it beats that first one by more than
-/// [`PREFETCH_MARGIN`] (a wrong distance costs up to a third of the pass,
-/// 24 KiB on Zen 4 with the `vpdpbusd` kernel's spread prefetch, so noise
-/// between close candidates should not pick one).
+/// [`PREFETCH_MARGIN`] (a wrong distance can cost a third of the pass, so
+/// noise between close candidates should not pick one).
 fn choose(times: &[f64]) -> usize {
     let mut chosen = 0;
     for i in 1..times.len() {
