@@ -141,22 +141,16 @@ impl Error {
     }
 
     /// A failure only an operator can fix, which no retry will cure: the
-    /// store refused the credentials or a grant, or its schema is missing,
-    /// behind or ahead. `ct-ingest run` exits on it instead of retrying.
+    /// store refused the credentials or a grant, or its URL is invalid.
+    /// `ct-ingest run` exits on it instead of retrying. (A schema that is
+    /// missing, behind or ahead is retried, its message naming `ct-ingest
+    /// migrate`, so that the owner's migration lets the runs resume.)
     pub fn needs_operator(&self) -> bool {
-        use ct_store::StoreError as S;
         match self {
             Error::Store(e) => {
                 e.is_auth_failure()
                     || e.is_permission_denied()
-                    || matches!(
-                        e,
-                        S::SchemaMissing
-                            | S::SchemaOutdated { .. }
-                            | S::SchemaNewer { .. }
-                            | S::SchemaMismatch(_)
-                            | S::InvalidUrl { .. }
-                    )
+                    || matches!(e, ct_store::StoreError::InvalidUrl { .. })
             }
             _ => false,
         }
