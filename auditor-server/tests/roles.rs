@@ -4,7 +4,9 @@
 //! ingest role ingests a local test log, the auditor role builds epochs
 //! with `auditor-server build-epoch` and serves them with `serve`, and
 //! takes a misbehaviour report from a client that audited an SCT the log
-//! never logged. Runs with `TEST_DATABASE_URL` (a superuser URL of a
+//! never logged. The auditor role owns a schema of its own, first on its
+//! search path: it reads the store in `public` all the same, and nothing is
+//! created in its schema. Runs with `TEST_DATABASE_URL` (a superuser URL of a
 //! cluster started by `ct-store/tests/pg.sh`); `TEST_REQUIRE_POSTGRES=1`
 //! makes its absence a failure.
 #![cfg(unix)]
@@ -84,6 +86,16 @@ async fn pipeline(roles: &Roles) -> TestResult {
         r.as_ref().map_err(|e| e.to_string())?;
     }
 
+    // The auditor role owns a schema of its own name, first on
+    // PostgreSQL's default search path, and may create tables in it.
+    let role = format!("ct_auditor_{}", roles.suffix);
+    roles
+        .admin_sql(&format!(
+            "CREATE SCHEMA {role} AUTHORIZATION {role}; GRANT CREATE ON DATABASE ct_{} TO {role}",
+            roles.suffix
+        ))
+        .await?;
+
     // Build and serve, as the auditor role.
     let epochs = dir.path().join("epochs");
     let auditor_toml = dir.path().join("auditor.toml");
@@ -149,6 +161,15 @@ async fn pipeline(roles: &Roles) -> TestResult {
         ct_ingest::ingest::run_once(&config, &ct_ingest::ingest::IngestOptions::default()).await?;
     assert_eq!(summary.reports.len(), 1, "{:?}", summary.reports);
     owner.close().await;
+
+    // Nothing was created in the auditor's own schema.
+    roles
+        .admin_sql(&format!(
+            "DO $$ BEGIN IF EXISTS (SELECT 1 FROM pg_class c JOIN pg_namespace n \
+             ON n.oid = c.relnamespace WHERE n.nspname = '{role}') THEN \
+             RAISE EXCEPTION 'objects created in schema {role}'; END IF; END $$"
+        ))
+        .await?;
 
     served.kill()?;
     let log_text = served.drain();
