@@ -41,7 +41,7 @@ pub const MAX_BATCH_K: usize = 64;
 /// How long a query may wait for others to the same database before the
 /// pass starts, in the batching model of [`expected_batch`]: the
 /// `batch_window_ms = 100` recommended for internet scale in
-/// docs/operator.md ("Batching") and set by the sharded Kubernetes overlay.
+/// docs/operator.md ("Batching") and set by the Helm chart (deploy/helm/ct-auditor/files/auditor.toml).
 pub const DEFAULT_BATCH_WINDOW_S: f64 = 0.1;
 /// Entries [`measure_filter_build`] inserts by default: 2^22, so each
 /// sampled filter (8·2^22 bits = 4 MiB) is past the per-core caches and

@@ -14,8 +14,9 @@
 //! |---|---|---|
 //! | `epochs/<id>/snapshot-<h>.bin` | `epoch prepare`, first; named after the spec's fresh seed ([`snapshot_object`]) | the leaf hashes ([`SNAPSHOT_MAGIC`] format below) |
 //! | `epochs/<id>/spec.json` | `epoch prepare`, last, created once (a conditional create): its presence makes the epoch *prepared* | the epoch spec |
-//! | `epochs/<id>/ready/<shard>` | each shard, after persisting its databases | [`ReadyMarker`], naming the spec's digest |
-//! | `epochs/<id>/published` | `epoch publish`, once every shard is ready | [`PublishedMarker`], naming the spec's and manifest's digests |
+//! | `epochs/<id>/dbs/db-<d>.bits`, `.hint` | the shard that built database d, before its ready marker | the database's files as persisted ([`DbArtifact`]) |
+//! | `epochs/<id>/ready/<shard>` | each shard, after persisting and uploading its databases | [`ReadyMarker`], naming the spec's digest and its databases' files with their SHA-256 |
+//! | `epochs/<id>/published` | `epoch publish`, once every shard is ready | [`PublishedMarker`], naming the spec's and manifest's digests and every database's files |
 //! | `epochs/<id>/publish-timed-out` | `epoch publish`, when its deadline passes first | [`TimedOutMarker`] |
 //!
 //! Snapshot format, version 1 (all integers little-endian):
@@ -48,6 +49,7 @@
 //! and renames it; S3 makes an object visible only once its upload
 //! completes), so a reader sees an old object, a new one or none.
 
+use std::path::Path;
 use std::sync::Arc;
 
 use audit_proto::{Manifest, ShardMap};
@@ -59,6 +61,7 @@ use sha2::{Digest, Sha256};
 
 use crate::config::{parse_url, Location};
 use crate::error::{Error, Result};
+use crate::layout::{bits_name, hint_name};
 use crate::plan::{EpochSpec, SET_DOMAIN};
 
 /// Magic of a snapshot object.
@@ -72,6 +75,12 @@ pub const SNAPSHOT_HEADER: usize = 8 + 4 + 8 + 8 + 32;
 pub const MAX_SNAPSHOT_ENTRIES: u64 = 1 << 36;
 /// Largest marker or spec object read.
 const MAX_MARKER_BYTES: u64 = 64 << 10;
+/// Time limit of one object-store request, body included (a snapshot or a
+/// database file of several GiB is one request).
+pub const OBJECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(1800);
+/// Retries of a failed object-store request (with exponential backoff,
+/// within 5 minutes), before the error reaches the caller.
+pub const OBJECT_RETRIES: usize = 5;
 /// Bytes per part of a snapshot upload.
 const UPLOAD_PART: usize = 16 << 20;
 /// Newest epoch directories looked at when searching for the newest
@@ -114,8 +123,33 @@ pub struct ReadyMarker {
     /// SHA-256 of the spec it built from ([`EpochSpec::digest`]).
     #[serde(with = "audit_proto::hex::array")]
     pub spec_sha256: [u8; 32],
+    /// Its databases' files as it uploaded them, one per database, by id.
+    pub artifacts: Vec<DbArtifact>,
     /// When (Unix s).
     pub at: i64,
+}
+
+/// One built database in the object store (`epochs/<id>/dbs/`): its
+/// bitmap file (bound to the manifest by its digest) and its NTT hint file,
+/// byte for byte as the shard that built it persisted them, with their
+/// SHA-256. A server that did not build the database (another replica of
+/// the group, one that lost its disk) downloads and checks them, then
+/// loads them like its own files.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DbArtifact {
+    /// The database.
+    pub db: u32,
+    /// Bytes of its `.bits` file.
+    pub bits_bytes: u64,
+    /// SHA-256 of its `.bits` file.
+    #[serde(with = "audit_proto::hex::array")]
+    pub bits_sha256: [u8; 32],
+    /// Bytes of its `.hint` file.
+    pub hint_bytes: u64,
+    /// SHA-256 of its `.hint` file.
+    #[serde(with = "audit_proto::hex::array")]
+    pub hint_sha256: [u8; 32],
 }
 
 /// What `epoch publish` writes to `epochs/<id>/published`.
@@ -134,20 +168,45 @@ pub struct PublishedMarker {
     /// SHA-256 of the manifest the shards serve.
     #[serde(with = "audit_proto::hex::array")]
     pub manifest_sha256: [u8; 32],
+    /// Every database's files, by id (from the ready markers).
+    pub databases: Vec<DbArtifact>,
     /// When (Unix s).
     pub at: i64,
 }
 
 impl PublishedMarker {
-    /// The marker of `spec`'s epoch, with `shards` ready, at `at`.
-    pub fn for_spec(spec: &EpochSpec, shards: u32, at: i64) -> PublishedMarker {
+    /// The marker of `spec`'s epoch, with `shards` ready and the database
+    /// files `databases`, at `at`.
+    pub fn for_spec(
+        spec: &EpochSpec,
+        shards: u32,
+        mut databases: Vec<DbArtifact>,
+        at: i64,
+    ) -> PublishedMarker {
+        databases.sort_by_key(|a| a.db);
         PublishedMarker {
             epoch: spec.manifest.epoch,
             shards,
             spec_sha256: spec.digest(),
             manifest_sha256: crate::layout::manifest_digest(&spec.manifest.to_json()),
+            databases,
             at,
         }
+    }
+
+    /// Whether this marker publishes `spec`'s epoch: it names the spec and
+    /// its manifest, and lists every database's files once, in order.
+    pub fn names(&self, spec: &EpochSpec) -> bool {
+        let m = &spec.manifest;
+        self.epoch == m.epoch
+            && self.spec_sha256 == spec.digest()
+            && self.manifest_sha256 == crate::layout::manifest_digest(&m.to_json())
+            && self.databases.len() == m.dbs.len()
+            && self
+                .databases
+                .iter()
+                .enumerate()
+                .all(|(i, a)| a.db as usize == i)
     }
 }
 
@@ -227,7 +286,22 @@ impl Objects {
                 (Arc::new(fs), String::new())
             }
             Location::S3 { bucket, prefix } => {
-                let mut b = object_store::aws::AmazonS3Builder::new();
+                // Snapshots and databases are large objects streamed in
+                // one request each: the crate's 30 s request timeout would
+                // cut a multi-GiB transfer. Failed requests are retried a
+                // bounded number of times with backoff. `AWS_TIMEOUT`,
+                // `AWS_CONNECT_TIMEOUT` (and the other keys) still override.
+                let options = object_store::ClientOptions::new()
+                    .with_timeout(OBJECT_TIMEOUT)
+                    .with_connect_timeout(std::time::Duration::from_secs(10));
+                let retry = object_store::RetryConfig {
+                    max_retries: OBJECT_RETRIES,
+                    retry_timeout: std::time::Duration::from_secs(300),
+                    ..Default::default()
+                };
+                let mut b = object_store::aws::AmazonS3Builder::new()
+                    .with_client_options(options)
+                    .with_retry(retry);
                 for (k, v) in vars {
                     if let Some(key) = k
                         .strip_prefix("AWS_")
@@ -521,6 +595,14 @@ impl Objects {
     /// the epoch, the shard, the spec's shard count and databases, and the
     /// manifest digest of the spec; and the shards that are not ready.
     pub async fn ready_shards(&self, spec: &EpochSpec) -> Result<(Vec<u32>, Vec<u32>)> {
+        let (ready, missing) = self.ready_markers(spec).await?;
+        Ok((ready.iter().map(|r| r.shard).collect(), missing))
+    }
+
+    /// The valid ready markers of `spec`'s epoch ([`Objects::ready_shards`]:
+    /// also listing the files of exactly the shard's databases), and the
+    /// shards without one.
+    pub async fn ready_markers(&self, spec: &EpochSpec) -> Result<(Vec<ReadyMarker>, Vec<u32>)> {
         let m = &spec.manifest;
         let digest = crate::layout::manifest_digest(&m.to_json());
         let spec_digest = spec.digest();
@@ -531,29 +613,160 @@ impl Objects {
                 Some(map) => map.databases_of(shard, m.dbs.len() as u32),
                 None => (0..m.dbs.len() as u32).collect(),
             };
-            let ok = match self.ready(m.epoch, shard).await {
-                Ok(Some(r)) => {
-                    r.epoch == m.epoch
-                        && r.shard == shard
-                        && r.count == count
-                        && r.databases == own
-                        && r.manifest_sha256 == digest
-                        && r.spec_sha256 == spec_digest
-                }
-                Ok(None) => false,
+            let valid = match self.ready(m.epoch, shard).await {
+                Ok(Some(r)) => (r.epoch == m.epoch
+                    && r.shard == shard
+                    && r.count == count
+                    && r.databases == own
+                    && r.manifest_sha256 == digest
+                    && r.spec_sha256 == spec_digest
+                    && r.artifacts.iter().map(|a| a.db).eq(own.iter().copied()))
+                .then_some(r),
+                Ok(None) => None,
                 Err(Error::Corrupt { path, why }) => {
                     tracing::warn!(%path, %why, "ready marker unreadable: shard counted as not ready");
-                    false
+                    None
                 }
                 Err(e) => return Err(e),
             };
-            if ok {
-                ready.push(shard);
-            } else {
-                missing.push(shard);
+            match valid {
+                Some(r) => ready.push(r),
+                None => missing.push(shard),
             }
         }
         Ok((ready, missing))
+    }
+
+    fn db_key(&self, epoch: u64, name: &str) -> ObjPath {
+        self.epoch_key(epoch, &format!("dbs/{name}"))
+    }
+
+    /// Uploads database `db` of epoch `epoch` from the epoch directory
+    /// `dir` (its `.bits` and `.hint` files, streamed in parts) and
+    /// returns what a ready marker states of it.
+    pub async fn upload_db(&self, epoch: u64, db: u32, dir: &Path) -> Result<DbArtifact> {
+        let (bits_bytes, bits_sha256) = self
+            .upload_file(
+                &self.db_key(epoch, &bits_name(db as usize)),
+                &dir.join(bits_name(db as usize)),
+            )
+            .await?;
+        let (hint_bytes, hint_sha256) = self
+            .upload_file(
+                &self.db_key(epoch, &hint_name(db as usize)),
+                &dir.join(hint_name(db as usize)),
+            )
+            .await?;
+        Ok(DbArtifact {
+            db,
+            bits_bytes,
+            bits_sha256,
+            hint_bytes,
+            hint_sha256,
+        })
+    }
+
+    async fn upload_file(&self, key: &ObjPath, path: &Path) -> Result<(u64, [u8; 32])> {
+        use tokio::io::AsyncReadExt as _;
+        let mut f = tokio::fs::File::open(path)
+            .await
+            .map_err(crate::error::io(path))?;
+        let upload = self
+            .store
+            .put_multipart(key)
+            .await
+            .map_err(|e| store_err(&format!("writing {key}"), e))?;
+        let mut w = object_store::WriteMultipart::new_with_chunk_size(upload, UPLOAD_PART);
+        let (mut sum, mut len) = (Sha256::new(), 0u64);
+        let mut buf = vec![0u8; 1 << 20];
+        loop {
+            let n = match f.read(&mut buf).await {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) => {
+                    let _ = w.abort().await;
+                    return Err(crate::error::io(path)(e));
+                }
+            };
+            if let Err(e) = w.wait_for_capacity(4).await {
+                let _ = w.abort().await;
+                return Err(store_err(&format!("writing {key}"), e));
+            }
+            sum.update(&buf[..n]);
+            w.write(&buf[..n]);
+            len += n as u64;
+        }
+        w.finish()
+            .await
+            .map_err(|e| store_err(&format!("writing {key}"), e))?;
+        Ok((len, sum.finalize().into()))
+    }
+
+    /// Downloads the files of `art` (database `art.db` of epoch `epoch`)
+    /// into `dir`, refusing any whose length or SHA-256 differs from
+    /// `art`'s; each file is fsynced.
+    pub async fn download_db(&self, epoch: u64, art: &DbArtifact, dir: &Path) -> Result<()> {
+        let name = bits_name(art.db as usize);
+        self.download_file(
+            &self.db_key(epoch, &name),
+            &dir.join(&name),
+            art.bits_bytes,
+            &art.bits_sha256,
+        )
+        .await?;
+        let name = hint_name(art.db as usize);
+        self.download_file(
+            &self.db_key(epoch, &name),
+            &dir.join(&name),
+            art.hint_bytes,
+            &art.hint_sha256,
+        )
+        .await
+    }
+
+    async fn download_file(
+        &self,
+        key: &ObjPath,
+        path: &Path,
+        len: u64,
+        sha: &[u8; 32],
+    ) -> Result<()> {
+        use tokio::io::AsyncWriteExt as _;
+        let bad = |why: String| Error::Corrupt {
+            path: key.to_string(),
+            why,
+        };
+        let got = self
+            .store
+            .get(key)
+            .await
+            .map_err(|e| store_err(&format!("reading {key}"), e))?;
+        if got.meta.size != len {
+            return Err(bad(format!(
+                "{} bytes, the ready marker says {len}",
+                got.meta.size
+            )));
+        }
+        let mut f = tokio::fs::File::create(path)
+            .await
+            .map_err(crate::error::io(path))?;
+        let (mut sum, mut n) = (Sha256::new(), 0u64);
+        let mut stream = got.into_stream();
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(|e| store_err(&format!("reading {key}"), e))?;
+            n += chunk.len() as u64;
+            if n > len {
+                return Err(bad(format!(
+                    "more than the {len} bytes the ready marker says"
+                )));
+            }
+            sum.update(&chunk);
+            f.write_all(&chunk).await.map_err(crate::error::io(path))?;
+        }
+        if n != len || sum.finalize().as_slice() != sha {
+            return Err(bad("length or SHA-256 differs from the ready marker".into()));
+        }
+        f.sync_all().await.map_err(crate::error::io(path))
     }
 
     /// Whether epoch `id` is published.
@@ -1079,6 +1292,44 @@ mod tests {
         assert_eq!(objects.epoch_ids().await.unwrap(), [2]);
     }
 
+    /// A database's files go up and come down byte for byte; a damaged
+    /// or swapped object is refused, and nothing longer than stated is
+    /// written.
+    #[tokio::test]
+    async fn database_files_round_trip_and_damage_is_refused() {
+        let store: Arc<dyn ObjectStore> = Arc::new(object_store::memory::InMemory::new());
+        let objects = Objects::from_store(store, "", "memory");
+        let src = tempfile::tempdir().unwrap();
+        let bits: Vec<u8> = (0..3_000_000u32).map(|i| (i * 7 % 251) as u8).collect();
+        std::fs::write(src.path().join(bits_name(4)), &bits).unwrap();
+        std::fs::write(src.path().join(hint_name(4)), b"hint").unwrap();
+        let art = objects.upload_db(9, 4, src.path()).await.unwrap();
+        assert_eq!((art.db, art.bits_bytes, art.hint_bytes), (4, 3_000_000, 4));
+        assert_eq!(art.bits_sha256, <[u8; 32]>::from(Sha256::digest(&bits)));
+        let dst = tempfile::tempdir().unwrap();
+        objects.download_db(9, &art, dst.path()).await.unwrap();
+        assert_eq!(std::fs::read(dst.path().join(bits_name(4))).unwrap(), bits);
+        assert_eq!(
+            std::fs::read(dst.path().join(hint_name(4))).unwrap(),
+            b"hint"
+        );
+        // one byte changed in the store
+        let mut bad = bits.clone();
+        bad[12345] ^= 1;
+        objects
+            .put(&objects.db_key(9, &bits_name(4)), bad)
+            .await
+            .unwrap();
+        let e = objects.download_db(9, &art, dst.path()).await.unwrap_err();
+        assert!(matches!(e, Error::Corrupt { .. }), "{e}");
+        // a marker stating fewer bytes than the object holds
+        let short = DbArtifact {
+            bits_bytes: 10,
+            ..art.clone()
+        };
+        assert!(objects.download_db(9, &short, dst.path()).await.is_err());
+    }
+
     #[tokio::test]
     async fn prepare_ready_publish_in_memory() {
         let objects = Objects::from_store(
@@ -1113,19 +1364,50 @@ mod tests {
             (vec![], vec![0, 1])
         );
         let m = &spec.manifest;
+        let files = |dbs: &[u32]| -> Vec<DbArtifact> {
+            dbs.iter()
+                .map(|&db| DbArtifact {
+                    db,
+                    bits_bytes: 1,
+                    bits_sha256: [db as u8; 32],
+                    hint_bytes: 2,
+                    hint_sha256: [7; 32],
+                })
+                .collect()
+        };
+        let dbs1 = m
+            .shards
+            .as_ref()
+            .unwrap()
+            .databases_of(1, m.dbs.len() as u32);
         let mut r = ReadyMarker {
             epoch: 3,
             shard: 1,
             count: 2,
-            databases: m
-                .shards
-                .as_ref()
-                .unwrap()
-                .databases_of(1, m.dbs.len() as u32),
+            artifacts: files(&dbs1),
+            databases: dbs1,
             manifest_sha256: crate::layout::manifest_digest(&m.to_json()),
             spec_sha256: spec.digest(),
             at: 0,
         };
+        // a marker without its databases' files does not count
+        let dbs0 = m
+            .shards
+            .as_ref()
+            .unwrap()
+            .databases_of(0, m.dbs.len() as u32);
+        assert!(!dbs0.is_empty());
+        let bare = ReadyMarker {
+            shard: 0,
+            databases: dbs0,
+            artifacts: Vec::new(),
+            ..r.clone()
+        };
+        objects.write_ready(&bare).await.unwrap();
+        assert_eq!(
+            objects.ready_shards(&spec).await.unwrap().0,
+            Vec::<u32>::new()
+        );
         objects.write_ready(&r).await.unwrap();
         assert_eq!(
             objects.ready_shards(&spec).await.unwrap(),
@@ -1138,6 +1420,7 @@ mod tests {
             .as_ref()
             .unwrap()
             .databases_of(0, m.dbs.len() as u32);
+        r.artifacts = files(&r.databases);
         r.manifest_sha256[0] ^= 1;
         objects.write_ready(&r).await.unwrap();
         assert_eq!(objects.ready_shards(&spec).await.unwrap().0, vec![1]);
@@ -1145,11 +1428,14 @@ mod tests {
         objects.write_ready(&r).await.unwrap();
         assert_eq!(objects.ready_shards(&spec).await.unwrap().0, vec![0, 1]);
         assert!(!objects.is_published(3).await.unwrap());
-        objects
-            .write_published(&PublishedMarker::for_spec(&spec, 2, 0))
-            .await
-            .unwrap();
+        let (ready, _) = objects.ready_markers(&spec).await.unwrap();
+        let all: Vec<DbArtifact> = ready.into_iter().flat_map(|r| r.artifacts).collect();
+        let published = PublishedMarker::for_spec(&spec, 2, all.clone(), 0);
+        assert!(published.names(&spec));
+        assert!(!PublishedMarker::for_spec(&spec, 2, all[1..].to_vec(), 0).names(&spec));
+        objects.write_published(&published).await.unwrap();
         assert_eq!(objects.newest_published().await.unwrap(), Some(3));
+        assert_eq!(objects.published(3).await.unwrap(), Some(published));
         // a damaged snapshot is refused
         let key = objects.epoch_key(3, &snapshot_object(&spec));
         let mut bad = encode_snapshot(3, &snap.hashes);

@@ -265,15 +265,23 @@ pub async fn build_from_spec(
 }
 
 /// Each shard's databases and memory estimate of the planned epoch `m`,
-/// as `epoch plan` and `epoch prepare` print them.
+/// as `epoch plan` and `epoch prepare` print them. A shard (group) that
+/// gets no database (fewer databases than shards, e.g. `db_bits_target`
+/// larger than the whole set) is listed in `groups_without_databases` and
+/// logged as a warning: its servers hold nothing and answer every query
+/// 421.
 pub fn shard_summary(m: &Manifest) -> Result<serde_json::Value> {
     let count = m.shards.as_ref().map_or(1, ShardMap::count);
+    let mut empty = Vec::new();
     let shards: Vec<serde_json::Value> = (0..count)
         .map(|i| {
             let own = match &m.shards {
                 Some(map) => map.databases_of(i, m.dbs.len() as u32),
                 None => (0..m.dbs.len() as u32).collect(),
             };
+            if own.is_empty() {
+                empty.push(i);
+            }
             let need = crate::memory::need(m, &own, true)?;
             Ok(serde_json::json!({
                 "shard": i,
@@ -284,12 +292,23 @@ pub fn shard_summary(m: &Manifest) -> Result<serde_json::Value> {
             }))
         })
         .collect::<Result<_>>()?;
+    if !empty.is_empty() {
+        tracing::warn!(
+            epoch = m.epoch,
+            databases = m.dbs.len(),
+            shards = count,
+            groups = ?empty,
+            "some shard groups get no database of this epoch (fewer databases than shards: \
+             lower [epoch] db_bits_target or the shard count); their servers hold nothing"
+        );
+    }
     Ok(serde_json::json!({
         "epoch": m.epoch,
         "snapshot_at": m.snapshot_at,
         "entries": m.entries,
         "databases": m.dbs.len(),
         "shards": shards,
+        "groups_without_databases": empty,
     }))
 }
 

@@ -108,15 +108,32 @@ pub fn max_query_body() -> usize {
         + 4096
 }
 
-/// The router.
+/// The router at the root only.
+#[cfg(test)]
 pub(crate) fn app(state: AppState) -> Router {
-    Router::new()
+    app_under(state, None)
+}
+
+/// The router, answering every route at the root and, with `prefix` (a
+/// path like `/g/1`: this shard's base URL's path,
+/// [`crate::config::ShardConfig::own_path`]), under that prefix as well.
+/// So a front that routes one public host by path (`/g/{i}/…` to group i,
+/// docs/deploy-kubernetes.md) forwards requests unchanged, and clients
+/// join the shard URL of the manifest with the API paths as they do for a
+/// URL without a path.
+pub(crate) fn app_under(state: AppState, prefix: Option<&str>) -> Router {
+    let api = Router::new()
         .route("/v1/manifest", get(manifest))
         .route("/v1/epochs/{epoch}/dbs/{db}/query", post(query))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics_text))
-        .merge(crate::reports::router(state.reports.clone()))
+        .merge(crate::reports::router(state.reports.clone()));
+    let routes = match prefix {
+        Some(p) => api.clone().nest(p, api),
+        None => api,
+    };
+    routes
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(max_query_body()))
@@ -460,6 +477,69 @@ mod tests {
     use super::*;
     use audit_proto::api::ErrorBody;
     use tower::ServiceExt as _;
+
+    /// Under a shard's path prefix every route answers as at the root (the
+    /// query route reaches its handler: a bad epoch is its own 400, a GET
+    /// is 405), and another prefix is 404, all with JSON bodies.
+    #[tokio::test]
+    async fn routes_answer_under_the_shards_path_prefix() {
+        let state = AppState::new(
+            Arc::new(Registry::new(Duration::from_secs(1))),
+            Metrics::new(),
+            Limits {
+                max_concurrent: 1,
+                timeout: Duration::from_secs(1),
+                body_timeout: Duration::from_secs(1),
+            },
+        );
+        let router = app_under(state, Some("/g/1"));
+        for (method, path, code) in [
+            (
+                "POST",
+                "/g/1/v1/epochs/x/dbs/0/query",
+                Some(ErrorCode::BadEpoch),
+            ),
+            (
+                "POST",
+                "/v1/epochs/x/dbs/0/query",
+                Some(ErrorCode::BadEpoch),
+            ),
+            (
+                "GET",
+                "/g/1/v1/epochs/1/dbs/0/query",
+                Some(ErrorCode::MethodNotAllowed),
+            ),
+            ("GET", "/g/1/v1/manifest", Some(ErrorCode::NoEpoch)),
+            ("GET", "/g/1/readyz", Some(ErrorCode::NoEpoch)),
+            ("GET", "/g/1/healthz", Some(ErrorCode::NoEpoch)),
+            ("GET", "/g/2/v1/manifest", Some(ErrorCode::NotFound)),
+            ("GET", "/g/1", Some(ErrorCode::NotFound)),
+            ("GET", "/g/1/metrics", None),
+        ] {
+            let req = axum::http::Request::builder()
+                .method(method)
+                .uri(path)
+                .header(header::CONTENT_TYPE, OCTET_STREAM)
+                .body(Body::empty())
+                .unwrap();
+            let resp = router.clone().oneshot(req).await.unwrap();
+            let status = resp.status().as_u16();
+            let bytes = axum::body::to_bytes(resp.into_body(), 1 << 20)
+                .await
+                .unwrap();
+            match code {
+                Some(code) => {
+                    assert_eq!(status, code.http_status(), "{method} {path}");
+                    let body: ErrorBody = serde_json::from_slice(&bytes).unwrap();
+                    assert_eq!(body.error, code.as_str(), "{method} {path}");
+                }
+                None => {
+                    assert_eq!(status, 200, "{method} {path}");
+                    assert!(String::from_utf8_lossy(&bytes).contains("auditor_"));
+                }
+            }
+        }
+    }
 
     /// Undecodable path segments get the protocol's JSON error body, not
     /// axum's plain-text rejection (found by the fuzz target

@@ -146,9 +146,10 @@ impl Service {
         &self.dir
     }
 
-    /// The router over this service's state.
+    /// The router over this service's state: the API at the root and
+    /// under the path of this shard's own URL, if it has one.
     pub fn router(&self) -> axum::Router {
-        routes::app(self.state.clone())
+        routes::app_under(self.state.clone(), self.config.shard.own_path().as_deref())
     }
 
     /// Serves `epoch` from now on (must be newer than the current one).
@@ -759,6 +760,19 @@ impl Service {
     /// staged in memory, or persisted in `.staged-<id>` by an earlier run
     /// (loaded and checked), or built from the object store's snapshot.
     async fn stage(&self, objects: &Objects, spec: &crate::plan::EpochSpec) -> Result<()> {
+        self.stage_with(objects, spec, None).await
+    }
+
+    /// [`Service::stage`], downloading this shard's databases instead of
+    /// building them when their files are in the object store: `published`
+    /// (the published marker's list, checked to name the spec), else the
+    /// ready marker another replica of this group wrote.
+    async fn stage_with(
+        &self,
+        objects: &Objects,
+        spec: &crate::plan::EpochSpec,
+        published: Option<Vec<objstore::DbArtifact>>,
+    ) -> Result<()> {
         let id = spec.manifest.epoch;
         if self.staged_epoch() == Some(id) {
             return Ok(());
@@ -786,7 +800,10 @@ impl Service {
                 }
             }
         } else {
-            self.build_staged(objects, spec).await
+            match self.built_elsewhere(objects, spec, published).await? {
+                Some(files) => self.fetch_staged(objects, spec, &files).await,
+                None => self.build_staged(objects, spec).await,
+            }
         };
         match epoch {
             Ok(e) => {
@@ -827,6 +844,80 @@ impl Service {
             }
         }
         Ok(())
+    }
+
+    /// The files of this shard's databases of `spec`'s epoch if some server
+    /// has built them: from `published` (the published marker's list), else
+    /// from this group's valid ready marker.
+    async fn built_elsewhere(
+        &self,
+        objects: &Objects,
+        spec: &crate::plan::EpochSpec,
+        published: Option<Vec<objstore::DbArtifact>>,
+    ) -> Result<Option<Vec<objstore::DbArtifact>>> {
+        let own = self.config.shard.own_databases(&spec.manifest)?;
+        let all = match published {
+            Some(all) => all,
+            None => {
+                let (ready, _) = objects.ready_markers(spec).await?;
+                match ready
+                    .into_iter()
+                    .find(|r| r.shard == self.config.shard.index)
+                {
+                    Some(r) => r.artifacts,
+                    None => return Ok(None),
+                }
+            }
+        };
+        let files: Vec<objstore::DbArtifact> =
+            all.into_iter().filter(|a| own.contains(&a.db)).collect();
+        Ok((files.len() == own.len()).then_some(files))
+    }
+
+    /// Downloads this shard's databases of `spec`'s epoch (`files`, built
+    /// by another server) into `.building-<id>` with the manifest, checks
+    /// them by loading them (each bitmap bound to the manifest, every
+    /// checksum), then renames the directory `.staged-<id>`. No snapshot is
+    /// read and nothing is built.
+    async fn fetch_staged(
+        &self,
+        objects: &Objects,
+        spec: &crate::plan::EpochSpec,
+        files: &[objstore::DbArtifact],
+    ) -> Result<Epoch> {
+        let t = std::time::Instant::now();
+        let id = spec.manifest.epoch;
+        let tmp = self.dir.begin(id)?;
+        let fetched = async {
+            for a in files {
+                objects.download_db(id, a, &tmp).await?;
+            }
+            let mpath = tmp.join(crate::layout::MANIFEST_FILE);
+            std::fs::File::create(&mpath)
+                .and_then(|mut f| {
+                    std::io::Write::write_all(&mut f, &spec.manifest.to_json())?;
+                    f.sync_all()
+                })
+                .map_err(crate::error::io(&mpath))?;
+            let (p, shard, budget) = (tmp.clone(), self.config.shard.clone(), self.budget());
+            tokio::task::spawn_blocking(move || epoch::load_epoch(&p, &shard, &budget)).await?
+        }
+        .await;
+        let epoch = match fetched {
+            Ok(e) => e,
+            Err(e) => {
+                self.dir.abandon(&tmp);
+                return Err(e);
+            }
+        };
+        self.dir.finish(&tmp, &self.staged_dir(id))?;
+        tracing::info!(
+            epoch = id,
+            dbs = files.len(),
+            seconds = t.elapsed().as_secs_f64(),
+            "this shard's databases are downloaded from the object store (built elsewhere) and checked"
+        );
+        Ok(epoch)
     }
 
     /// Streams and verifies `spec`'s snapshot, builds this shard's
@@ -880,13 +971,23 @@ impl Service {
 
     async fn report_ready(&self, objects: &Objects, spec: &crate::plan::EpochSpec) -> Result<()> {
         let m = &spec.manifest;
+        let databases = self.config.shard.own_databases(m)?;
+        // The databases' files go up first, so that a ready marker always
+        // names files that exist (another replica of this group, or a
+        // server that lost its disk, loads them instead of building).
+        let dir = self.staged_dir(m.epoch);
+        let mut artifacts = Vec::with_capacity(databases.len());
+        for &db in &databases {
+            artifacts.push(objects.upload_db(m.epoch, db, &dir).await?);
+        }
         let marker = ReadyMarker {
             epoch: m.epoch,
             shard: self.config.shard.index,
             count: self.config.shard.count,
-            databases: self.config.shard.own_databases(m)?,
+            databases,
             manifest_sha256: crate::layout::manifest_digest(&m.to_json()),
             spec_sha256: spec.digest(),
+            artifacts,
             at: epoch::unix_now_s(),
         };
         objects.write_ready(&marker).await?;
@@ -912,19 +1013,15 @@ impl Service {
         // names the spec (and so the snapshot, seeds and layout) and the
         // manifest.
         let marker = objects.published(id).await?;
-        let named = marker.as_ref().is_some_and(|p| {
-            p.epoch == id
-                && p.spec_sha256 == spec.digest()
-                && p.manifest_sha256 == crate::layout::manifest_digest(&spec.manifest.to_json())
-        });
-        if !named {
+        if !marker.as_ref().is_some_and(|p| p.names(&spec)) {
             return Err(Error::Corrupt {
                 path: format!("{objects}: epochs/{id:012}/{}", objstore::PUBLISHED_OBJECT),
                 why: "the published marker does not name this epoch's spec and manifest".into(),
             });
         }
         if self.staged_epoch() != Some(id) {
-            self.stage(objects, &spec).await?;
+            self.stage_with(objects, &spec, marker.map(|p| p.databases))
+                .await?;
             if self.staged_epoch() != Some(id) {
                 return Ok(()); // waiting for a retry
             }

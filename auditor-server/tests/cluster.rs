@@ -507,14 +507,55 @@ async fn two_coordinators_at_once() -> TestResult {
     // Every logged entry, each in one of its filters (all 12 covered):
     // 0 wrong bits.
     let prober = Prober::new(Arc::new(m.clone()));
-    let auditor = Auditor::new(&c.urls[0])?;
+    let client = Auditor::new(&c.urls[0])?;
     for (n, h) in hashes.iter().enumerate() {
         let f = (n as u32) % FILTERS;
-        let (bit, _) = auditor
+        let (bit, _) = client
             .query(&prober.prepare_bit(f, m.filter.bit(f, h)?)?)
             .await?;
         assert!(bit, "entry {n} not found in filter {f}");
     }
+    // A replica of group 1 on another port, with an empty disk, serves the
+    // published epoch without building it: it downloads group 1's files
+    // and checks them.
+    let port = free_port()?;
+    let mut cmd = auditor();
+    c.with_cluster_env(&mut cmd);
+    cmd.args(["serve", "--shard-index", "1"])
+        .args(["--bind", &format!("127.0.0.1:{port}")])
+        .arg("--epoch-dir")
+        .arg(c.p.dir.path().join("replica-1"));
+    let mut replica = Served::spawn(cmd)?;
+    replica.wait_for("downloaded from the object store", WAIT)?;
+    let replica_url = format!("http://127.0.0.1:{port}");
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let r = c.http.get(format!("{replica_url}/readyz")).send().await?;
+        let ok = r.status() == 200;
+        let v: serde_json::Value =
+            serde_json::from_str(&r.text().await.unwrap_or_default()).unwrap_or_default();
+        if ok && v["epoch"] == newest {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the replica does not serve epoch {newest}: {v}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let log = replica.drain();
+    assert!(!log.contains("building this shard's databases"), "{log}");
+    let replica_auditor = Auditor::new(&replica_url)?;
+    for f in filters_of(&m, &[1]) {
+        for h in &hashes[..8] {
+            let mut q = prober.prepare_bit(f, m.filter.bit(f, h)?)?;
+            q.shard_url = None;
+            let (bit, _) = replica_auditor.query(&q).await?;
+            assert!(bit, "the replica lost an entry in filter {f}");
+        }
+    }
+    replica.kill()?;
+
     // No build left a lock or a build directory behind.
     for i in 0..SHARDS {
         for e in std::fs::read_dir(c.epoch_dir(i))? {
@@ -595,7 +636,18 @@ async fn a_damaged_snapshot_is_never_built() -> TestResult {
     assert_eq!(svc.state().metrics.epoch_staged.get(), 1);
 
     objects
-        .write_published(&PublishedMarker::for_spec(&spec, 1, 0))
+        .write_published(&PublishedMarker::for_spec(
+            &spec,
+            1,
+            objects
+                .ready_markers(&spec)
+                .await?
+                .0
+                .into_iter()
+                .flat_map(|r| r.artifacts)
+                .collect(),
+            0,
+        ))
         .await?;
     svc.sync_objects().await?;
     let served = svc.state().registry.current().ok_or("not serving")?;
@@ -605,5 +657,51 @@ async fn a_damaged_snapshot_is_never_built() -> TestResult {
     );
     assert_eq!(svc.epoch_dir().list()?, [1]);
     assert_eq!(svc.staged_epoch(), None);
+    Ok(())
+}
+
+/// `epoch prepare` for more shards than the epoch has databases (here
+/// `db_bits_target` holds all 12 filters in one database, so shards 1
+/// and 2 get none): the epoch is prepared, but the summary lists the
+/// groups without a database and the log warns of them. With databases
+/// for every shard the list is empty and nothing is warned.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prepare_warns_of_groups_without_databases() -> TestResult {
+    let c = Cluster::new().await?;
+    let v = c.prepare()?;
+    assert_eq!(v["databases"], 6);
+    assert_eq!(v["groups_without_databases"], serde_json::json!([]));
+
+    let filter_bits = audit_proto::filter::FilterSpec::capacity_for(ENTRIES as u64) * 8;
+    let one_db = c.p.dir.path().join("one-db.toml");
+    std::fs::write(
+        &one_db,
+        format!(
+            "[epoch]\nparam_set = \"toy-insecure-d64\"\nallow_insecure_params = true\n\
+             filters = {FILTERS}\ndb_bits_target = {}\n",
+            64 * filter_bits
+        ),
+    )?;
+    let out = auditor()
+        .arg("--config")
+        .arg(&one_db)
+        .args(["--object-store", &c.object_store()])
+        .env("AUDITOR_SHARD_COUNT", SHARDS.to_string())
+        .env("AUDITOR_SHARD_URLS", c.urls.join(","))
+        .args(["--database-url", &c.p.db_url])
+        .arg("--epoch-dir")
+        .arg(c.p.dir.path().join("coordinator"))
+        .args(["epoch", "prepare"])
+        .output()?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "epoch prepare: {stderr}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+    assert_eq!(v["databases"], 1);
+    assert_eq!(v["groups_without_databases"], serde_json::json!([1, 2]));
+    assert_eq!(v["shards"][1]["databases"], 0);
+    assert!(
+        stderr.contains("WARN") && stderr.contains("get no database"),
+        "{stderr}"
+    );
     Ok(())
 }

@@ -106,15 +106,39 @@ async fn s3_path_against_moto() -> TestResult {
     let m = &spec.manifest;
     let digest = auditor_server::layout::manifest_digest(&m.to_json());
     let map = m.shards.as_ref().ok_or("no shard map")?;
+    let files = tempfile::tempdir()?;
+    let mut all = Vec::new();
     for shard in 0..2 {
+        // Each database's files through S3 multipart uploads and back.
+        let databases = map.databases_of(shard, m.dbs.len() as u32);
+        let mut artifacts = Vec::new();
+        for &db in &databases {
+            std::fs::write(
+                files.path().join(format!("db-{db:04}.bits")),
+                vec![db as u8; 5 << 20],
+            )?;
+            std::fs::write(files.path().join(format!("db-{db:04}.hint")), b"hint")?;
+            artifacts.push(objects.upload_db(1, db, files.path()).await?);
+        }
+        let back = tempfile::tempdir()?;
+        for a in &artifacts {
+            objects.download_db(1, a, back.path()).await?;
+            let db = a.db;
+            assert_eq!(
+                std::fs::read(back.path().join(format!("db-{db:04}.bits")))?,
+                vec![db as u8; 5 << 20]
+            );
+        }
+        all.extend(artifacts.iter().cloned());
         objects
             .write_ready(&ReadyMarker {
                 epoch: 1,
                 shard,
                 count: 2,
-                databases: map.databases_of(shard, m.dbs.len() as u32),
+                databases,
                 manifest_sha256: digest,
                 spec_sha256: spec.digest(),
+                artifacts,
                 at: 0,
             })
             .await?;
@@ -122,7 +146,7 @@ async fn s3_path_against_moto() -> TestResult {
     assert_eq!(objects.ready_shards(&spec).await?, (vec![0, 1], vec![]));
     assert!(!objects.is_published(1).await?);
     objects
-        .write_published(&PublishedMarker::for_spec(&spec, 2, 0))
+        .write_published(&PublishedMarker::for_spec(&spec, 2, all, 0))
         .await?;
     assert_eq!(objects.newest_published().await?, Some(1));
 
@@ -134,7 +158,7 @@ async fn s3_path_against_moto() -> TestResult {
     assert_eq!(objects.epoch_ids().await?, [1, 2]);
     assert_eq!(objects.prune(1).await?, Vec::<u64>::new());
     objects
-        .write_published(&PublishedMarker::for_spec(&spec2, 2, 0))
+        .write_published(&PublishedMarker::for_spec(&spec2, 2, Vec::new(), 0))
         .await?;
     assert_eq!(objects.prune(1).await?, [1]);
     assert_eq!(objects.epoch_ids().await?, [2]);

@@ -418,3 +418,130 @@ async fn builds_that_would_not_fit_in_memory_are_refused() -> TestResult {
     assert_eq!(served.own_count(), 2);
     Ok(())
 }
+
+/// A front like the Helm chart's Ingress (docs/deploy-kubernetes.md): one
+/// address that forwards `/g/{i}/…` unchanged to group i's server and
+/// every other path to `backends[0]` (the manifest). Only what the API
+/// needs is carried: method, path, `Content-Type`, body; status,
+/// `Content-Type` and body back.
+async fn start_front(
+    listener: tokio::net::TcpListener,
+    backends: Vec<String>,
+) -> tokio::task::JoinHandle<()> {
+    use axum::body::Body;
+    use axum::http::{Request, Response};
+    let http = reqwest::Client::new();
+    let forward = move |req: Request<Body>| {
+        let (http, backends) = (http.clone(), backends.clone());
+        async move {
+            let path = req.uri().path().to_owned();
+            let group = path
+                .strip_prefix("/g/")
+                .and_then(|r| r.split('/').next())
+                .and_then(|g| g.parse::<usize>().ok());
+            let backend = &backends[group.unwrap_or(0)];
+            let method = req.method().clone();
+            let ct = req.headers().get("content-type").cloned();
+            let body = axum::body::to_bytes(req.into_body(), 8 << 20)
+                .await
+                .unwrap_or_default();
+            let mut out = http.request(method, format!("{backend}{path}")).body(body);
+            if let Some(ct) = ct {
+                out = out.header("content-type", ct);
+            }
+            let resp = out.send().await.expect("backend answers");
+            let mut back = Response::builder().status(resp.status());
+            if let Some(ct) = resp.headers().get("content-type") {
+                back = back.header("content-type", ct);
+            }
+            back.body(Body::from(resp.bytes().await.unwrap_or_default()))
+                .expect("response")
+        }
+    };
+    let app = axum::Router::new().fallback(forward);
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    })
+}
+
+/// One public address routed by path: the manifest names group URLs
+/// `http://front/g/{i}`, each server answers its API under its own
+/// group's path, the client (browser-client's `Auditor`) joins those URLs
+/// with the query paths, and a query sent to the wrong group is answered
+/// 421 naming the right group's URL, which the client follows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_host_routes_queries_by_path_to_groups() -> TestResult {
+    let store = Store::new(40).await?;
+    let http = reqwest::Client::new();
+    let front = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let front_url = format!("http://{}", front.local_addr()?);
+    let mut listeners = Vec::new();
+    for _ in 0..SHARDS {
+        listeners.push(tokio::net::TcpListener::bind("127.0.0.1:0").await?);
+    }
+    let direct: Vec<String> = listeners
+        .iter()
+        .map(|l| Ok::<_, std::io::Error>(format!("http://{}", l.local_addr()?)))
+        .collect::<Result<_, _>>()?;
+    let shard_config = |i: u32, spec: Option<PathBuf>| {
+        let mut c = store.config(&format!("group-{i}"), 40);
+        c.shard.index = i;
+        c.shard.count = SHARDS;
+        c.shard.url_template = Some(format!("{front_url}/g/{{i}}"));
+        c.shard.epoch_spec = spec;
+        c
+    };
+    let spec = store.plan(&shard_config(0, None), 1).await?;
+    let spec_path = write_spec(store.dir.path(), "spec.json", &spec)?;
+    let mut shards = Vec::new();
+    for (i, l) in (0..SHARDS).zip(listeners) {
+        shards.push(Running::start(shard_config(i, Some(spec_path.clone())), l)?);
+    }
+    for s in &shards {
+        s.ready(&http).await?;
+    }
+    let _front = start_front(front, direct.clone()).await;
+
+    // The manifest through the front names every group under its path.
+    let auditor = Auditor::new(&front_url)?;
+    let (m, _) = auditor.manifest().await?;
+    assert_eq!(m.shard_url(4), Some(format!("{front_url}/g/1").as_str()));
+    // Each server answers under its own path (and still at the root).
+    let r = http.get(format!("{front_url}/g/2/readyz")).send().await?;
+    assert_eq!(r.status(), 200);
+    let r = http.get(format!("{}/g/1/readyz", direct[1])).send().await?;
+    assert_eq!(r.status(), 200);
+
+    // Audits through the one address read the true bits.
+    let prober = Prober::new(Arc::new(m.clone()));
+    let read = common::same_bits(&store.hashes(), 0..FILTERS, (&prober, &auditor), None).await?;
+    assert_eq!(read, FILTERS as usize * 14);
+
+    // Database 4 is group 1's: sent under /g/0 it is answered 421 naming
+    // /g/1 of the same host.
+    let q = prober.prepare_bit(8, 3)?;
+    assert_eq!(q.db, 4);
+    assert_eq!(q.url(&front_url), format!("{front_url}/g/1{}", q.path));
+    let resp = http
+        .post(format!("{front_url}/g/0{}", q.path))
+        .header("content-type", OCTET_STREAM)
+        .body(q.body.clone())
+        .send()
+        .await?;
+    assert_eq!(resp.status(), 421);
+    let err: ErrorBody = serde_json::from_slice(&resp.bytes().await?)?;
+    assert_eq!(err.error, "wrong_shard");
+    assert_eq!(err.shard_url, Some(format!("{front_url}/g/1")));
+    // A client whose shard map is stale follows that answer once, to the
+    // right group, and reads the bit.
+    let mut stale = prober.prepare_bit(8, 3)?;
+    stale.shard_url = Some(format!("{front_url}/g/0"));
+    let (bit, _) = auditor.query(&stale).await?;
+    let (want, _) = auditor.query(&prober.prepare_bit(8, 3)?).await?;
+    assert_eq!(bit, want);
+
+    for s in shards {
+        s.stop().await?;
+    }
+    Ok(())
+}

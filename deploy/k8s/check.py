@@ -1,26 +1,36 @@
 #!/usr/bin/env python3
 """Consistency checks the API schemas cannot make (validate.sh runs this).
 
-    check.py k8s RENDERED.yaml [EXAMPLE.yaml ...]   a rendered overlay
-    check.py compose docker-compose.yml             the compose sharded profile
+    check.py helm RENDERED.yaml [EXAMPLE.yaml ...] [--min-replicas N]
+    check.py compose docker-compose.yml [--chart-values values.yaml]
 
-k8s: the shard StatefulSet's AUDITOR_SHARD_COUNT equals its replicas (and
-the coordinator's, with the same URL template); the index comes from the pod
-ordinal label; probes and scrape annotations name real ports; every pod
-runs as uid 10001 with a read-only root and resource requests; every
-ConfigMap, Secret and Service referenced exists (the externally created
-Secrets as examples); $(VAR) references come after VAR; and when the shard
-URLs are public, each shard's host is routed by the Ingress to a Service
-that selects exactly that shard's pod.
+helm (the chart rendered by `helm template`): every pod runs as uid 10001
+with a read-only root, requests and a memory limit, and references only
+ConfigMaps and Secrets that exist (the operator's Secrets as examples);
+the groups are StatefulSets with constant indexes 0..n-1, AUDITOR_SHARD_COUNT
+n and one URL template with {i}, at least N replicas each, liveness on
+HTTP /healthz and readiness GET /readyz, memory request = limit, a derived
+max_concurrent_queries, a required anti-affinity over the group's own pods
+and no database credentials; each group has a Service selecting its pods
+alone, its own PodDisruptionBudget with maxUnavailable 1, and an Ingress
+(and HTTPRoute) route of its URL's path to that Service, beside the route
+of / for the manifest; the coordinator is one CronJob with
+concurrencyPolicy Forbid, the same count and template, and object-store
+credentials of its own; every alert parses as PromQL, uses only metrics auditor-server
+exports (auditor-server/src/metrics.rs) and has a runbook section in
+docs/operator.md; ServiceMonitors select Services with their ports; a
+NetworkPolicy covers the group pods.
 
-compose: the sharded profile's shards have distinct indexes 0..n-1, a count
-of n, and the coordinator's template and count.
+compose: the sharded profile mirrors the chart's values.yaml (groups,
+replicas per group, the /g/{i} URLs of one front) with one coordinator.
 """
 
+import os
 import re
 import sys
 from urllib.parse import urlsplit
 
+import promql_parser
 import yaml
 
 UID = 10001
@@ -52,7 +62,7 @@ def pod_specs(objs):
             yield o, o["spec"]["jobTemplate"]["spec"]["template"]
 
 
-def check_pod(o, tpl, names):
+def check_pod(o, tpl, names, annotations=True):
     where = "%s/%s" % (o["kind"], o["metadata"]["name"])
     spec = tpl["spec"]
     psc = spec.get("securityContext", {})
@@ -105,107 +115,223 @@ def check_pod(o, tpl, names):
             if "secretRef" in ef and ef["secretRef"]["name"] not in names["Secret"]:
                 err("%s: envFrom: no Secret %s" % (cw, ef["secretRef"]["name"]))
     ann = tpl.get("metadata", {}).get("annotations", {})
-    if o["kind"] != "CronJob":
+    if annotations and o["kind"] != "CronJob":
         if ann.get("prometheus.io/scrape") != "true" or not ann.get("prometheus.io/path"):
             err("%s: prometheus.io/scrape and path annotations required" % where)
         elif ann.get("prometheus.io/port") not in ports_named:
             err("%s: prometheus.io/port %r is no container port" % (where, ann.get("prometheus.io/port")))
 
 
-def check_k8s(rendered, examples):
+def labels_match(selector, labels):
+    return bool(selector) and all(labels.get(k) == v for k, v in selector.items())
+
+
+def probe_path(p):
+    """The path a probe checks: httpGet's, or the URL an exec curl fetches."""
+    if not p:
+        return None
+    if "httpGet" in p:
+        return p["httpGet"].get("path")
+    cmd = p.get("exec", {}).get("command", [])
+    urls = [a for a in cmd if a.startswith("http://")]
+    if cmd[:1] == ["curl"] and urls:
+        return "/" + urls[-1].split("/", 3)[3]
+    return None
+
+
+def check_helm(rendered, examples, min_replicas, repo):
     objs = [o for o in yaml.safe_load_all(open(rendered)) if o]
     ex = [o for f in examples for o in yaml.safe_load_all(open(f)) if o]
-    names = {"ConfigMap": set(), "Secret": set(EXTERNAL_SECRETS & {o["metadata"]["name"] for o in ex}), "Service": {}}
+    ex_secrets = {o["metadata"]["name"] for o in ex if o["kind"] == "Secret"}
+    names = {"ConfigMap": set(), "Secret": set(ex_secrets), "Service": {}}
     for o in objs:
         if o["kind"] in ("ConfigMap", "Secret"):
             names[o["kind"]].add(o["metadata"]["name"])
         if o["kind"] == "Service":
             names["Service"][o["metadata"]["name"]] = o
     for o, tpl in pod_specs(objs):
-        check_pod(o, tpl, names)
+        check_pod(o, tpl, names, annotations=False)
 
-    sts = [o for o in objs if o["kind"] == "StatefulSet" and o["metadata"]["name"] == "auditor"]
-    if len(sts) != 1:
-        err("one StatefulSet `auditor` expected, found %d" % len(sts))
+    groups = [o for o in objs if o["kind"] == "StatefulSet" and o["metadata"]["labels"].get("app.kubernetes.io/component") == "group"]
+    if not groups:
+        err("no group StatefulSets")
         return
-    sts = sts[0]
-    replicas = sts["spec"].get("replicas", 1)
-    shard = next(c for c in sts["spec"]["template"]["spec"]["containers"] if c["name"] == "auditor-server")
-    count = env_value(shard, "AUDITOR_SHARD_COUNT")
-    if not count or count.get("value") != str(replicas):
-        err("StatefulSet auditor: AUDITOR_SHARD_COUNT %r != replicas %d" % (count and count.get("value"), replicas))
-    index = env_value(shard, "AUDITOR_SHARD_INDEX")
-    if not index or index.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") != POD_INDEX:
-        err("StatefulSet auditor: AUDITOR_SHARD_INDEX must come from %s" % POD_INDEX)
-    if shard.get("livenessProbe", {}).get("tcpSocket", {}).get("port") != "http":
-        err("StatefulSet auditor: livenessProbe must be a TCP check of port http (/healthz is 503 until an epoch is served)")
-    if shard.get("readinessProbe", {}).get("httpGet", {}).get("path") != "/readyz":
-        err("StatefulSet auditor: readinessProbe must GET /readyz")
-    svc = names["Service"].get(sts["spec"]["serviceName"])
-    if not svc or svc["spec"].get("clusterIP") != "None":
-        err("StatefulSet auditor: serviceName %s is no headless Service" % sts["spec"]["serviceName"])
-    template = (env_value(shard, "AUDITOR_SHARD_URL_TEMPLATE") or {}).get("value", "")
-    if "{i}" not in template and replicas > 1:
-        err("StatefulSet auditor: AUDITOR_SHARD_URL_TEMPLATE without {i} for %d shards" % replicas)
+    by_index = {}
+    counts, templates, secrets = set(), set(), set()
+    for sts in groups:
+        where = "StatefulSet/%s" % sts["metadata"]["name"]
+        c = next(c for c in sts["spec"]["template"]["spec"]["containers"] if c["name"] == "auditor-server")
+        idx = (env_value(c, "AUDITOR_SHARD_INDEX") or {}).get("value")
+        if idx is None or not idx.isdigit():
+            err("%s: AUDITOR_SHARD_INDEX must be a constant group index" % where)
+            continue
+        if idx in by_index:
+            err("%s: group %s also in %s" % (where, idx, by_index[idx]["metadata"]["name"]))
+        by_index[idx] = sts
+        counts.add((env_value(c, "AUDITOR_SHARD_COUNT") or {}).get("value"))
+        templates.add((env_value(c, "AUDITOR_SHARD_URL_TEMPLATE") or {}).get("value"))
+        if env_value(c, "DATABASE_URL"):
+            err("%s: a group pod gets no database credentials" % where)
+        secrets |= {ef["secretRef"]["name"] for ef in c.get("envFrom", []) if "secretRef" in ef}
+        mcq = (env_value(c, "AUDITOR_MAX_CONCURRENT_QUERIES") or {}).get("value", "")
+        if not mcq.isdigit() or int(mcq) < 16:
+            err("%s: AUDITOR_MAX_CONCURRENT_QUERIES %r is not a derived count >= 16" % (where, mcq))
+        if sts["spec"].get("replicas", 1) < min_replicas:
+            err("%s: %d replicas, at least %d required" % (where, sts["spec"].get("replicas", 1), min_replicas))
+        live, ready = probe_path(c.get("livenessProbe")), probe_path(c.get("readinessProbe"))
+        if live != "/healthz":
+            err("%s: livenessProbe must check HTTP /healthz, not %r" % (where, live))
+        if ready != "/readyz" or "httpGet" not in c.get("readinessProbe", {}):
+            err("%s: readinessProbe must GET /readyz" % where)
+        res = c.get("resources", {})
+        if res.get("requests", {}).get("memory") != res.get("limits", {}).get("memory"):
+            err("%s: memory request must equal the limit (Guaranteed QoS)" % where)
+        pod_labels = sts["spec"]["template"]["metadata"]["labels"]
+        anti = sts["spec"]["template"]["spec"].get("affinity", {}).get("podAntiAffinity", {})
+        if not any(
+            t.get("topologyKey") == "kubernetes.io/hostname" and labels_match(t["labelSelector"]["matchLabels"], pod_labels)
+            and t["labelSelector"]["matchLabels"].get("ct-auditor/group") == idx
+            for t in anti.get("requiredDuringSchedulingIgnoredDuringExecution", [])
+        ):
+            err("%s: a required podAntiAffinity on kubernetes.io/hostname over its own group's pods is missing" % where)
+        svc = names["Service"].get(sts["spec"]["serviceName"])
+        if not svc or svc["spec"].get("clusterIP") != "None":
+            err("%s: serviceName %s is no headless Service" % (where, sts["spec"]["serviceName"]))
+    n = len(by_index)
+    if sorted(by_index, key=int) != [str(i) for i in range(n)]:
+        err("group indexes %s are not 0..%d" % (sorted(by_index, key=int), n - 1))
+    if counts != {str(n)}:
+        err("AUDITOR_SHARD_COUNT %s differs from the %d groups" % (sorted(map(str, counts)), n))
+    if len(templates) != 1 or None in templates or "{i}" not in next(iter(templates)):
+        err("the groups need one AUDITOR_SHARD_URL_TEMPLATE with {i}, got %s" % templates)
+        return
+    template = next(iter(templates))
 
-    for cj in (o for o in objs if o["kind"] == "CronJob"):
+    cronjobs = [o for o in objs if o["kind"] == "CronJob"]
+    if len(cronjobs) != 1:
+        err("one coordinator CronJob expected, found %d" % len(cronjobs))
+    for cj in cronjobs:
+        if cj["spec"].get("concurrencyPolicy") != "Forbid":
+            err("CronJob %s: concurrencyPolicy must be Forbid" % cj["metadata"]["name"])
         for c in cj["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"]:
-            cc = env_value(c, "AUDITOR_SHARD_COUNT")
-            if cc and cc.get("value") != str(replicas):
-                err("CronJob %s: AUDITOR_SHARD_COUNT %r != replicas %d" % (cj["metadata"]["name"], cc.get("value"), replicas))
-            ct = env_value(c, "AUDITOR_SHARD_URL_TEMPLATE")
-            if ct and ct.get("value") != template:
-                err("CronJob %s: AUDITOR_SHARD_URL_TEMPLATE differs from the shards'" % cj["metadata"]["name"])
+            if (env_value(c, "AUDITOR_SHARD_COUNT") or {}).get("value") != str(n):
+                err("CronJob %s: AUDITOR_SHARD_COUNT != %d" % (cj["metadata"]["name"], n))
+            if (env_value(c, "AUDITOR_SHARD_URL_TEMPLATE") or {}).get("value") != template:
+                err("CronJob %s: AUDITOR_SHARD_URL_TEMPLATE differs from the groups'" % cj["metadata"]["name"])
+            writer = {ef["secretRef"]["name"] for ef in c.get("envFrom", []) if "secretRef" in ef}
+            if not writer or writer & secrets:
+                err("CronJob %s: the coordinator's object-store credentials must be its own, not the groups' %s" % (cj["metadata"]["name"], sorted(secrets)))
 
-    pod_labels = sts["spec"]["template"]["metadata"]["labels"]
-    ingresses = [o for o in objs if o["kind"] == "Ingress"]
+    # Per group: a Service selecting exactly its pods, a PDB keeping all
+    # but one, and a route of its URL's path on the public host.
+    pdbs = [o for o in objs if o["kind"] == "PodDisruptionBudget"]
+    url = urlsplit(template)
     routes = {}
-    for ing in ingresses:
-        for t in ing["spec"].get("tls", []):
-            if t.get("secretName") and t["secretName"] not in TLS_SECRETS:
-                err("Ingress %s: unexpected TLS Secret %s" % (ing["metadata"]["name"], t["secretName"]))
+    for ing in (o for o in objs if o["kind"] == "Ingress"):
         for rule in ing["spec"].get("rules", []):
             for p in rule.get("http", {}).get("paths", []):
-                b = p["backend"]["service"]
-                s = names["Service"].get(b["name"])
-                if not s:
-                    err("Ingress %s: no Service %s" % (ing["metadata"]["name"], b["name"]))
+                routes[("ingress", rule.get("host"), p.get("path"), p.get("pathType"))] = p["backend"]["service"]["name"]
+    for hr in (o for o in objs if o["kind"] == "HTTPRoute"):
+        for host in hr["spec"].get("hostnames", [None]):
+            for rule in hr["spec"].get("rules", []):
+                for m in rule.get("matches", []):
+                    path = m.get("path", {})
+                    for b in rule.get("backendRefs", []):
+                        routes[("httproute", host, path.get("value"), path.get("type"))] = b["name"]
+    kinds = {k[0] for k in routes}
+    if not kinds:
+        err("no Ingress or HTTPRoute routes the public host")
+    for idx, sts in by_index.items():
+        pod_labels = sts["spec"]["template"]["metadata"]["labels"]
+        others = [s for i, s in by_index.items() if i != idx]
+        mine = [
+            name for name, s in names["Service"].items()
+            if s["spec"].get("clusterIP") != "None"
+            and labels_match(s["spec"].get("selector", {}), pod_labels)
+            and not any(labels_match(s["spec"]["selector"], o["spec"]["template"]["metadata"]["labels"]) for o in others)
+        ]
+        if not mine:
+            err("group %s: no Service selects its pods alone" % idx)
+        budget = [p for p in pdbs if labels_match(p["spec"]["selector"].get("matchLabels", {}), pod_labels)
+                  and not any(labels_match(p["spec"]["selector"]["matchLabels"], o["spec"]["template"]["metadata"]["labels"]) for o in others)]
+        if len(budget) != 1:
+            err("group %s: %d PodDisruptionBudgets of its own, 1 expected" % (idx, len(budget)))
+        elif budget[0]["spec"].get("maxUnavailable") != 1:
+            err("group %s: PodDisruptionBudget must allow maxUnavailable 1" % idx)
+        g = urlsplit(template.replace("{i}", idx))
+        for kind in kinds:
+            ptype = "Prefix" if kind == "ingress" else "PathPrefix"
+            backend = routes.get((kind, g.hostname, g.path, ptype))
+            if backend is None:
+                err("group %s: %s has no %s route for %s%s" % (idx, kind, ptype, g.hostname, g.path))
+            elif backend not in mine:
+                err("group %s: %s routes %s%s to %s, not to a Service of the group's pods" % (idx, kind, g.hostname, g.path, backend))
+    for kind in kinds:
+        ptype = "Prefix" if kind == "ingress" else "PathPrefix"
+        if (kind, url.hostname, "/", ptype) not in routes:
+            err("%s: no route of / (the manifest) on %s" % (kind, url.hostname))
+
+    # Monitoring: alerts on metrics the server really exports, each with a
+    # runbook section.
+    exported = set(re.findall(r'"(auditor_[a-z0-9_]+)"', open(repo + "/auditor-server/src/metrics.rs").read()))
+    runbook = open(repo + "/docs/operator.md").read()
+    want = {"CtAuditorNoEpochPublished", "CtAuditorPublishTimedOut", "CtAuditorGroupDegraded",
+            "CtAuditorServerErrors", "CtAuditorOverloaded", "CtAuditorObjectStoreErrors"}
+    alerts = set()
+    for pr in (o for o in objs if o["kind"] == "PrometheusRule"):
+        for grp in pr["spec"]["groups"]:
+            for r in grp["rules"]:
+                if "alert" not in r:
                     continue
-                port = b["port"].get("name", b["port"].get("number"))
-                if port not in [sp.get("name") for sp in s["spec"]["ports"]] + [sp["port"] for sp in s["spec"]["ports"]]:
-                    err("Ingress %s: Service %s has no port %r" % (ing["metadata"]["name"], b["name"], port))
-                if p.get("path") == "/":
-                    routes[rule.get("host")] = s
-    for s in names["Service"].values():
-        sel = dict(s["spec"].get("selector", {}))
-        pod = sel.pop("statefulset.kubernetes.io/pod-name", None)
-        if not sel or any(pod_labels.get(k) != v for k, v in sel.items()):
-            if not any(all(t["metadata"].get("labels", {}).get(k) == v for k, v in sel.items()) for _, t in pod_specs(objs)):
-                err("Service %s selects no pod template" % s["metadata"]["name"])
-        if pod is not None and pod not in ["auditor-%d" % i for i in range(replicas)]:
-            err("Service %s selects pod %s, which is no shard of %d" % (s["metadata"]["name"], pod, replicas))
-    if template.startswith("https://") and ingresses:
-        for i in range(replicas):
-            host = urlsplit(template.replace("{i}", str(i))).hostname
-            s = routes.get(host)
-            sel = (s or {}).get("spec", {}).get("selector", {})
-            if replicas > 1 and sel.get("statefulset.kubernetes.io/pod-name") != "auditor-%d" % i:
-                err("shard %d: Ingress host %s does not lead to a Service of pod auditor-%d" % (i, host, i))
-            elif s is None:
-                err("shard %d: no Ingress rule for host %s" % (i, host))
+                alerts.add(r["alert"])
+                try:
+                    promql_parser.parse(r["expr"])
+                except Exception as e:  # the parser's own error type
+                    err("alert %s: the expression does not parse: %s" % (r["alert"], e))
+                for metric in re.findall(r"\b(auditor_[a-z0-9_]+)", r["expr"]):
+                    if metric not in exported:
+                        err("alert %s: auditor-server exports no metric %s" % (r["alert"], metric))
+                if "#### Alert %s" % r["alert"] not in runbook:
+                    err("alert %s: no runbook section `#### Alert %s` in docs/operator.md" % (r["alert"], r["alert"]))
+    if [o for o in objs if o["kind"] == "PrometheusRule"] and not want <= alerts:
+        err("PrometheusRule lacks alerts %s" % sorted(want - alerts))
+    for sm in (o for o in objs if o["kind"] == "ServiceMonitor"):
+        sel = sm["spec"]["selector"]["matchLabels"]
+        hit = [s for s in names["Service"].values() if labels_match(sel, s["metadata"].get("labels", {}))]
+        if not hit:
+            err("ServiceMonitor %s selects no Service" % sm["metadata"]["name"])
+        for s in hit:
+            ports = {p.get("name") for p in s["spec"]["ports"]}
+            for e in sm["spec"]["endpoints"]:
+                if e.get("port") not in ports:
+                    err("ServiceMonitor %s: Service %s has no port %r" % (sm["metadata"]["name"], s["metadata"]["name"], e.get("port")))
+    group_labels = groups[0]["spec"]["template"]["metadata"]["labels"]
+    if not any(o["kind"] == "NetworkPolicy" and labels_match(o["spec"]["podSelector"].get("matchLabels", {}), group_labels) for o in objs):
+        err("no NetworkPolicy selects the group pods")
 
 
-def check_compose(path):
+def check_compose(path, chart_values):
+    """The sharded profile mirrors the chart: groups x replicas, every
+    index 0..n-1 served by the chart's replicas per group, one URL template
+    on the front's path, the coordinator with the same count and template."""
     doc = yaml.safe_load(open(path))
     services = doc["services"]
     shards = {n: s for n, s in services.items() if "sharded" in s.get("profiles", []) and "AUDITOR_SHARD_INDEX" in s.get("environment", {})}
     if not shards:
-        err("%s: no shard services in the sharded profile" % path)
+        err("%s: no group services in the sharded profile" % path)
         return
-    n = len(shards)
-    indexes = sorted(int(s["environment"]["AUDITOR_SHARD_INDEX"]) for s in shards.values())
-    if indexes != list(range(n)):
-        err("%s: shard indexes %s are not 0..%d" % (path, indexes, n - 1))
+    per_index = {}
+    for name, s in shards.items():
+        per_index.setdefault(int(s["environment"]["AUDITOR_SHARD_INDEX"]), []).append(name)
+    n = len(per_index)
+    if sorted(per_index) != list(range(n)):
+        err("%s: group indexes %s are not 0..%d" % (path, sorted(per_index), n - 1))
+    values = yaml.safe_load(open(chart_values))
+    if n != values["groups"]:
+        err("%s: %d groups, the chart's values.yaml has %d" % (path, n, values["groups"]))
+    for i, names in sorted(per_index.items()):
+        if len(names) != values["replicasPerGroup"]:
+            err("%s: group %d has %d replicas (%s), the chart's values.yaml %d" % (path, i, len(names), names, values["replicasPerGroup"]))
     templates = set()
     for name, s in shards.items():
         if str(s["environment"].get("AUDITOR_SHARD_COUNT")) != str(n):
@@ -219,21 +345,34 @@ def check_compose(path):
             err("%s: coordinator AUDITOR_SHARD_COUNT != %d" % (path, n))
         templates.add(coord[0]["environment"].get("AUDITOR_SHARD_URL_TEMPLATE"))
     if len(templates) != 1 or None in templates:
-        err("%s: shards and coordinator need one AUDITOR_SHARD_URL_TEMPLATE, got %s" % (path, templates))
+        err("%s: groups and coordinator need one AUDITOR_SHARD_URL_TEMPLATE, got %s" % (path, templates))
+        return
+    template = next(iter(templates))
+    prefix = values["groupPathPrefix"]
+    if not template.endswith("%s/{i}" % prefix):
+        err("%s: AUDITOR_SHARD_URL_TEMPLATE %s is not <front>%s/{i} as in the chart" % (path, template, prefix))
 
 
 def main(argv):
-    if len(argv) >= 3 and argv[1] == "k8s":
-        check_k8s(argv[2], argv[3:])
-    elif len(argv) == 3 and argv[1] == "compose":
-        check_compose(argv[2])
+    import argparse
+
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("mode", choices=["helm", "compose"])
+    ap.add_argument("file")
+    ap.add_argument("examples", nargs="*")
+    ap.add_argument("--min-replicas", type=int, default=2)
+    ap.add_argument("--chart-values")
+    args = ap.parse_args(argv[1:])
+    repo = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+    if args.mode == "helm":
+        check_helm(args.file, args.examples, args.min_replicas, repo)
     else:
-        sys.exit(__doc__)
+        check_compose(args.file, args.chart_values or os.path.join(repo, "deploy/helm/ct-auditor/values.yaml"))
     for e in errors:
-        print("check.py: %s: %s" % (argv[2], e), file=sys.stderr)
+        print("check.py: %s: %s" % (args.file, e), file=sys.stderr)
     if errors:
         sys.exit(1)
-    print("check.py: %s: consistent" % argv[2])
+    print("check.py: %s: consistent" % args.file)
 
 
 if __name__ == "__main__":

@@ -2,6 +2,11 @@
 """Kubernetes OpenAPI v2 document -> JSON schemas for kubeconform, offline.
 
     openapi2schemas.py SWAGGER_JSON OUT_DIR
+    openapi2schemas.py --crd OUT_DIR CRD.yaml ...
+
+The second form writes one strict schema per version of each
+CustomResourceDefinition (its openAPIV3Schema), named the same way:
+servicemonitor-monitoring-v1.json, httproute-gateway-v1.json ...
 
 SWAGGER_JSON is api/openapi-spec/swagger.json of the k8s.io/kubernetes Go
 module (validate.sh fetches it through the Go module proxy). OUT_DIR gets
@@ -51,7 +56,54 @@ def kind_file(group, version, kind):
     return (kind + suffix).lower() + ".json"
 
 
+def crd_main(out_dir, files):
+    import yaml
+
+    os.makedirs(out_dir, exist_ok=True)
+    n = 0
+    for path in files:
+        with open(path, encoding="utf-8") as f:
+            docs = [d for d in yaml.safe_load_all(f) if d]
+        for crd in docs:
+            if crd.get("kind") != "CustomResourceDefinition":
+                continue
+            spec = crd["spec"]
+            for v in spec["versions"]:
+                schema = v.get("schema", {}).get("openAPIV3Schema")
+                if not schema:
+                    continue
+                fname = kind_file(spec["group"], v["name"], spec["names"]["kind"])
+                with open(os.path.join(out_dir, fname), "w", encoding="utf-8") as f:
+                    json.dump(dict(strict_crd(schema), **{"$schema": DRAFT}), f)
+                n += 1
+    if n == 0:
+        sys.exit("openapi2schemas.py: no CustomResourceDefinition schema in %s" % files)
+    print("openapi2schemas.py: %d custom resource schemas" % n)
+
+
+def strict_crd(node):
+    """strict() for a CRD's OpenAPI v3 schema: x-kubernetes-int-or-string
+    widened, objects without properties left open."""
+    if isinstance(node, dict):
+        if node.get("x-kubernetes-int-or-string"):
+            return dict(INT_OR_STRING)
+        out = {k: strict_crd(v) for k, v in node.items()}
+        if (
+            "properties" in out
+            and "additionalProperties" not in out
+            and not out.get("x-kubernetes-preserve-unknown-fields")
+        ):
+            out["additionalProperties"] = False
+        return out
+    if isinstance(node, list):
+        return [strict_crd(v) for v in node]
+    return node
+
+
 def main(argv):
+    if len(argv) >= 3 and argv[1] == "--crd":
+        crd_main(argv[2], argv[3:])
+        return
     if len(argv) != 3:
         sys.exit("usage: openapi2schemas.py SWAGGER_JSON OUT_DIR")
     with open(argv[1], encoding="utf-8") as f:

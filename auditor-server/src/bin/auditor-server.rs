@@ -499,12 +499,14 @@ async fn publish(
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(timeout_s);
     let mut last = (Vec::new(), Vec::new());
     loop {
-        match objects.ready_shards(&spec).await {
+        match objects.ready_markers(&spec).await {
             Ok((ready, missing)) if missing.is_empty() => {
+                let files = ready.iter().flat_map(|r| r.artifacts.clone()).collect();
                 objects
                     .write_published(&PublishedMarker::for_spec(
                         &spec,
                         ready.len() as u32,
+                        files,
                         epoch::unix_now_s(),
                     ))
                     .await?;
@@ -515,7 +517,7 @@ async fn publish(
                 eprintln!("published epoch {id}: all {} shard(s) ready", ready.len());
                 return Ok(());
             }
-            Ok(r) => last = r,
+            Ok((ready, missing)) => last = (ready.iter().map(|r| r.shard).collect(), missing),
             Err(e) => tracing::warn!(error = %error_chain(&e), "object store: retrying"),
         }
         if std::time::Instant::now() >= deadline {

@@ -150,6 +150,20 @@ impl ShardConfig {
             .collect()
     }
 
+    /// The path of this shard's own base URL (`/g/1` of
+    /// `https://auditor.example.org/g/1`), under which it answers its API
+    /// as well as at the root, so that one public host can route
+    /// `/g/{i}/…` to group i without rewriting the path
+    /// (the HTTP routes). `None` when the URL has no path (or there are
+    /// no URLs). [`ShardConfig::validate`] refuses paths that are not
+    /// plain segments.
+    pub fn own_path(&self) -> Option<String> {
+        let url = self.resolved_urls().into_iter().nth(self.index as usize)?;
+        let rest = url.split_once("://").map_or(url.as_str(), |(_, r)| r);
+        let path = &rest[rest.find('/')?..];
+        (path.len() > 1).then(|| path.to_owned())
+    }
+
     /// The shard map to publish in the manifests this configuration
     /// plans: `None` without URLs (a single server, count 1).
     pub fn map(&self) -> Option<ShardMap> {
@@ -207,6 +221,7 @@ impl ShardConfig {
         }
         for u in &urls {
             check_url(u).map_err(|e| config(format!("[shard] urls: {e}")))?;
+            check_url_path(u)?;
         }
         let max_db = audit_proto::manifest::MAX_DBS as u32;
         let check_list = |what: &str, list: &[u32]| -> Result<()> {
@@ -314,6 +329,29 @@ impl ShardConfig {
     }
 }
 
+/// A shard URL's path is plain segments (`/g/1`: letters, digits and
+/// `-._~`, no empty segment): the server mounts its routes under it.
+fn check_url_path(url: &str) -> Result<()> {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let Some(at) = rest.find('/') else {
+        return Ok(());
+    };
+    let plain = rest[at + 1..].split('/').all(|seg| {
+        !seg.is_empty()
+            && seg
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-._~".contains(&b))
+    });
+    if plain {
+        Ok(())
+    } else {
+        Err(config(format!(
+            "[shard] urls: {url:?}: a shard URL's path must be plain segments \
+             (letters, digits, -._~), like https://auditor.example.org/g/1"
+        )))
+    }
+}
+
 fn sorted(v: &[u32]) -> Vec<u32> {
     let mut v = v.to_vec();
     v.sort_unstable();
@@ -400,6 +438,27 @@ mod tests {
         assert!(e.contains("epoch plan"), "{e}");
         let c = shard("epoch_spec = \"next.json\"").unwrap();
         assert!(c.validate(true).is_err());
+    }
+
+    #[test]
+    fn own_path_is_the_path_of_this_shards_url() {
+        let c = shard("index = 1\ncount = 3\nurl_template = \"https://auditor.example.org/g/{i}\"")
+            .unwrap();
+        assert_eq!(c.own_path().as_deref(), Some("/g/1"));
+        let c = shard("index = 2\ncount = 3\nurl_template = \"http://s-{i}:8080/\"").unwrap();
+        assert_eq!(c.own_path(), None);
+        assert_eq!(shard("").unwrap().own_path(), None);
+        let c =
+            shard("index = 1\ncount = 2\nurls = [\"http://a/x\", \"http://a/v-1/g.1\"]").unwrap();
+        assert_eq!(c.own_path().as_deref(), Some("/v-1/g.1"));
+        for bad in ["http://a/g//{i}", "http://a/g/{i}*", "http://a/%7B{i}"] {
+            let text = format!("count = 2\nurl_template = {bad:?}");
+            assert!(shard(&text).is_err(), "{bad}");
+        }
+        let e = shard("count = 2\nurl_template = \"http://a/g:{i}\"")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("plain segments"), "{e}");
     }
 
     #[test]

@@ -8,8 +8,9 @@
 # epoch stays unpublished and the shards keep serving the previous one). A
 # failed `epoch prepare` (or any other error) exits 1.
 #
-# Kubernetes runs it once per CronJob run; docker-compose.yml's sharded
-# profile sets COORDINATOR_INTERVAL_SECONDS to repeat it.
+# Kubernetes runs it once per CronJob run (the Helm chart's coordinator);
+# docker-compose.yml's sharded profile sets COORDINATOR_INTERVAL_SECONDS
+# to repeat it.
 # Environment: DATABASE_URL, AUDITOR_OBJECT_STORE (+ AWS_*),
 # AUDITOR_SHARD_COUNT, AUDITOR_SHARD_URL_TEMPLATE.
 set -eu
