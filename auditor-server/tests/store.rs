@@ -124,10 +124,18 @@ async fn empty_store_is_refused_then_retried() -> TestResult {
     fill(&store, 30).await?;
     store.close().await;
     served.wait_for("epoch published", Duration::from_secs(120))?;
-    let resp = http
-        .get(format!("http://{addr}/v1/manifest"))
-        .send()
-        .await?;
+    // Written, then swapped in: the manifest follows within moments.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let resp = loop {
+        let resp = http
+            .get(format!("http://{addr}/v1/manifest"))
+            .send()
+            .await?;
+        if resp.status() == 200 || std::time::Instant::now() > deadline {
+            break resp;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
     assert_eq!(resp.status(), 200);
     let m = audit_proto::Manifest::from_json(&resp.bytes().await?)?;
     assert_eq!(m.entries, 30);
