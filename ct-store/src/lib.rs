@@ -29,6 +29,12 @@
 //! keys the auditor verifies them with in `logs.public_key`
 //! ([`Store::set_log_key`], [`Store::log_key`]).
 //!
+//! [`Store::connect`] runs no DDL: it checks the schema version read-only
+//! and refuses a schema that is missing, behind or ahead of this build.
+//! Applying the migrations is the owner role's job
+//! ([`Store::connect_and_migrate`], `ct-ingest migrate`); on PostgreSQL
+//! every connection's `search_path` is [`PG_SCHEMA`] alone.
+//!
 //! Database URLs are checked without connecting by [`DatabaseUrl::parse`]
 //! and shown without their password by [`redact_url`] (and
 //! `DatabaseUrl`'s `Display`); no [`StoreError`] message contains a
