@@ -448,7 +448,7 @@ async fn build(n: u64, filters: Option<u32>) -> Result<BuildBench> {
         "sqlite://{}?mode=rwc",
         tmp.path().join("bench.db").display()
     );
-    let store = Store::connect(&url).await?;
+    let store = Store::connect_and_migrate(&url).await?;
     let log_id = [7u8; 32];
     store
         .upsert_log(&LogMeta {

@@ -63,6 +63,18 @@ pub enum Error {
         /// Digest found (hex).
         got: String,
     },
+    /// The store holds no active entry: an epoch of it would tell every
+    /// client that no SCT was ever logged.
+    #[error(
+        "the store holds no active entries at {now_s} ({logs} logs registered): refusing to \
+         build an empty epoch (is ct-ingest filling this database?)"
+    )]
+    EmptyStore {
+        /// The snapshot time (Unix seconds).
+        now_s: i64,
+        /// Logs in the store.
+        logs: usize,
+    },
     /// An epoch's databases would not fit in the memory available
     /// ([`crate::memory::check`]); the message says what would fit.
     #[error("not enough memory: {0}")]
@@ -127,6 +139,22 @@ pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
         cur = s.source();
     }
     out
+}
+
+impl Error {
+    /// The entry store could not be reached (refused, cut, timed out):
+    /// `auditor_store_up` 0, and worth retrying.
+    pub fn store_unreachable(&self) -> bool {
+        matches!(self, Error::Store(e) if e.is_unreachable())
+    }
+
+    /// A failure no retry cures, which `serve` exits on: the store refused
+    /// the credentials or a grant. (A schema that is missing, behind or
+    /// ahead is retried: the owner's `ct-ingest migrate` fixes it while the
+    /// server waits, each attempt logging what to run.)
+    pub fn needs_operator(&self) -> bool {
+        matches!(self, Error::Store(e) if e.is_auth_failure() || e.is_permission_denied())
+    }
 }
 
 #[cfg(test)]

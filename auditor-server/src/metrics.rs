@@ -37,6 +37,9 @@ pub struct Metrics {
     pub epochs_published: IntCounter,
     /// Failed epoch builds or loads.
     pub epoch_failures: IntCounter,
+    /// 1 if the entry store answered the last connection (a build, a
+    /// report), 0 if it could not be reached.
+    pub store_up: IntGauge,
     /// Per log: seconds between now and the epoch's ingested-until.
     pub ingest_lag_seconds: GaugeVec,
     /// Open HTTP connections.
@@ -153,6 +156,11 @@ impl Metrics {
                 "Failed epoch builds or loads",
             )
             .unwrap_or_else(|e| unreachable!("{e}")),
+            store_up: IntGauge::new(
+                "auditor_store_up",
+                "1 if the entry store answered the last connection (build or report), 0 if it could not be reached",
+            )
+            .unwrap_or_else(|e| unreachable!("{e}")),
             ingest_lag_seconds: GaugeVec::new(
                 Opts::new(
                     "auditor_ingest_lag_seconds",
@@ -213,6 +221,7 @@ impl Metrics {
             Box::new(m.epoch_build_seconds.clone()),
             Box::new(m.epochs_published.clone()),
             Box::new(m.epoch_failures.clone()),
+            Box::new(m.store_up.clone()),
             Box::new(m.ingest_lag_seconds.clone()),
             Box::new(m.open_connections.clone()),
             Box::new(m.epoch_prepared.clone()),
@@ -297,7 +306,7 @@ mod tests {
     fn names_cover_every_registered_metric() {
         let m = Metrics::new();
         let names = m.names();
-        assert_eq!(names.len(), 21, "{names:?}");
+        assert_eq!(names.len(), 22, "{names:?}");
         for n in [
             "auditor_queries_total",
             "auditor_answer_seconds",

@@ -237,6 +237,9 @@ impl Service {
         let result = self.build_locked(now_s).await;
         if let Err(e) = &result {
             self.state.metrics.epoch_failures.inc();
+            if e.store_unreachable() {
+                self.state.metrics.store_up.set(0);
+            }
             let why = redact_secrets(&error_chain(e), self.config.database_url());
             tracing::error!(error = %why, "epoch build failed");
         }
@@ -257,15 +260,33 @@ impl Service {
         }
         let mut bp = BuildParams::from_config(&self.config)?;
         bp.budget = self.budget();
-        let store = ct_store::Store::connect(self.config.database_url()).await?;
+        let store = self.open_store().await?;
         let now = now_s.unwrap_or_else(epoch::unix_now_s);
         let built = epoch::build_next(&store, &self.dir, bp, self.config.epoch.keep, now).await;
+        let built = explain(&store, built).await;
         self.refresh_report_counts(&store).await;
         store.close().await;
         let (_, epoch) = built?;
         let id = epoch.manifest.epoch;
         self.publish(epoch)?;
         Ok(id)
+    }
+
+    /// Connects to the entry store (read-only schema check, no DDL) and
+    /// sets `auditor_store_up`.
+    async fn open_store(&self) -> Result<ct_store::Store> {
+        match ct_store::Store::connect(self.config.database_url()).await {
+            Ok(store) => {
+                self.state.metrics.store_up.set(1);
+                Ok(store)
+            }
+            Err(e) => {
+                if e.is_unreachable() || e.is_auth_failure() {
+                    self.state.metrics.store_up.set(0);
+                }
+                Err(e.into())
+            }
+        }
     }
 
     /// Refreshes `auditor_reports{status}` with `store` (failures are
@@ -304,7 +325,7 @@ impl Service {
     async fn build_spec_locked(&self, spec: &EpochSpec) -> Result<u64> {
         let mut bp = BuildParams::from_config(&self.config)?;
         bp.budget = self.budget();
-        let store = ct_store::Store::connect(self.config.database_url()).await?;
+        let store = self.open_store().await?;
         let built = plan::build_from_spec(
             &store,
             &self.dir,
@@ -314,6 +335,7 @@ impl Service {
             self.config.epoch.keep,
         )
         .await;
+        let built = explain(&store, built).await;
         self.refresh_report_counts(&store).await;
         store.close().await;
         let (_, epoch) = built?;
@@ -385,6 +407,9 @@ impl Service {
         F: Future<Output = ()> + Send + 'static,
     {
         let mut tasks = Vec::new();
+        // A failure no retry cures (wrong password, missing grant, schema):
+        // the server stops, and `run` returns it.
+        let fatal = Fatal::default();
         tracing::info!(
             database = %redact_url(self.config.database_url()),
             epoch_dir = %self.dir.root().display(),
@@ -447,18 +472,19 @@ impl Service {
             // with a growing delay until an epoch is served.
             tracing::info!("no usable epoch on disk: building one");
             let svc = self.clone();
+            let fatal = fatal.clone();
             tasks.push(tokio::spawn(async move {
-                let mut wait = Duration::from_secs(1);
-                while svc.build_and_publish(None).await.is_err() {
-                    tracing::info!(
-                        retry_in_s = wait.as_secs(),
-                        "retrying the start-up epoch build"
-                    );
-                    tokio::time::sleep(wait).await;
-                    wait = (wait * 2).min(MAX_BUILD_RETRY);
+                // Until an epoch is served: no deadline.
+                let far = tokio::time::Instant::now() + Duration::from_secs(100 * 365 * 86_400);
+                let r = retry_until(far, "start-up", Error::needs_operator, || async {
                     if svc.state.registry.current().is_some() {
-                        break;
+                        return Ok(0); // published meanwhile (a reload)
                     }
+                    svc.build_and_publish(None).await
+                })
+                .await;
+                if let Err(e) = r {
+                    fatal.raise(e);
                 }
             }));
         } else if served.is_none() {
@@ -466,6 +492,7 @@ impl Service {
         }
         if let Some(schedule) = self.config.schedule()? {
             let svc = self.clone();
+            let fatal = fatal.clone();
             tasks.push(tokio::spawn(async move {
                 // The epoch just loaded or built counts as the last run.
                 let mut last = Some(epoch::unix_now_s());
@@ -474,9 +501,20 @@ impl Service {
                     let wait = schedule.seconds_until_next(now, last);
                     tokio::time::sleep(Duration::from_secs(wait)).await;
                     last = Some(epoch::unix_now_s());
-                    // Failures are counted and logged by build_and_publish.
-                    if let Ok(id) = svc.build_and_publish(None).await {
-                        tracing::info!(epoch = id, "scheduled epoch built");
+                    // A failed build is retried with a growing delay until
+                    // it succeeds or the next scheduled build is due.
+                    let next = schedule.seconds_until_next(epoch::unix_now_s(), last);
+                    let due = tokio::time::Instant::now() + Duration::from_secs(next);
+                    let build = || svc.build_and_publish(None);
+                    match retry_until(due, "scheduled", Error::needs_operator, build).await {
+                        Ok(id) => tracing::info!(epoch = id, "scheduled epoch built"),
+                        Err(e) if e.needs_operator() => {
+                            fatal.raise(e);
+                            return;
+                        }
+                        // Counted and logged by build_and_publish; the
+                        // next scheduled build tries again.
+                        Err(_) => {}
                     }
                 }
             }));
@@ -523,18 +561,95 @@ impl Service {
             header_timeout: Duration::from_millis(l.header_timeout_ms),
             idle_timeout: Duration::from_millis(l.idle_timeout_ms),
         };
+        let stop = {
+            let fatal = fatal.clone();
+            async move {
+                tokio::select! {
+                    () = shutdown => {}
+                    () = fatal.raised() => {}
+                }
+            }
+        };
         conn::serve(
             listener,
             self.router(),
             limits,
             self.state.metrics.open_connections.clone(),
-            shutdown,
+            stop,
         )
         .await;
         for t in tasks {
             t.abort();
         }
-        Ok(())
+        match fatal.take() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+}
+
+/// `built`, with a store error that is only "pool timed out" replaced by
+/// the cause the server gives now ([`ct_store::Store::diagnose`]).
+async fn explain<T>(store: &ct_store::Store, built: Result<T>) -> Result<T> {
+    match built {
+        Err(Error::Store(e)) => Err(Error::Store(store.diagnose(e).await)),
+        other => other,
+    }
+}
+
+/// Runs `attempt` until it succeeds, retrying a failure after 1 s, 2 s,
+/// 4 s … (at most [`MAX_BUILD_RETRY`]) as long as the retry starts before
+/// `deadline` (the next scheduled build). A failure no retry cures
+/// (`is_fatal`: [`Error::needs_operator`]) ends it at once. Returns the
+/// last result.
+pub(crate) async fn retry_until<F, Fut>(
+    deadline: tokio::time::Instant,
+    what: &str,
+    is_fatal: fn(&Error) -> bool,
+    mut attempt: F,
+) -> Result<u64>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<u64>>,
+{
+    let mut wait = Duration::from_secs(1);
+    loop {
+        match attempt().await {
+            Ok(id) => return Ok(id),
+            Err(e) if is_fatal(&e) => return Err(e),
+            Err(e) => {
+                if tokio::time::Instant::now() + wait >= deadline {
+                    return Err(e);
+                }
+                tracing::info!(
+                    retry_in_s = wait.as_secs(),
+                    "retrying the {what} epoch build"
+                );
+                tokio::time::sleep(wait).await;
+                wait = (wait * 2).min(MAX_BUILD_RETRY);
+            }
+        }
+    }
+}
+
+/// The first failure that stops `serve`, and its signal.
+#[derive(Clone, Default)]
+struct Fatal(Arc<(std::sync::Mutex<Option<Error>>, tokio::sync::Notify)>);
+
+impl Fatal {
+    fn raise(&self, e: Error) {
+        tracing::error!(error = %error_chain(&e), "stopping: this needs an operator");
+        let mut slot = self.0 .0.lock().unwrap_or_else(|p| p.into_inner());
+        slot.get_or_insert(e);
+        self.0 .1.notify_one();
+    }
+
+    async fn raised(&self) {
+        self.0 .1.notified().await;
+    }
+
+    fn take(&self) -> Option<Error> {
+        self.0 .0.lock().unwrap_or_else(|p| p.into_inner()).take()
     }
 }
 
@@ -940,5 +1055,80 @@ fn fault_pause_build() {
     {
         tracing::warn!(ms, "AUDITOR_FAULT_PAUSE_BUILD_MS: pausing the build");
         std::thread::sleep(Duration::from_millis(ms));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicU32, Ordering};
+    use tokio::time::Instant;
+
+    /// `retry_until` with a deadline `deadline_s` from now, over an attempt
+    /// that fails `fails` times (transient, or needing an operator when
+    /// `fatal`), then succeeds; returns the result and when each attempt
+    /// ran, in seconds of tokio's paused clock.
+    async fn run(deadline_s: u64, fails: u32, fatal: bool) -> (Result<u64>, Vec<u64>) {
+        let n: Arc<AtomicU32> = Arc::default();
+        let at: Arc<std::sync::Mutex<Vec<u64>>> = Arc::default();
+        let start = Instant::now();
+        // A configuration error stands in for a wrong password.
+        let fatal_config = |e: &Error| matches!(e, Error::Config(_));
+        let r = retry_until(
+            start + Duration::from_secs(deadline_s),
+            "test",
+            fatal_config,
+            || {
+                let (n, at) = (n.clone(), at.clone());
+                async move {
+                    at.lock().unwrap().push(start.elapsed().as_secs());
+                    let i = n.fetch_add(1, Ordering::SeqCst);
+                    if fatal {
+                        Err(Error::Config("a wrong password".into()))
+                    } else if i < fails {
+                        Err(Error::Memory("the store is down".into()))
+                    } else {
+                        Ok(7)
+                    }
+                }
+            },
+        )
+        .await;
+        let at = at.lock().unwrap().clone();
+        (r, at)
+    }
+
+    /// A failed build is retried after 1, 2, 4 … s and succeeds within the
+    /// window before the next schedule.
+    #[tokio::test(start_paused = true)]
+    async fn failed_build_is_retried_until_it_succeeds() {
+        let (r, at) = run(3600, 3, false).await;
+        assert_eq!(r.unwrap(), 7);
+        assert_eq!(at, [0, 1, 3, 7]);
+    }
+
+    /// Retries stop when the next scheduled build is due (it takes over).
+    #[tokio::test(start_paused = true)]
+    async fn retries_stop_at_the_next_schedule() {
+        let (r, at) = run(20, u32::MAX, false).await;
+        assert!(r.is_err());
+        assert_eq!(at, [0, 1, 3, 7, 15]);
+    }
+
+    /// The delay stops growing at five minutes.
+    #[tokio::test(start_paused = true)]
+    async fn retry_delay_is_capped() {
+        let (r, at) = run(3600, 12, false).await;
+        assert_eq!(r.unwrap(), 7);
+        let gaps: Vec<u64> = at.windows(2).map(|w| w[1] - w[0]).collect();
+        assert_eq!(gaps, [1, 2, 4, 8, 16, 32, 64, 128, 256, 300, 300, 300]);
+    }
+
+    /// A failure no retry cures ends the retries at once.
+    #[tokio::test(start_paused = true)]
+    async fn operator_failures_are_not_retried() {
+        let (r, at) = run(3600, 0, true).await;
+        assert!(matches!(r, Err(Error::Config(_))));
+        assert_eq!(at, [0]);
     }
 }

@@ -45,7 +45,7 @@ use common::{BoxErr, Served, TestResult};
 /// its URL and the entries' leaf hashes.
 async fn synthetic_store(dir: &Path, n: u64) -> Result<(String, Vec<[u8; 32]>), BoxErr> {
     let url = format!("sqlite://{}?mode=rwc", dir.join("ct.db").display());
-    let store = Store::connect(&url).await?;
+    let store = Store::connect_and_migrate(&url).await?;
     let log_id = [7u8; 32];
     store
         .upsert_log(&LogMeta {

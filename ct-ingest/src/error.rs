@@ -132,11 +132,26 @@ impl Error {
     /// failures, bad data and configuration errors are not transient.
     pub fn is_transient(&self) -> bool {
         match self {
-            Error::Store(ct_store::StoreError::Database(_) | ct_store::StoreError::Gap { .. }) => {
-                true
-            }
+            Error::Store(ct_store::StoreError::Gap { .. }) => true,
+            Error::Store(e) => e.is_transient(),
             Error::Network { .. } | Error::Timeout { .. } | Error::RateLimited { .. } => true,
             Error::Http { status, .. } => *status >= 500,
+            _ => false,
+        }
+    }
+
+    /// A failure only an operator can fix, which no retry will cure: the
+    /// store refused the credentials or a grant, or its URL is invalid.
+    /// `ct-ingest run` exits on it instead of retrying. (A schema that is
+    /// missing, behind or ahead is retried, its message naming `ct-ingest
+    /// migrate`, so that the owner's migration lets the runs resume.)
+    pub fn needs_operator(&self) -> bool {
+        match self {
+            Error::Store(e) => {
+                e.is_auth_failure()
+                    || e.is_permission_denied()
+                    || matches!(e, ct_store::StoreError::InvalidUrl { .. })
+            }
             _ => false,
         }
     }

@@ -55,21 +55,11 @@ use crate::error::{Error, Result};
 use crate::http::{HttpClient, LogEndpoint};
 use crate::rfc6962::Rfc6962Client;
 use crate::static_ct::{StaticCtClient, TileCache};
-use ct_core::leaf::SignedEntry;
 use ct_core::loglist::LogApi;
 use ct_core::merkle::{tile_for_size, verify_consistency, CompactRange, Hash, TILE_WIDTH};
-use ct_core::x509::entry_validity;
 #[cfg(feature = "fault-injection")]
 use ct_store::FaultPlan;
 use ct_store::{Commit, CommitOutcome, Entry, LogId, LogKind, LogMeta, Store, StoreError};
-
-/// `notAfter` assumed for a logged entry whose certificate validity cannot
-/// be parsed: its SCT timestamp plus this many seconds (1,200 days, longer
-/// than any certificate lifetime CAs were ever allowed to issue under the
-/// Baseline Requirements, 39 months). Such an entry is in the verified tree,
-/// so it is kept rather than dropped; erring on "too long" only keeps it in
-/// S a little longer.
-pub const UNPARSABLE_VALIDITY_FALLBACK_S: i64 = 1_200 * 86_400;
 
 /// Progress sink: called with (log description, entries downloaded and
 /// hashed so far, size of the signed head being ingested). The CLI draws
@@ -103,11 +93,52 @@ impl std::fmt::Debug for Progress {
     }
 }
 
+/// Store health sink: called with `true` when a run has connected to the
+/// store and whenever the probe during a run finds it answering, `false`
+/// when the probe finds it unreachable (the cause is logged). The CLI sets
+/// the `ct_ingest_store_up` gauge with it and rewrites the metrics file.
+#[derive(Clone, Default)]
+pub struct StoreHealth(Option<Arc<StoreHealthFn>>);
+
+/// The callback type of [`StoreHealth`].
+pub type StoreHealthFn = dyn Fn(bool) + Send + Sync;
+
+impl StoreHealth {
+    /// Wraps a callback.
+    pub fn new(f: impl Fn(bool) + Send + Sync + 'static) -> StoreHealth {
+        StoreHealth(Some(Arc::new(f)))
+    }
+
+    fn report(&self, up: bool) {
+        if let Some(f) = &self.0 {
+            f(up);
+        }
+    }
+}
+
+impl std::fmt::Debug for StoreHealth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "StoreHealth(callback)"
+        } else {
+            "StoreHealth(none)"
+        })
+    }
+}
+
+/// How often a run probes the store while it works ([`Store::ping`]): an
+/// outage in the middle of a run ends the run within this time plus the
+/// probe's own 5 s timeout, with the cause, instead of when the next store
+/// operation gives up.
+pub const STORE_PROBE_INTERVAL: Duration = Duration::from_secs(3);
+
 /// Options of one ingestion run.
 #[derive(Clone, Debug, Default)]
 pub struct IngestOptions {
     /// Progress reporting (none by default).
     pub progress: Progress,
+    /// Store health reporting (none by default).
+    pub store_health: StoreHealth,
     /// The clock for expiry at commit time, Unix seconds (`None`: the
     /// system clock at each commit).
     pub now_s: Option<i64>,
@@ -284,21 +315,6 @@ impl Source {
                 }
                 Ok(())
             }
-        }
-    }
-}
-
-/// `notAfter` of a logged entry (Unix seconds), or, if its certificate
-/// cannot be parsed, the SCT timestamp plus
-/// [`UNPARSABLE_VALIDITY_FALLBACK_S`] (logged as a warning).
-pub fn entry_not_after(entry: &SignedEntry, sct_timestamp_ms: u64, leaf_index: u64) -> i64 {
-    match entry_validity(entry) {
-        Ok(v) => v.not_after,
-        Err(e) => {
-            tracing::warn!(leaf_index, error = %e, "certificate validity unparsable; using the fallback lifetime");
-            i64::try_from(sct_timestamp_ms / 1000)
-                .unwrap_or(i64::MAX)
-                .saturating_add(UNPARSABLE_VALIDITY_FALLBACK_S)
         }
     }
 }
@@ -660,6 +676,43 @@ pub struct RunSummary {
     pub http: (u64, u64, u64, u64),
 }
 
+/// Opens the store for ingesting: checks its schema version, and brings a
+/// missing or older schema up to date when this role may (SQLite, whose
+/// file this process owns; a PostgreSQL role that owns the database, as in
+/// the compose deployment). A role that may not (the ingest role of
+/// docs/operator.md) gets the schema error, which names `ct-ingest migrate`.
+pub async fn open_store(url: &str) -> Result<Store> {
+    match Store::connect(url).await {
+        Err(e @ (StoreError::SchemaMissing | StoreError::SchemaOutdated { .. })) => {
+            match Store::connect_and_migrate(url).await {
+                Ok(store) => {
+                    tracing::info!(schema = %e, "store schema migrated");
+                    Ok(store)
+                }
+                Err(m) if m.is_permission_denied() => Err(e.into()),
+                Err(m) => Err(m.into()),
+            }
+        }
+        r => Ok(r?),
+    }
+}
+
+/// Probes the store every [`STORE_PROBE_INTERVAL`] and reports to
+/// `health`; returns the first failure (logged with its cause).
+async fn watch_store(store: Store, health: StoreHealth) -> StoreError {
+    loop {
+        tokio::time::sleep(STORE_PROBE_INTERVAL).await;
+        match store.ping().await {
+            Ok(()) => health.report(true),
+            Err(e) => {
+                health.report(false);
+                tracing::error!(error = %e, "store unreachable; ending the run");
+                return e;
+            }
+        }
+    }
+}
+
 /// One full pass: loads the log list, selects the logs, connects to the
 /// database, ingests every selected log up to its current head, then prunes
 /// expired entries. Per-log failures are reported in the summary; only
@@ -670,8 +723,32 @@ pub async fn run_once(config: &Config, opts: &IngestOptions) -> Result<RunSummar
     let list = load_log_list(&config.log_list, &http).await?;
     let now_s = opts.now_s.unwrap_or_else(unix_now_s);
     let logs = config.select_logs(&list, now_s)?;
-    let store = Store::connect(config.database_url()).await?;
-    let results = ingest_logs(&store, &http, &logs, opts).await;
+    let store = open_store(config.database_url()).await?;
+    opts.store_health.report(true);
+    // The run ends as soon as the probe finds the store unreachable.
+    let watcher = Task(tokio::spawn(watch_store(
+        store.clone(),
+        opts.store_health.clone(),
+    )));
+    let pass = pass(&store, &http, logs, opts);
+    let result = tokio::select! {
+        r = pass => r,
+        e = watcher => Err(e?.into()),
+    };
+    store.close().await;
+    result
+}
+
+/// The work of [`run_once`] once the store is open.
+async fn pass(
+    store: &Store,
+    http: &HttpClient,
+    logs: Vec<SelectedLog>,
+    opts: &IngestOptions,
+) -> Result<RunSummary> {
+    let store = store.clone();
+    let results = ingest_logs(&store, http, &logs, opts).await;
+    let results = diagnose_all(&store, results).await;
     // A report check that cannot read or write the store is logged; the
     // ingestion it follows stands.
     // Only logs that answered this run are asked (a 404 from a log whose
@@ -684,7 +761,7 @@ pub async fn run_once(config: &Config, opts: &IngestOptions) -> Result<RunSummar
         .collect();
     let reports = match crate::reports::confirm_reports(
         &store,
-        &http,
+        http,
         &answered,
         opts.now_s.map_or_else(ct_core::civil::unix_now_ms, |s| {
             u64::try_from(s).unwrap_or(0).saturating_mul(1000)
@@ -710,10 +787,9 @@ pub async fn run_once(config: &Config, opts: &IngestOptions) -> Result<RunSummar
                     tracing::error!(log = %log.info.description, error = %crate::error::chain(e), "log refused");
                 }
             }
-            return Err(e.into());
+            return Err(store.diagnose(e).await.into());
         }
     };
-    store.close().await;
     let c = http.counters();
     let load = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
     Ok(RunSummary {
@@ -727,6 +803,22 @@ pub async fn run_once(config: &Config, opts: &IngestOptions) -> Result<RunSummar
             load(&c.errors),
         ),
     })
+}
+
+/// Per-log results whose store error is only "pool timed out" replaced by
+/// the cause the store gives now (e.g. "Connection refused").
+async fn diagnose_all(
+    store: &Store,
+    results: Vec<Result<IngestReport>>,
+) -> Vec<Result<IngestReport>> {
+    let mut out = Vec::with_capacity(results.len());
+    for r in results {
+        out.push(match r {
+            Err(Error::Store(e)) => Err(Error::Store(store.diagnose(e).await)),
+            other => other,
+        });
+    }
+    out
 }
 
 #[cfg(test)]

@@ -18,6 +18,7 @@
 //! | [`error`] | the crate's [`Error`] and [`Result`] (`ct_core::Error` in [`Error::Ct`], plus network, configuration and store failures); [`error::chain`] for logging an error with its causes | |
 //! | [`config`] | TOML configuration, environment overrides, log selection from the log list | |
 //! | [`http`] | HTTP client: per-log rate and concurrency limits, timeouts, capped bodies, retries with backoff | RFC 9110 §10.2.3 (`Retry-After`) |
+//! | [`entry`] | an entry's `notAfter` (its expiry), with a fallback for unparsable certificates | RFC 5280 §4.1.2.5 |
 //! | [`rfc6962`] | `get-sth`, `get-sth-consistency`, `get-entries` client | RFC 6962 §4 |
 //! | [`static_ct`] | checkpoint, data and hash tile client; tile-based prefix proofs | c2sp.org/static-ct-api, c2sp.org/tlog-tiles |
 //! | [`ingest`] | per-log ingestion: download, verify against the signed head, commit with the frontier | see `docs/ingest.md` |
@@ -29,6 +30,7 @@
 #[cfg(feature = "bench")]
 pub mod bench;
 pub mod config;
+pub mod entry;
 pub mod error;
 pub mod http;
 pub mod ingest;

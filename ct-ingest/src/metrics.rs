@@ -32,6 +32,8 @@ struct Metrics {
     runs_failed: AtomicU64,
     /// 1 if the last run finished, 0 if it failed (or none ran yet).
     up: AtomicU64,
+    /// 1 if the store answered the last connection or probe, else 0.
+    store_up: AtomicU64,
     last_success_s: AtomicU64,
     last_failure_s: AtomicU64,
     entries_inserted: AtomicU64,
@@ -115,6 +117,13 @@ pub fn record_failed_run(now_ms: u64) {
     for g in logs.values_mut() {
         g.ok = false;
     }
+}
+
+/// Records whether the store answered: set when a run connects, by the
+/// probe every few seconds during a run (`IngestOptions::store_health`),
+/// and to 0 when a run fails because the store could not be reached.
+pub fn set_store_up(up: bool) {
+    metrics().store_up.store(u64::from(up), Ordering::Relaxed);
 }
 
 /// Escapes a Prometheus label value.
@@ -202,11 +211,16 @@ pub fn render_prometheus() -> String {
             v.load(Ordering::Relaxed)
         );
     }
-    let process_gauges: [(&str, &str, &AtomicU64); 3] = [
+    let process_gauges: [(&str, &str, &AtomicU64); 4] = [
         (
             "ct_ingest_up",
             "1 if the last run finished, 0 if it failed or none has run yet.",
             &m.up,
+        ),
+        (
+            "ct_ingest_store_up",
+            "1 if the store answered the last connection or probe (every 3 s during a run), 0 if not or none yet.",
+            &m.store_up,
         ),
         (
             "ct_ingest_last_success_timestamp_seconds",

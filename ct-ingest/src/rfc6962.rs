@@ -245,7 +245,7 @@ pub fn parse_get_entries(body: &[u8], start: u64, requested: u64) -> Result<Vec<
 /// Decodes one `get-entries` entry at `leaf_index`: the `leaf_input`
 /// `MerkleTreeLeaf` (its leaf hash is over the exact bytes served), the
 /// `extra_data` chain (structure only), the SCT timestamp and `notAfter`
-/// ([`crate::ingest::entry_not_after`]).
+/// ([`crate::entry::entry_not_after`]).
 pub fn decode_entry(leaf_input_b64: &str, extra_data_b64: &str, leaf_index: u64) -> Result<Entry> {
     let leaf = decode_base64(leaf_input_b64, "get-entries leaf_input", MAX_LEAF_INPUT_LEN)?;
     let mtl = MerkleTreeLeaf::decode(&leaf)?;
@@ -256,7 +256,7 @@ pub fn decode_entry(leaf_input_b64: &str, extra_data_b64: &str, leaf_index: u64)
         leaf_index,
         leaf_hash: leaf_hash(&leaf),
         sct_timestamp_ms: te.timestamp,
-        not_after: crate::ingest::entry_not_after(&te.signed_entry, te.timestamp, leaf_index),
+        not_after: crate::entry::entry_not_after(&te.signed_entry, te.timestamp, leaf_index),
     })
 }
 

@@ -100,11 +100,7 @@ impl StaticCtClient {
                     leaf_index: index,
                     leaf_hash: leaf.leaf_hash(),
                     sct_timestamp_ms: te.timestamp,
-                    not_after: crate::ingest::entry_not_after(
-                        &te.signed_entry,
-                        te.timestamp,
-                        index,
-                    ),
+                    not_after: crate::entry::entry_not_after(&te.signed_entry, te.timestamp, index),
                 }
             })
             .collect())

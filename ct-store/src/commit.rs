@@ -1,8 +1,12 @@
 //! [`Commit`], the one way entries enter S, and the checks that turn it and
 //! the stored state into the rows to write (the same for both backends).
 
-use crate::dialect::pg_month;
-use crate::{CommitOutcome, Entry, LogId, StoreError};
+use crate::convert::to_i64;
+use crate::error::StoreError;
+#[cfg(any(test, feature = "fault-injection"))]
+use crate::model::FaultPlan;
+use crate::model::{CommitOutcome, Entry, LogId};
+use crate::month::pg_month;
 
 /// A batch of verified entries of one log, with the tree head they were
 /// verified against: what [`Store::commit`](crate::Store::commit) writes,
@@ -111,32 +115,6 @@ impl<'a> Commit<'a> {
     pub fn fault(mut self, fault: FaultPlan) -> Commit<'a> {
         self.fault = Some(fault);
         self
-    }
-}
-
-/// How a commit is made to fail, for crash tests (feature
-/// `fault-injection`; not in normal builds). Either way the commit returns
-/// [`StoreError::InjectedFault`] with the outcome it would have reported.
-#[cfg(any(test, feature = "fault-injection"))]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum FaultPlan {
-    /// Does all the work of the transaction, then drops it instead of
-    /// committing, as a crash just before `COMMIT` would: nothing of it is
-    /// visible afterwards.
-    CrashBeforeCommit,
-    /// Commits, then fails, as a crash just after `COMMIT` (before the
-    /// caller noticed) would: the next commit of the same batch is a replay.
-    CrashAfterCommit,
-}
-
-#[cfg(any(test, feature = "fault-injection"))]
-impl std::fmt::Display for FaultPlan {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            FaultPlan::CrashBeforeCommit => "simulated crash before COMMIT",
-            FaultPlan::CrashAfterCommit => "simulated crash after COMMIT",
-        })
     }
 }
 
@@ -307,8 +285,4 @@ pub(crate) fn outcome(plan: &Plan<'_>, stored: usize, inserted: u64) -> CommitOu
         expired: (plan.new_entries.len() - stored) as u64,
         verified_position: plan.verified_position,
     }
-}
-
-pub(crate) fn to_i64(what: &'static str, value: u64) -> Result<i64, StoreError> {
-    i64::try_from(value).map_err(|_| StoreError::OutOfRange { what, value })
 }

@@ -15,14 +15,17 @@
 //! | bulk insert | multi-row `VALUES`, 512 rows per statement | `UNNEST` of column arrays, 16,384 rows per statement |
 //! | expiry | one indexed `DELETE` | detach and drop whole monthly partitions, then `DELETE` in the current month |
 
-use ct_core::civil;
 use sqlx::migrate::Migrator;
 use sqlx::postgres::PgConnection;
 use sqlx::sqlite::SqliteConnection;
 use sqlx::{PgPool, Pool, Postgres, Row, Sqlite, SqlitePool};
 
 use crate::commit::Columns;
-use crate::{from_i64, Entry, StoreError};
+use crate::convert::from_i64;
+use crate::error::StoreError;
+use crate::model::Entry;
+use crate::month::{month_start, partition_month, pg_month, PG_FAR_MONTH};
+use crate::schema::{Applied, PG_SCHEMA};
 
 static SQLITE_MIGRATOR: Migrator = sqlx::migrate!("migrations/sqlite");
 static POSTGRES_MIGRATOR: Migrator = sqlx::migrate!("migrations/postgres");
@@ -34,10 +37,6 @@ const SQLITE_ROWS_PER_INSERT: usize = 512;
 /// Rows per `INSERT … SELECT … FROM UNNEST(…)` on PostgreSQL (bounds the
 /// size of one bind message to a few MB).
 const PG_ROWS_PER_INSERT: usize = 16_384;
-/// PostgreSQL `expiry_month` of 2100-01: entries whose `notAfter` is at or
-/// beyond 2100-01-01T00:00:00Z live in the single partition `entries_pfar`
-/// (created by the migration, never dropped).
-pub(crate) const PG_FAR_MONTH: i64 = 2100 * 12;
 
 /// What differs between the backends (see the module documentation).
 pub(crate) trait Dialect: sqlx::Database {
@@ -56,6 +55,13 @@ pub(crate) trait Dialect: sqlx::Database {
 
     /// The embedded migrations.
     fn migrator() -> &'static Migrator;
+
+    /// The rows of `_sqlx_migrations` (none if the table does not exist),
+    /// read-only.
+    async fn applied_migrations(pool: &Pool<Self>) -> Result<Vec<Applied>, StoreError>;
+
+    /// The owner's work after the migrations ([`Store::migrate`](crate::Store::migrate)).
+    async fn after_migrate(pool: &Pool<Self>, now_s: i64) -> Result<(), StoreError>;
 
     /// Runs before a commit's transaction, outside it (so that it holds no
     /// DDL lock).
@@ -93,6 +99,27 @@ impl Dialect for Sqlite {
 
     fn migrator() -> &'static Migrator {
         &SQLITE_MIGRATOR
+    }
+
+    async fn applied_migrations(pool: &SqlitePool) -> Result<Vec<Applied>, StoreError> {
+        let exists: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM main.sqlite_master \
+             WHERE type = 'table' AND name = '_sqlx_migrations'",
+        )
+        .fetch_one(pool)
+        .await?;
+        if exists == 0 {
+            return Ok(Vec::new());
+        }
+        Ok(sqlx::query_as(
+            "SELECT version, success, checksum FROM main._sqlx_migrations ORDER BY version",
+        )
+        .fetch_all(pool)
+        .await?)
+    }
+
+    async fn after_migrate(_: &SqlitePool, _: i64) -> Result<(), StoreError> {
+        Ok(())
     }
 
     async fn prepare_commit(_: &SqlitePool, _: &[Entry], _: i64) -> Result<(), StoreError> {
@@ -169,6 +196,29 @@ impl Dialect for Postgres {
         &POSTGRES_MIGRATOR
     }
 
+    /// Reads `PG_SCHEMA._sqlx_migrations` by its qualified name.
+    async fn applied_migrations(pool: &PgPool) -> Result<Vec<Applied>, StoreError> {
+        let table = format!("{PG_SCHEMA}._sqlx_migrations");
+        let exists: bool = sqlx::query_scalar("SELECT to_regclass($1) IS NOT NULL")
+            .bind(&table)
+            .fetch_one(pool)
+            .await?;
+        if !exists {
+            return Ok(Vec::new());
+        }
+        Ok(sqlx::query_as(&format!(
+            "SELECT version, success, checksum FROM {table} ORDER BY version"
+        ))
+        .fetch_all(pool)
+        .await?)
+    }
+
+    /// Drops the expired monthly partitions (as the owner).
+    async fn after_migrate(pool: &PgPool, now_s: i64) -> Result<(), StoreError> {
+        Self::prune(pool, now_s).await?;
+        Ok(())
+    }
+
     /// Creates the monthly partitions that the active entries need.
     /// `CREATE TABLE` + `ATTACH PARTITION` (in the migration's function)
     /// takes only `SHARE UPDATE EXCLUSIVE` on `entries`.
@@ -233,6 +283,24 @@ impl Dialect for Postgres {
     /// the ingester) and dropped; the remaining expired rows (in the current
     /// month) are deleted.
     async fn prune(pool: &PgPool, now_s: i64) -> Result<u64, StoreError> {
+        // Detaching and dropping needs ownership of `entries`. A role
+        // without it (the ingest role) deletes the expired rows of the
+        // current month only: older months are already outside every read
+        // (their expiry_month is below the active-set bound), and the owner's
+        // `ct-ingest migrate` drops their partitions.
+        let owner: bool = sqlx::query_scalar(
+            "SELECT pg_has_role(relowner, 'USAGE') FROM pg_class WHERE oid = 'entries'::regclass",
+        )
+        .fetch_one(pool)
+        .await?;
+        if !owner {
+            let r = sqlx::query("DELETE FROM entries WHERE expiry_month = $1 AND not_after < $2")
+                .bind(pg_month(now_s))
+                .bind(now_s)
+                .execute(pool)
+                .await?;
+            return Ok(r.rows_affected());
+        }
         // Monthly tables in our schema, attached or left detached by an
         // interrupted earlier prune.
         let tables = sqlx::query(
@@ -291,64 +359,9 @@ impl Dialect for Postgres {
     }
 }
 
-// ---------------------------------------------------------------------------
-// PostgreSQL partition months
-// ---------------------------------------------------------------------------
-
-/// A calendar month (UTC) as `year * 12 + (month - 1)`.
-fn month_of(unix_s: i64) -> i64 {
-    let (y, m, _) = civil::civil_from_days(unix_s.div_euclid(civil::SECONDS_PER_DAY));
-    y * 12 + i64::from(m) - 1
-}
-
-/// First second of month `idx` (see [`month_of`]).
-fn month_start(idx: i64) -> i64 {
-    // rem_euclid(12) + 1 is in 1..=12.
-    let month = (idx.rem_euclid(12) + 1) as u32;
-    civil::days_from_civil(idx.div_euclid(12), month, 1) * civil::SECONDS_PER_DAY
-}
-
-/// PostgreSQL `expiry_month` of a `notAfter`: [`month_of`] clamped to
-/// `[0, PG_FAR_MONTH]` (see `migrations/postgres`).
-pub(crate) fn pg_month(not_after: i64) -> i16 {
-    i16::try_from(month_of(not_after).clamp(0, PG_FAR_MONTH)).unwrap_or(i16::MAX)
-}
-
-/// The month of a monthly partition's name, `entries_pYYYYMM` (`None` for
-/// other tables).
-fn partition_month(name: &str) -> Option<i64> {
-    let digits = name.strip_prefix("entries_p")?;
-    if digits.len() != 6 || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    let y: i64 = digits[..4].parse().ok()?;
-    let m: i64 = digits[4..].parse().ok()?;
-    (1..=12).contains(&m).then_some(y * 12 + m - 1)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn months_and_partition_names() {
-        // 2026-11-22T01:02:53Z
-        let t = 1_795_309_373;
-        let m = month_of(t);
-        assert_eq!(partition_month("entries_p202611"), Some(m));
-        assert_eq!(month_start(m), 1_793_491_200); // 2026-11-01
-        assert_eq!(month_start(m + 1), 1_796_083_200); // 2026-12-01
-        assert_eq!(month_of(month_start(m + 1)), m + 1);
-        assert_eq!(month_of(month_start(m + 1) - 1), m);
-        assert_eq!(partition_month("entries_pfar"), None);
-        assert_eq!(partition_month("entries_p202613"), None);
-        assert_eq!(month_start(PG_FAR_MONTH), 4_102_444_800); // 2100-01-01
-        assert_eq!(i64::from(pg_month(253_402_300_799)), PG_FAR_MONTH);
-        assert_eq!(i64::from(pg_month(4_102_444_799)), PG_FAR_MONTH - 1);
-        assert_eq!(pg_month(-1), 1969 * 12 + 11);
-        assert_eq!(pg_month(i64::MIN / 2), 0);
-        assert_eq!(i64::from(pg_month(t)), m);
-    }
 
     #[test]
     fn sqlite_insert_statement() {

@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use crate::LogId;
+use crate::model::LogId;
 
 /// Errors of the store.
 ///
@@ -25,6 +25,39 @@ pub enum StoreError {
     /// Applying the embedded migrations failed.
     #[error("database migration failed: {0}")]
     Migrate(sqlx::migrate::MigrateError),
+    /// The database has no store schema (no `_sqlx_migrations`): the owner
+    /// role has not run the migrations yet.
+    #[error(
+        "the database holds no ct-store schema: run `ct-ingest migrate` as the owner role first \
+         (docs/operator.md, \"Database roles\")"
+    )]
+    SchemaMissing,
+    /// The store's schema is older than this build needs.
+    #[error(
+        "the store schema is at migration {found}, this program needs {needed}: \
+         run `ct-ingest migrate` as the owner role"
+    )]
+    SchemaOutdated {
+        /// The newest migration applied.
+        found: i64,
+        /// The newest migration this build embeds.
+        needed: i64,
+    },
+    /// The store's schema is newer than this build knows.
+    #[error(
+        "the store schema is at migration {found}, newer than this program knows ({known}): \
+         upgrade this program"
+    )]
+    SchemaNewer {
+        /// The newest migration applied.
+        found: i64,
+        /// The newest migration this build embeds.
+        known: i64,
+    },
+    /// The applied migrations are not the ones this build embeds (a failed
+    /// or changed migration).
+    #[error("the store schema does not match this program: {0}")]
+    SchemaMismatch(String),
     /// The database URL is not a usable `sqlite:` or `postgres://` URL
     /// (see [`DatabaseUrl::parse`](crate::DatabaseUrl::parse)).
     #[error("invalid database URL {url}: {reason}")]
@@ -102,9 +135,9 @@ pub enum StoreError {
     #[error("injected fault: {fault} (the commit would have reported {outcome:?})")]
     InjectedFault {
         /// The fault.
-        fault: crate::FaultPlan,
+        fault: crate::model::FaultPlan,
         /// What the commit reports when it completes normally.
-        outcome: crate::CommitOutcome,
+        outcome: crate::model::CommitOutcome,
     },
 }
 
@@ -125,6 +158,71 @@ impl From<sqlx::migrate::MigrateError> for StoreError {
                 StoreError::StorageFull(inner)
             }
             other => StoreError::Migrate(other),
+        }
+    }
+}
+
+impl StoreError {
+    /// The database could not be reached or talked to: refused or cut
+    /// connections, TLS, no free connection in time, or a server shutting
+    /// down, starting up or out of connection slots. May go away by itself.
+    pub fn is_unreachable(&self) -> bool {
+        let StoreError::Database(e) = self else {
+            return false;
+        };
+        match e {
+            sqlx::Error::Io(_)
+            | sqlx::Error::Tls(_)
+            | sqlx::Error::PoolTimedOut
+            | sqlx::Error::PoolClosed
+            | sqlx::Error::WorkerCrashed => true,
+            sqlx::Error::Database(db) => db.code().is_some_and(|c| {
+                // connection_exception; admin/crash shutdown, cannot connect
+                // now; too many connections
+                c.starts_with("08") || matches!(&*c, "57P01" | "57P02" | "57P03" | "53300")
+            }),
+            _ => false,
+        }
+    }
+
+    /// A failure that may go away by itself ([`StoreError::is_unreachable`],
+    /// a serialization failure or deadlock): worth retrying. An
+    /// authentication failure, a missing grant or a schema mismatch is not.
+    pub fn is_transient(&self) -> bool {
+        if self.is_unreachable() {
+            return true;
+        }
+        match self {
+            StoreError::Database(sqlx::Error::Database(db)) => {
+                matches!(db.code().as_deref(), Some("40001" | "40P01"))
+            }
+            _ => false,
+        }
+    }
+
+    /// The role lacks a privilege (PostgreSQL `insufficient_privilege`,
+    /// 42501), also inside a failed migration.
+    pub fn is_permission_denied(&self) -> bool {
+        let db = match self {
+            StoreError::Database(sqlx::Error::Database(db)) => db,
+            StoreError::Migrate(
+                sqlx::migrate::MigrateError::Execute(sqlx::Error::Database(db))
+                | sqlx::migrate::MigrateError::ExecuteMigration(sqlx::Error::Database(db), _),
+            ) => db,
+            _ => return false,
+        };
+        db.code().as_deref() == Some("42501")
+    }
+
+    /// The database refused the credentials (PostgreSQL SQLSTATE class 28:
+    /// wrong password, unknown role, no `pg_hba.conf` entry). Retrying
+    /// cannot help; an operator must fix the URL or the role.
+    pub fn is_auth_failure(&self) -> bool {
+        match self {
+            StoreError::Database(sqlx::Error::Database(db)) => {
+                db.code().is_some_and(|c| c.starts_with("28"))
+            }
+            _ => false,
         }
     }
 }

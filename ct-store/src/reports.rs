@@ -9,8 +9,11 @@
 
 use sqlx::Row;
 
-use crate::dialect::pg_month;
-use crate::{from_i64, hash32, to_i64, Backend, LogId, Store, StoreError};
+use crate::convert::{from_i64, hash32, to_i64};
+use crate::error::StoreError;
+use crate::model::LogId;
+use crate::month::pg_month;
+use crate::store::{with_dialect, Backend, Store};
 
 /// Largest public key stored (bytes of DER), as the migration's check.
 pub const MAX_PUBLIC_KEY_BYTES: usize = 2048;

@@ -13,7 +13,7 @@ use std::str::FromStr;
 use sqlx::postgres::PgConnectOptions;
 use sqlx::sqlite::SqliteConnectOptions;
 
-use crate::StoreError;
+use crate::error::StoreError;
 
 /// What replaces a password.
 const REDACTED: &str = "***";
@@ -91,6 +91,88 @@ pub fn redact_url(url: &str) -> String {
         None => out.push_str(after_userinfo),
     }
     out
+}
+
+/// `text` with every secret of `url` replaced by `***`: the userinfo
+/// password and the values of secret query parameters, found the way
+/// [`redact_url`] finds them (malformed URLs included), as written and
+/// percent-decoded. For messages that may quote a URL's parts, such as a
+/// driver's error; [`redact_url`] is for the URL itself.
+///
+/// ```
+/// let url = "postgres//ct:s3cret@db/ct";
+/// assert_eq!(ct_store::redact_secrets("auth as ct:s3cret failed", url), "auth as ct:*** failed");
+/// ```
+pub fn redact_secrets(text: &str, url: &str) -> String {
+    let mut out = text.to_owned();
+    let mut secrets = url_secrets(url);
+    // Longest first, so that a secret containing another is replaced whole.
+    secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
+    for secret in secrets {
+        for form in [secret.to_owned(), percent_decode(secret)] {
+            if form.len() >= 2 {
+                out = out.replace(&form, REDACTED);
+            }
+        }
+    }
+    out
+}
+
+/// The secrets [`redact_url`] hides in `url`.
+fn url_secrets(url: &str) -> Vec<&str> {
+    let scheme_len = url
+        .find(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.')))
+        .unwrap_or(url.len());
+    let sep_len = url[scheme_len..]
+        .find(|c: char| c != ':' && c != '/')
+        .unwrap_or(url.len() - scheme_len);
+    let head_len = if url[scheme_len..scheme_len + sep_len].contains('/') {
+        scheme_len + sep_len
+    } else {
+        0
+    };
+    let rest = &url[head_len..];
+    let mut found = Vec::new();
+    let after_userinfo = match rest.rfind('@') {
+        Some(at) => {
+            if let Some((_, pw)) = rest[..at].split_once(':') {
+                found.push(pw);
+            }
+            &rest[at + 1..]
+        }
+        None => rest,
+    };
+    if let Some((_, query)) = after_userinfo.split_once('?') {
+        for pair in query.split('&') {
+            if let Some((key, value)) = pair.split_once('=') {
+                if is_secret_key(key) {
+                    found.push(value);
+                }
+            }
+        }
+    }
+    found.retain(|s| !s.is_empty());
+    found
+}
+
+/// `%XX` sequences decoded (invalid ones kept as written).
+fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex = |c: u8| (c as char).to_digit(16);
+        if b[i] == b'%' && i + 2 < b.len() {
+            if let (Some(h), Some(l)) = (hex(b[i + 1]), hex(b[i + 2])) {
+                out.push((h * 16 + l) as u8);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 fn is_secret_key(key: &str) -> bool {
@@ -242,6 +324,21 @@ mod tests {
             ("@", "@"),
         ] {
             assert_eq!(redact_url(url), want, "{url}");
+        }
+    }
+
+    #[test]
+    fn redacts_secrets_in_text() {
+        for (url, text, want) in [
+            ("postgres://u:pw1@h/db", "x pw1 y", "x *** y"),
+            ("postgres//u:pw1@h/db", "x pw1 y", "x *** y"),
+            ("postgres://u:p%23w@h/db", "p#w and p%23w", "*** and ***"),
+            ("postgres://u:p#w@h/db", "p#w", "***"),
+            ("postgres://u:a/b@h/db", "a/b", "***"),
+            ("postgres://h/db?password=pw2&x=1", "pw2", "***"),
+            ("postgres://u@h/db", "u@h", "u@h"),
+        ] {
+            assert_eq!(redact_secrets(text, url), want, "{url}");
         }
     }
 

@@ -10,7 +10,8 @@
 #
 # DIR defaults to ${TMPDIR:-/tmp}/ct-store-pg; clusters running at the same
 # time need different DIRs. `start` wipes any previous cluster in DIR, runs
-# initdb (trust auth, no fsync), starts the server on 127.0.0.1 and a free
+# initdb (no fsync; the superuser `postgres` without a password, every
+# other role with its password, scram-sha-256), starts the server on 127.0.0.1 and a free
 # port (Unix socket inside DIR), creates database `ct_test` and prints
 # e.g. postgres://postgres@127.0.0.1:41234/ct_test.
 # Everything else (progress, logs) goes to stderr. The tests create one
@@ -120,6 +121,15 @@ case "$cmd" in
     as_owner "$bindir/initdb" -D "$dir/data" -U postgres --auth=trust \
       --encoding=UTF8 --no-locale --no-sync >"$dir/initdb.log" 2>&1 \
       || { cat "$dir/initdb.log" >&2; die "initdb failed"; }
+    # The superuser `postgres` needs no password (the tests' admin URL);
+    # every other role authenticates with its password over TCP, as in
+    # production, so that a wrong password is refused.
+    cat >"$dir/data/pg_hba.conf" <<'HBA'
+local all all                trust
+host  all postgres 127.0.0.1/32 trust
+host  all all      127.0.0.1/32 scram-sha-256
+HBA
+    chown "$owner" "$dir/data/pg_hba.conf"
     # A port found free can be taken by a parallel start before the server
     # binds it: then try another one.
     for attempt in 1 2 3 4 5; do

@@ -229,58 +229,18 @@ impl std::fmt::Debug for Config {
     }
 }
 
-/// `url` with the password of its userinfo (`scheme://user:PASSWORD@host`)
-/// replaced by `***`, for logs and error messages.
-pub fn redact_url(url: &str) -> String {
-    match password_span(url) {
-        Some((start, end)) => format!("{}***{}", &url[..start], &url[end..]),
-        None => url.to_owned(),
-    }
-}
-
-/// `text` with every occurrence of `url`'s password replaced by `***`.
-pub fn redact_secrets(text: &str, url: &str) -> String {
-    match password_span(url) {
-        Some((start, end)) => text.replace(&url[start..end], "***"),
-        None => text.to_owned(),
-    }
-}
-
-/// Byte range of the (non-empty) password in `scheme://user:password@…`.
-fn password_span(url: &str) -> Option<(usize, usize)> {
-    let start = url.find("://")? + 3;
-    let authority_end = url[start..]
-        .find(['/', '?', '#'])
-        .map_or(url.len(), |i| start + i);
-    let at = start + url[start..authority_end].rfind('@')?;
-    let colon = start + url[start..at].find(':')?;
-    (colon + 1 < at).then_some((colon + 1, at))
-}
+/// The one redaction of database URLs, shared with ct-ingest: the userinfo
+/// password (malformed URLs and unencoded `#`, `/` in the password
+/// included) and secret query parameters (`password=`, …) become `***`.
+pub use ct_store::{redact_secrets, redact_url};
 
 /// Checks that `url` is a database URL the entry store can open, without
-/// connecting (credentials redacted in the error).
+/// connecting ([`ct_store::DatabaseUrl::parse`]; the URL redacted in the
+/// error).
 pub fn check_database_url(url: &str) -> Result<()> {
-    use std::str::FromStr as _;
-    let parsed = if url.starts_with("sqlite:") {
-        sqlx::sqlite::SqliteConnectOptions::from_str(url).map(drop)
-    } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-        sqlx::postgres::PgConnectOptions::from_str(url).map(drop)
-    } else {
-        return Err(Error::Config(format!(
-            "database_url {:?}: unsupported (expected sqlite:… or postgres://…)",
-            redact_url(url)
-        )));
-    };
-    parsed.map_err(|e| {
-        let why = match e {
-            sqlx::Error::Configuration(inner) => inner.to_string(),
-            e => e.to_string(),
-        };
-        Error::Config(redact_secrets(
-            &format!("database_url {:?} is malformed: {why}", redact_url(url)),
-            url,
-        ))
-    })
+    ct_store::DatabaseUrl::parse(url)
+        .map(drop)
+        .map_err(|e| Error::Config(redact_secrets(&format!("database_url: {e}"), url)))
 }
 
 fn default_bind() -> String {
@@ -621,5 +581,18 @@ mod tests {
             redact_secrets("failed for ct:pw1@db", "postgres://ct:pw1@db/x"),
             "failed for ct:***@db"
         );
+        // What the parser reads as the end of the authority, and a
+        // malformed scheme: still redacted.
+        for (url, secret) in [
+            ("postgres://ct:a#b@db/ct", "a#b"),
+            ("postgres://ct:a/b@db/ct", "a/b"),
+            ("postgres//ct:s3cret@db/ct", "s3cret"),
+            ("postgres://db/ct?password=s3cret", "s3cret"),
+        ] {
+            assert!(!redact_url(url).contains(secret), "{url}");
+            if let Err(e) = check_database_url(url) {
+                assert!(!e.to_string().contains(secret), "{e}");
+            }
+        }
     }
 }

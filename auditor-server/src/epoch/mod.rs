@@ -63,7 +63,7 @@ use pir_core::params::Params;
 use pir_core::server::Server;
 use serde::{Deserialize, Serialize};
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 mod artifacts;
 mod build;
@@ -90,10 +90,17 @@ pub struct Snapshot {
 }
 
 /// Reads a snapshot of S from the store (see the module docs for the
-/// order of reads).
+/// order of reads). A store without an active entry is
+/// [`Error::EmptyStore`]: no epoch is built from it.
 pub async fn snapshot(store: &ct_store::Store, now_s: i64) -> Result<Snapshot> {
     let coverage = store.coverage().await?;
     let mut hashes: Vec<[u8; 32]> = store.active_leaf_hashes(now_s).try_collect().await?;
+    if hashes.is_empty() {
+        return Err(Error::EmptyStore {
+            now_s,
+            logs: coverage.len(),
+        });
+    }
     hashes.sort_unstable();
     hashes.dedup();
     Ok(Snapshot {

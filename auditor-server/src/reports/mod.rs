@@ -443,6 +443,17 @@ mod tests {
     #[tokio::test]
     async fn junk_is_refused_with_stable_codes_before_any_work() {
         let dir = tempfile::tempdir().unwrap();
+        // The store as the owner's migration leaves it (the auditor runs
+        // no DDL).
+        let url = format!(
+            "sqlite://{}?mode=rwc",
+            dir.path().join("store.db").display()
+        );
+        ct_store::Store::connect_and_migrate(&url)
+            .await
+            .unwrap()
+            .close()
+            .await;
         let st = state(
             dir.path(),
             ReportsConfig {

@@ -1,6 +1,7 @@
 //! `ct-ingest`: pull the configured CT logs into the entry store.
 //!
 //! ```text
+//! ct-ingest migrate [--config ct-ingest.toml] [--database-url URL]
 //! ct-ingest once  --config ct-ingest.toml
 //! ct-ingest run   --config ct-ingest.toml [--daily HH:MM | --interval SECONDS]
 //! ct-ingest bench --entries 100000 [--api rfc6962|static|both] [--database-url URL]
@@ -17,7 +18,7 @@ use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
 use ct_ingest::config::{Config, Schedule};
 use ct_ingest::error::chain;
-use ct_ingest::ingest::{run_once, IngestOptions, RunSummary};
+use ct_ingest::ingest::{run_once, IngestOptions, RunSummary, StoreHealth};
 
 #[derive(Parser)]
 #[command(about = "Ingest Certificate Transparency logs into the auditor's entry store")]
@@ -28,6 +29,19 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Cmd {
+    /// Apply the store's migrations (DDL, for the owner role), create the
+    /// monthly partitions ahead and drop the expired ones; then exit. Run
+    /// it at installation, after each upgrade and monthly (docs/operator.md,
+    /// "PostgreSQL on bare metal").
+    Migrate {
+        /// TOML configuration: its `database_url` (and the environment's
+        /// `CT_INGEST_DATABASE_URL` / `DATABASE_URL`).
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// The owner role's URL (overrides the configuration).
+        #[arg(long)]
+        database_url: Option<String>,
+    },
     /// Ingest every selected log up to its current signed head, then prune
     /// expired entries.
     Once {
@@ -139,23 +153,64 @@ fn progress() -> ct_ingest::ingest::Progress {
 /// `metrics_file`. A run that could not finish is an `Err` carrying its
 /// full cause (the caller logs it, once).
 async fn once(config: &Config, metrics_file: Option<&Path>) -> Result<Logs> {
+    let file = metrics_file.map(Path::to_path_buf);
     let opts = IngestOptions {
         progress: progress(),
+        // The store's gauge, in the metrics file within seconds of a change.
+        store_health: StoreHealth::new(move |up| {
+            ct_ingest::metrics::set_store_up(up);
+            if let Some(path) = &file {
+                save_metrics(path);
+            }
+        }),
         ..IngestOptions::default()
     };
     let result = run_once(config, &opts).await;
     let now_ms = unix_now() as u64 * 1000;
     match &result {
         Ok(summary) => ct_ingest::metrics::record_run(summary, now_ms),
-        Err(_) => ct_ingest::metrics::record_failed_run(now_ms),
-    }
-    if let Some(path) = metrics_file {
-        if let Err(e) = write_metrics(path) {
-            // Not fatal: the ingest itself is unaffected.
-            tracing::error!(error = %chain(e.as_ref()), "cannot write the metrics file");
+        Err(e) => {
+            if let ct_ingest::Error::Store(s) = e {
+                if s.is_unreachable() || s.is_auth_failure() {
+                    ct_ingest::metrics::set_store_up(false);
+                }
+            }
+            ct_ingest::metrics::record_failed_run(now_ms)
         }
     }
-    Ok(print_summary(&result?))
+    if let Some(path) = metrics_file {
+        save_metrics(path);
+    }
+    match result {
+        Ok(summary) => Ok(print_summary(&summary)),
+        Err(e) if e.needs_operator() => Err(anyhow::Error::new(NeedsOperator(e))),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// A run failure that no retry cures (see `Error::needs_operator`): `run`
+/// exits with it.
+#[derive(Debug)]
+struct NeedsOperator(ct_ingest::Error);
+
+impl std::fmt::Display for NeedsOperator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::error::Error for NeedsOperator {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.0.source()
+    }
+}
+
+/// Writes the metrics file; a failure is logged, not fatal (the ingest
+/// itself is unaffected).
+fn save_metrics(path: &Path) {
+    if let Err(e) = write_metrics(path) {
+        tracing::error!(error = %chain(e.as_ref()), "cannot write the metrics file");
+    }
 }
 
 /// Writes the metrics to `path`, through a temporary file and a rename so
@@ -195,6 +250,28 @@ async fn main() -> ExitCode {
 
 async fn run_command(cmd: Cmd) -> Result<()> {
     match cmd {
+        Cmd::Migrate {
+            config,
+            database_url,
+        } => {
+            let mut cfg = match &config {
+                Some(path) => load_config(path)?,
+                None => {
+                    let mut c = Config::default();
+                    c.apply_env(|k| std::env::var(k).ok())?;
+                    c
+                }
+            };
+            if let Some(url) = database_url {
+                cfg.database_url = Some(url);
+            }
+            let url = ct_store::DatabaseUrl::parse(cfg.database_url()).context("database URL")?;
+            let store = ct_store::Store::connect_and_migrate(url.expose())
+                .await
+                .with_context(|| format!("migrating the store at {url}"))?;
+            store.close().await;
+            tracing::info!(database = %url, "store schema up to date");
+        }
         Cmd::Once {
             config,
             metrics_file,
@@ -222,7 +299,7 @@ async fn run_command(cmd: Cmd) -> Result<()> {
                 config.schedule.interval_seconds = interval;
             }
             let schedule = config.schedule()?.unwrap_or(Schedule::Interval(3600));
-            run_loop(&config, schedule, metrics_file.as_deref()).await;
+            run_loop(&config, schedule, metrics_file.as_deref()).await?;
         }
         #[cfg(feature = "bench")]
         Cmd::Bench {
@@ -260,8 +337,10 @@ async fn run_command(cmd: Cmd) -> Result<()> {
 /// signal. A run that fails, or in which a log is refused for a transient
 /// reason (database or log unreachable), is retried sooner, after
 /// `[schedule] retry_seconds` doubling per consecutive failure up to
-/// `retry_max_seconds` (never later than the next scheduled run).
-async fn run_loop(config: &Config, schedule: Schedule, metrics_file: Option<&Path>) {
+/// `retry_max_seconds` (never later than the next scheduled run). A failure
+/// no retry cures (wrong password, missing grant, schema to migrate) ends
+/// the loop with that error.
+async fn run_loop(config: &Config, schedule: Schedule, metrics_file: Option<&Path>) -> Result<()> {
     // One stop signal (Ctrl-C or SIGTERM) for the whole loop: during a run
     // it abandons the run (nothing is lost: the next one resumes from the
     // last verified commit), between runs it ends the wait.
@@ -274,9 +353,16 @@ async fn run_loop(config: &Config, schedule: Schedule, metrics_file: Option<&Pat
             r = once(config, metrics_file) => r,
             _ = &mut stop => {
                 tracing::info!("stop requested during a run; it resumes from the last verified commit next time");
-                break;
+                return Ok(());
             }
         };
+        if matches!(&outcome, Err(e) if e.downcast_ref::<NeedsOperator>().is_some()) {
+            // Wrong credentials, a missing grant, a schema to migrate:
+            // retrying cannot help. Exit, so that the supervisor shows it.
+            if let Err(e) = outcome {
+                return Err(e.context("ingest run failed"));
+            }
+        }
         let next = schedule.seconds_until_next(unix_now(), Some(start));
         let wait = match outcome {
             Ok(Logs::AllIngested | Logs::Refused { transient: false }) => {
@@ -305,7 +391,7 @@ async fn run_loop(config: &Config, schedule: Schedule, metrics_file: Option<&Pat
             _ = tokio::time::sleep(Duration::from_secs(wait)) => {}
             _ = &mut stop => {
                 tracing::info!("stop requested; exiting");
-                break;
+                return Ok(());
             }
         }
     }
