@@ -125,6 +125,7 @@ pub(crate) fn app_under(state: AppState, prefix: Option<&str>) -> Router {
     let api = Router::new()
         .route("/v1/manifest", get(manifest))
         .route("/v1/epochs/{epoch}/dbs/{db}/query", post(query))
+        .route("/livez", get(livez))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics_text))
@@ -180,6 +181,14 @@ async fn manifest(State(st): State<AppState>) -> Result<Response, ApiError> {
         ep.manifest_json.clone(),
     )
         .into_response())
+}
+
+/// Liveness: 200 whenever the process answers HTTP and its served-epoch
+/// state can be read, with or without an epoch (a new server waiting for
+/// its first epoch is alive; a hung one answers nothing).
+async fn livez(State(st): State<AppState>) -> Response {
+    let epoch = st.registry.current().map(|e| e.id());
+    Json(serde_json::json!({ "status": "alive", "epoch": epoch })).into_response()
 }
 
 async fn healthz(State(st): State<AppState>) -> Result<Response, ApiError> {
@@ -515,6 +524,8 @@ mod tests {
             ("GET", "/g/2/v1/manifest", Some(ErrorCode::NotFound)),
             ("GET", "/g/1", Some(ErrorCode::NotFound)),
             ("GET", "/g/1/metrics", None),
+            ("GET", "/g/1/livez", None),
+            ("GET", "/livez", None),
         ] {
             let req = axum::http::Request::builder()
                 .method(method)
@@ -533,9 +544,15 @@ mod tests {
                     let body: ErrorBody = serde_json::from_slice(&bytes).unwrap();
                     assert_eq!(body.error, code.as_str(), "{method} {path}");
                 }
-                None => {
+                None if path.ends_with("/metrics") => {
                     assert_eq!(status, 200, "{method} {path}");
                     assert!(String::from_utf8_lossy(&bytes).contains("auditor_"));
+                }
+                None => {
+                    // alive before the first epoch, when /healthz is 503
+                    assert_eq!(status, 200, "{method} {path}");
+                    let v: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+                    assert_eq!(v, serde_json::json!({ "status": "alive", "epoch": null }));
                 }
             }
         }

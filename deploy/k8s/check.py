@@ -9,7 +9,7 @@ with a read-only root, requests and a memory limit, and references only
 ConfigMaps and Secrets that exist (the operator's Secrets as examples);
 the groups are StatefulSets with constant indexes 0..n-1, AUDITOR_SHARD_COUNT
 n and one URL template with {i}, at least N replicas each, liveness on
-HTTP /healthz and readiness GET /readyz, memory request = limit, a derived
+GET /livez and readiness GET /readyz, memory request = limit, a derived
 max_concurrent_queries, a required anti-affinity over the group's own pods
 and no database credentials; each group has a Service selecting its pods
 alone, its own PodDisruptionBudget with maxUnavailable 1, and an Ingress
@@ -179,8 +179,8 @@ def check_helm(rendered, examples, min_replicas, repo):
         if sts["spec"].get("replicas", 1) < min_replicas:
             err("%s: %d replicas, at least %d required" % (where, sts["spec"].get("replicas", 1), min_replicas))
         live, ready = probe_path(c.get("livenessProbe")), probe_path(c.get("readinessProbe"))
-        if live != "/healthz":
-            err("%s: livenessProbe must check HTTP /healthz, not %r" % (where, live))
+        if live != "/livez" or "httpGet" not in c.get("livenessProbe", {}):
+            err("%s: livenessProbe must GET /livez, not %r" % (where, live))
         if ready != "/readyz" or "httpGet" not in c.get("readinessProbe", {}):
             err("%s: readinessProbe must GET /readyz" % where)
         res = c.get("resources", {})

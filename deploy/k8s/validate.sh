@@ -186,6 +186,7 @@ templates/services.yaml|s/type: PathPrefix/type: PathPrefixx/|an unknown HTTPRou
 templates/services.yaml|0,/path: {{ $.Values.groupPathPrefix }}\/{{ $i }}/s//path: {{ $.Values.groupPathPrefix }}{{ $i }}/|Ingress paths that miss the manifest's group URLs (check.py)
 templates/groups.yaml|s/maxUnavailable: 1/maxUnavailable: 2/|a PodDisruptionBudget that can take a whole group (check.py)
 templates/groups.yaml|s/path: \/readyz/path: \/healthz/|readiness on /healthz (check.py)
+templates/groups.yaml|s/path: \/livez/path: \/healthz/|liveness on /healthz, 503 before the first epoch (check.py)
 templates/groups.yaml|s/topologyKey: kubernetes.io\/hostname/topologyKey: topology.kubernetes.io\/zone/|a group's replicas allowed on one node (check.py)
 templates/monitoring.yaml|s/auditor_object_store_errors_total/auditor_object_store_failures_total/|an alert on a metric the server does not export (check.py)
 templates/coordinator.yaml|s/name: {{ .Values.objectStore.writerSecret }}/name: {{ .Values.objectStore.groupSecret }}/|the coordinator with the groups' credentials (check.py)
