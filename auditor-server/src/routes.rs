@@ -487,12 +487,9 @@ mod tests {
     use audit_proto::api::ErrorBody;
     use tower::ServiceExt as _;
 
-    /// Under a shard's path prefix every route answers as at the root (the
-    /// query route reaches its handler: a bad epoch is its own 400, a GET
-    /// is 405), and another prefix is 404, all with JSON bodies.
-    #[tokio::test]
-    async fn routes_answer_under_the_shards_path_prefix() {
-        let state = AppState::new(
+    /// A state with no epoch yet and one answer slot.
+    fn no_epoch_state() -> AppState {
+        AppState::new(
             Arc::new(Registry::new(Duration::from_secs(1))),
             Metrics::new(),
             Limits {
@@ -500,7 +497,15 @@ mod tests {
                 timeout: Duration::from_secs(1),
                 body_timeout: Duration::from_secs(1),
             },
-        );
+        )
+    }
+
+    /// Under a shard's path prefix every route answers as at the root (the
+    /// query route reaches its handler: a bad epoch is its own 400, a GET
+    /// is 405), and another prefix is 404, all with JSON bodies.
+    #[tokio::test]
+    async fn routes_answer_under_the_shards_path_prefix() {
+        let state = no_epoch_state();
         let router = app_under(state, Some("/g/1"));
         for (method, path, code) in [
             (
@@ -563,15 +568,7 @@ mod tests {
     /// `auditor_http`).
     #[tokio::test]
     async fn undecodable_path_segments_are_json_errors() {
-        let state = AppState::new(
-            Arc::new(Registry::new(Duration::from_secs(1))),
-            Metrics::new(),
-            Limits {
-                max_concurrent: 1,
-                timeout: Duration::from_secs(1),
-                body_timeout: Duration::from_secs(1),
-            },
-        );
+        let state = no_epoch_state();
         for (path, code) in [
             ("/v1/epochs/%FF/dbs/0/query", ErrorCode::BadEpoch),
             ("/v1/epochs/1/dbs/%82%30/query", ErrorCode::UnknownDb),
