@@ -65,6 +65,8 @@ use crate::error::{Error, Result};
 use crate::layout::{bits_name, hint_name};
 use crate::plan::{EpochSpec, SET_DOMAIN};
 
+mod s3;
+
 /// Magic of a snapshot object.
 pub const SNAPSHOT_MAGIC: &[u8; 8] = b"CTAUSNAP";
 /// Version of the snapshot format.
@@ -294,37 +296,7 @@ impl Objects {
                     .map_err(|e| store_err(url, e))?;
                 (Arc::new(fs), String::new())
             }
-            Location::S3 { bucket, prefix } => {
-                // Snapshots and databases are large objects streamed in
-                // one request each: the crate's 30 s request timeout would
-                // cut a multi-GiB transfer. Failed requests are retried a
-                // bounded number of times with backoff. `AWS_TIMEOUT`,
-                // `AWS_CONNECT_TIMEOUT` (and the other keys) still override.
-                let options = object_store::ClientOptions::new()
-                    .with_timeout(OBJECT_TIMEOUT)
-                    .with_connect_timeout(std::time::Duration::from_secs(10));
-                let retry = object_store::RetryConfig {
-                    max_retries: OBJECT_RETRIES,
-                    retry_timeout: std::time::Duration::from_secs(300),
-                    ..Default::default()
-                };
-                let mut b = object_store::aws::AmazonS3Builder::new()
-                    .with_client_options(options)
-                    .with_retry(retry);
-                for (k, v) in vars {
-                    if let Some(key) = k
-                        .strip_prefix("AWS_")
-                        .and_then(|_| k.to_ascii_lowercase().parse().ok())
-                    {
-                        b = b.with_config(key, v);
-                    }
-                }
-                let s3 = b
-                    .with_bucket_name(bucket)
-                    .build()
-                    .map_err(|e| store_err(url, e))?;
-                (Arc::new(s3), prefix)
-            }
+            Location::S3 { bucket, prefix } => (s3::open(url, &bucket, vars)?, prefix),
         };
         Ok(Objects {
             store,
