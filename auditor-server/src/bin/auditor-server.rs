@@ -28,7 +28,8 @@ use auditor_server::config::{redact_secrets, redact_url};
 use auditor_server::epochdir::EpochDir;
 use auditor_server::error::error_chain;
 use auditor_server::plan::{self, EpochSpec};
-use auditor_server::{epoch, service::Service, Config};
+use auditor_server::service::{GroupBuild, Service};
+use auditor_server::{epoch, Config};
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
@@ -76,6 +77,11 @@ enum Cmd {
         /// Listen address (overrides config).
         #[arg(long)]
         bind: Option<String>,
+        /// Never build: download this group's databases once a builder
+        /// (`epoch build`) has uploaded them ([shard] build = false; needs
+        /// an object store, read-only access suffices).
+        #[arg(long)]
+        no_build: bool,
         #[command(flatten)]
         shard: ShardArgs,
     },
@@ -163,6 +169,27 @@ enum EpochCmd {
         /// deleted, never the newest published one).
         #[arg(long, default_value_t = 3)]
         keep: usize,
+    },
+    /// Builder of one group (e.g. one index of a Kubernetes Indexed Job):
+    /// build this group's databases of the newest prepared epoch from the
+    /// object store's snapshot, upload them and report the group ready,
+    /// then exit. If the group is ready in it already, wait up to
+    /// --wait-seconds for a newer prepared epoch (a builder started with
+    /// the coordinator builds what it prepares). Prints what it did as
+    /// JSON; exit status 0 also when nothing was left to build.
+    Build {
+        /// The group (overrides [shard] index).
+        #[arg(long)]
+        shard_index: Option<u32>,
+        /// Number of groups (overrides [shard] count).
+        #[arg(long)]
+        shard_count: Option<u32>,
+        /// How long to wait for a prepared epoch this group is not ready in.
+        #[arg(long, default_value_t = 0)]
+        wait_seconds: u64,
+        /// How often to look.
+        #[arg(long, default_value_t = 10)]
+        poll_seconds: u64,
     },
     /// Coordinator: mark the newest prepared epoch published once every
     /// shard has reported ready, waiting up to --timeout-seconds. Exit
@@ -278,11 +305,18 @@ async fn main() -> ExitCode {
 /// The command; `urls` collects the configured database URL once known.
 async fn run(cli: &Cli, urls: &mut Vec<String>) -> anyhow::Result<()> {
     match &cli.cmd {
-        Cmd::Serve { bind, shard } => {
+        Cmd::Serve {
+            bind,
+            no_build,
+            shard,
+        } => {
             let mut config = load_config(cli)?;
             urls.push(config.database_url().to_owned());
             if let Some(b) = bind {
                 config.bind = b.clone();
+            }
+            if *no_build {
+                config.shard.build = false;
             }
             shard.apply(&mut config);
             config.validate()?;
@@ -415,6 +449,51 @@ async fn run(cli: &Cli, urls: &mut Vec<String>) -> anyhow::Result<()> {
             summary["pruned_epochs"] = gone.into();
             println!("{}", serde_json::to_string_pretty(&summary)?);
             eprintln!("prepared epoch {id} in {objects}");
+        }
+        Cmd::Epoch {
+            which:
+                EpochCmd::Build {
+                    shard_index,
+                    shard_count,
+                    wait_seconds,
+                    poll_seconds,
+                },
+        } => {
+            let mut config = load_config(cli)?;
+            if let Some(i) = shard_index {
+                config.shard.index = *i;
+            }
+            if let Some(n) = shard_count {
+                config.shard.count = *n;
+            }
+            config.shard.build = true;
+            config.validate()?;
+            let (group, store) = (config.shard.index, open_objects(&config)?.to_string());
+            let svc = Service::new(config)?;
+            let done = svc
+                .build_group(
+                    std::time::Duration::from_secs(*wait_seconds),
+                    std::time::Duration::from_secs((*poll_seconds).max(1)),
+                )
+                .await?;
+            let (epoch, built) = match done {
+                GroupBuild::Built { epoch } => (Some(epoch), true),
+                GroupBuild::AlreadyReady { epoch } => (Some(epoch), false),
+                _ => (None, false),
+            };
+            println!(
+                "{}",
+                serde_json::json!({ "group": group, "epoch": epoch, "built": built })
+            );
+            match done {
+                GroupBuild::Built { epoch } => {
+                    eprintln!("group {group}: built epoch {epoch} and reported ready in {store}")
+                }
+                GroupBuild::AlreadyReady { epoch } => {
+                    eprintln!("group {group}: already ready in epoch {epoch}; nothing to build")
+                }
+                _ => eprintln!("no epoch prepared in {store}; nothing to build"),
+            }
         }
         Cmd::Epoch {
             which:
