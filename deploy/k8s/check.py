@@ -172,6 +172,8 @@ def check_helm(rendered, examples, min_replicas, repo):
         templates.add((env_value(c, "AUDITOR_SHARD_URL_TEMPLATE") or {}).get("value"))
         if env_value(c, "DATABASE_URL"):
             err("%s: a group pod gets no database credentials" % where)
+        if (env_value(c, "AUDITOR_SHARD_BUILD") or {}).get("value") != "false":
+            err("%s: group pods must not build (AUDITOR_SHARD_BUILD=false): the builders do, with the write credentials" % where)
         secrets |= {ef["secretRef"]["name"] for ef in c.get("envFrom", []) if "secretRef" in ef}
         mcq = (env_value(c, "AUDITOR_MAX_CONCURRENT_QUERIES") or {}).get("value", "")
         if not mcq.isdigit() or int(mcq) < 16:
@@ -208,8 +210,29 @@ def check_helm(rendered, examples, min_replicas, repo):
     template = next(iter(templates))
 
     cronjobs = [o for o in objs if o["kind"] == "CronJob"]
-    if len(cronjobs) != 1:
-        err("one coordinator CronJob expected, found %d" % len(cronjobs))
+    component = lambda o: o["metadata"]["labels"].get("app.kubernetes.io/component")
+    coordinators = [o for o in cronjobs if component(o) == "coordinator"]
+    builders = [o for o in cronjobs if component(o) == "builder"]
+    if len(coordinators) != 1 or len(builders) != 1 or len(cronjobs) != 2:
+        err("one coordinator and one builder CronJob expected, found %s" % sorted(component(o) for o in cronjobs))
+    secrets_of = lambda c: {ef["secretRef"]["name"] for ef in c.get("envFrom", []) if "secretRef" in ef}
+    writer_secrets = {n for cj in coordinators for c in cj["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"] for n in secrets_of(c)}
+    for cj in builders:
+        where = "CronJob %s" % cj["metadata"]["name"]
+        job = cj["spec"]["jobTemplate"]["spec"]
+        if job.get("completionMode") != "Indexed" or job.get("completions") != n:
+            err("%s: an Indexed Job of %d completions (one per group) expected, got %s of %s" % (where, n, job.get("completionMode"), job.get("completions")))
+        if not job.get("backoffLimitPerIndex"):
+            err("%s: a failed index must be retried on its own (backoffLimitPerIndex)" % where)
+        for c in job["template"]["spec"]["containers"]:
+            args = c.get("args", [])
+            if "--shard-index" not in args or args[args.index("--shard-index") + 1 :][:1] != ["$(JOB_COMPLETION_INDEX)"]:
+                err("%s: the builder must build group $(JOB_COMPLETION_INDEX), args %s" % (where, args))
+            if env_value(c, "DATABASE_URL"):
+                err("%s: a builder gets no database credentials" % where)
+            mine = secrets_of(c)
+            if not mine or mine & secrets or mine & writer_secrets:
+                err("%s: the builders' object-store credentials must be their own, not the groups' %s or the coordinator's %s" % (where, sorted(secrets), sorted(writer_secrets)))
     for cj in cronjobs:
         if cj["spec"].get("concurrencyPolicy") != "Forbid":
             err("CronJob %s: concurrencyPolicy must be Forbid" % cj["metadata"]["name"])
