@@ -335,8 +335,9 @@ def check_helm(rendered, examples, min_replicas, repo):
 
 def check_compose(path, chart_values):
     """The sharded profile mirrors the chart: groups x replicas, every
-    index 0..n-1 served by the chart's replicas per group, one URL template
-    on the front's path, the coordinator with the same count and template."""
+    index 0..n-1 served by the chart's replicas per group, servers that do
+    not build and one builder per group, one URL template on the front's
+    path, the coordinator with the same count and template."""
     doc = yaml.safe_load(open(path))
     services = doc["services"]
     shards = {n: s for n, s in services.items() if "sharded" in s.get("profiles", []) and "AUDITOR_SHARD_INDEX" in s.get("environment", {})}
@@ -360,7 +361,18 @@ def check_compose(path, chart_values):
         if str(s["environment"].get("AUDITOR_SHARD_COUNT")) != str(n):
             err("%s: %s: AUDITOR_SHARD_COUNT != %d" % (path, name, n))
         templates.add(s["environment"].get("AUDITOR_SHARD_URL_TEMPLATE"))
-    coord = [s for s in services.values() if "sharded" in s.get("profiles", []) and "AUDITOR_SHARD_INDEX" not in s.get("environment", {}) and "AUDITOR_SHARD_COUNT" in s.get("environment", {})]
+    for name, s in shards.items():
+        if str(s["environment"].get("AUDITOR_SHARD_BUILD")) != "false":
+            err("%s: %s: group servers must not build (AUDITOR_SHARD_BUILD: \"false\"), as the chart's" % (path, name))
+    builders = {n: s for n, s in services.items() if "sharded" in s.get("profiles", []) and "BUILDER_GROUP" in s.get("environment", {})}
+    built = sorted(int(s["environment"]["BUILDER_GROUP"]) for s in builders.values())
+    if built != list(range(n)):
+        err("%s: builders for groups %s, one per group 0..%d expected" % (path, built, n - 1))
+    for name, s in builders.items():
+        if str(s["environment"].get("AUDITOR_SHARD_COUNT")) != str(n):
+            err("%s: %s: AUDITOR_SHARD_COUNT != %d" % (path, name, n))
+        templates.add(s["environment"].get("AUDITOR_SHARD_URL_TEMPLATE"))
+    coord = [s for s in services.values() if "sharded" in s.get("profiles", []) and "AUDITOR_SHARD_INDEX" not in s.get("environment", {}) and "BUILDER_GROUP" not in s.get("environment", {}) and "AUDITOR_SHARD_COUNT" in s.get("environment", {})]
     if len(coord) != 1:
         err("%s: one coordinator expected in the sharded profile" % path)
     else:

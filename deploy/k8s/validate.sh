@@ -216,6 +216,7 @@ s/start_interval: 2s/start_intervall: 2s/|a misspelt healthcheck key (composeche
 s/condition: service_completed_successfully/condition: service_done/|an unknown dependency condition (composecheck)
 0,/AUDITOR_SHARD_INDEX: "1"/s//AUDITOR_SHARD_INDEX: "0"/|a group with three replicas and one with one (check.py)
 s/\/g\/{i}/\/group\/{i}/|group URLs off the chart's path (check.py)
+s/BUILDER_GROUP: "2"/BUILDER_GROUP: "1"/|no builder for group 2 (check.py)
 CASES
   say "self-test: $broken broken copies refused"
 fi
