@@ -197,8 +197,9 @@ pub fn is_epoch_retired(e: &crate::error::Error) -> bool {
 }
 
 /// Runs every audit of `queue` that is ready against `prober`'s epoch at
-/// `now_ms` (one fresh random filter each) and records the results in the
-/// queue. Returns the audits that ran and, as [`Outcome::Pending`], those
+/// `now_ms` (one fresh random filter each, and a fresh one for each
+/// fallback attempt: [`Auditor::query_with_fallback`]) and records the
+/// results in the queue. Returns the audits that ran and, as [`Outcome::Pending`], those
 /// still waiting. If the auditor retires the epoch meanwhile, the run stops
 /// there with [`ReadyRun::epoch_retired`] set; nothing is lost, the
 /// remaining audits stay queued.
@@ -224,17 +225,27 @@ pub async fn run_ready(
             continue;
         }
         let recheck = item.not_found_in.is_some();
-        let t = std::time::Instant::now();
-        let q = prober.prepare(item.leaf_hash.as_bytes())?;
-        let prepare_seconds = t.elapsed().as_secs_f64();
-        let (bit, stats) = match auditor.query(&q).await {
-            Ok(r) => r,
+        let mut prepare_seconds = 0.0;
+        // A fresh random filter and query per attempt: if the query's
+        // group fails, the next attempt asks an independent database.
+        let answered = auditor
+            .query_with_fallback(|| {
+                let t = std::time::Instant::now();
+                let q = prober.prepare(leaf_hash.as_bytes());
+                prepare_seconds += t.elapsed().as_secs_f64();
+                q
+            })
+            .await;
+        let (q, bit, stats) = match answered {
+            Ok(a) => (a.query, a.bit, a.stats),
             Err(e) if is_epoch_retired(&e) => {
                 for item in &queue.items[i..] {
                     waiting.push(Outcome::Pending {
                         log_id: item.log_id,
                         leaf_hash: item.leaf_hash,
-                        reason: WaitReason::EpochRetired { epoch: q.epoch },
+                        reason: WaitReason::EpochRetired {
+                            epoch: prober.manifest().epoch,
+                        },
                     });
                 }
                 return Ok(ReadyRun {
@@ -321,13 +332,17 @@ pub async fn run_canaries(
     let claimed = Confidence::of(prober.manifest()).false_positive_rate;
     let (mut answered, mut failed) = (0, 0);
     for _ in 0..n {
-        let q = prober.prepare(&canary_leaf()?)?;
-        match auditor.query(&q).await {
-            Ok((logged, _)) => {
+        let leaf = canary_leaf()?;
+        match auditor
+            .query_with_fallback(|| prober.prepare(&leaf))
+            .await
+        {
+            Ok(a) => {
+                let logged = a.bit;
                 tally.record(
                     auditor.base(),
                     CanaryProbe {
-                        epoch: q.epoch,
+                        epoch: a.query.epoch,
                         claimed,
                         logged,
                     },

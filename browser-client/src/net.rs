@@ -17,11 +17,18 @@
 //! `wrong_shard` with the right shard's base URL in `shard_url`; the query
 //! is sent there once more (if that URL is a valid shard URL other than
 //! the one just tried), never more than once.
+//!
+//! Audits send their queries with [`Auditor::query_with_fallback`]: when
+//! the query's group is unreachable, times out or answers 5xx (503 and 429
+//! included), a fresh query for a fresh uniformly random database is
+//! drawn and sent instead, up to [`crate::fallback::MAX_REDRAWS`] times,
+//! resting groups as their `Retry-After` says ([`crate::fallback`],
+//! docs/protocol.md §7.1). [`Auditor::fallback_stats`] counts what it did.
 
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use audit_proto::api::{
@@ -30,6 +37,7 @@ use audit_proto::api::{
 use audit_proto::Manifest;
 
 use crate::error::{Error, Result};
+use crate::fallback::{Fallback, FallbackPolicy, FallbackStats, Failure, Step};
 use crate::probe::PreparedQuery;
 
 /// What one query cost on the wire and on the server.
@@ -86,6 +94,36 @@ impl Default for Sleeper {
 impl std::fmt::Debug for Sleeper {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("Sleeper")
+    }
+}
+
+/// A monotonic clock in milliseconds: the fallback's rests and deadline
+/// are measured on it. The default reads [`Instant`]; tests inject one
+/// that moves only when their [`Sleeper`] "sleeps".
+#[derive(Clone)]
+pub struct Clock(Arc<dyn Fn() -> u64 + Send + Sync>);
+
+impl Clock {
+    /// Milliseconds since the clock was made, from [`Instant`].
+    pub fn system() -> Clock {
+        let t0 = Instant::now();
+        Clock::new(move || u64::try_from(t0.elapsed().as_millis()).unwrap_or(u64::MAX))
+    }
+
+    /// Reads `f`.
+    pub fn new(f: impl Fn() -> u64 + Send + Sync + 'static) -> Clock {
+        Clock(Arc::new(f))
+    }
+
+    /// Now (ms).
+    pub fn now_ms(&self) -> u64 {
+        (self.0)()
+    }
+}
+
+impl std::fmt::Debug for Clock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Clock")
     }
 }
 
@@ -152,19 +190,151 @@ struct RetryCounters {
     wait_micros: AtomicU64,
 }
 
+/// A query answered under the fallback policy.
+#[derive(Debug)]
+pub struct Answered {
+    /// The query that was answered (the last one drawn).
+    pub query: PreparedQuery,
+    /// The bit.
+    pub bit: bool,
+    /// Its wire and server figures.
+    pub stats: QueryStats,
+    /// Attempts it took (1: no fallback).
+    pub attempts: u32,
+}
+
+/// One failed attempt: the error and the answer's `Retry-After`.
+#[derive(Debug)]
+pub(crate) struct AttemptError {
+    pub(crate) error: Error,
+    pub(crate) retry_after: Option<String>,
+}
+
+impl From<Error> for AttemptError {
+    fn from(error: Error) -> AttemptError {
+        AttemptError {
+            error,
+            retry_after: None,
+        }
+    }
+}
+
+/// Sends one query once (the fallback's transport: real HTTP in
+/// [`Auditor`], scripted in the tests).
+pub(crate) trait Transport {
+    /// Sends `q` and decodes its bit, within `timeout`.
+    async fn attempt(
+        &self,
+        q: &PreparedQuery,
+        timeout: Duration,
+    ) -> std::result::Result<(bool, QueryStats), AttemptError>;
+}
+
+/// The failure an error of one attempt is, if the fallback handles it.
+pub fn failure_of(e: &Error) -> Option<Failure> {
+    match e {
+        Error::Network(_) => Some(Failure::Unreachable),
+        Error::Timeout(_) => Some(Failure::Timeout),
+        Error::Server { status, .. } => Failure::of_status(*status),
+        _ => None,
+    }
+}
+
+/// Runs one query under `policy`: draws a query with `draw`, sends it, and
+/// on a failure the fallback handles draws a fresh one (module docs of
+/// [`crate::fallback`]). Adds what it did to `stats`.
+pub(crate) async fn run_fallback<T: Transport>(
+    transport: &T,
+    policy: &FallbackPolicy,
+    clock: &Clock,
+    sleeper: &Sleeper,
+    stats: &Mutex<FallbackStats>,
+    mut draw: impl FnMut() -> Result<PreparedQuery>,
+) -> Result<Answered> {
+    let mut fb = Fallback::new(policy.clone(), clock.now_ms());
+    let finish = |fb: &Fallback, gave_up: bool| {
+        stats
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .add(fb, gave_up);
+    };
+    loop {
+        let q = match draw() {
+            Ok(q) => q,
+            Err(e) => {
+                finish(&fb, false);
+                return Err(e);
+            }
+        };
+        let step = loop {
+            match fb.before_send(q.group, clock.now_ms()) {
+                Step::Wait { ms } => sleeper.sleep(Duration::from_millis(ms)).await,
+                s => break s,
+            }
+        };
+        let (failure, retry_after, error) = match step {
+            Step::Send { timeout_ms } => {
+                match transport
+                    .attempt(&q, Duration::from_millis(timeout_ms))
+                    .await
+                {
+                    Ok((bit, qs)) => {
+                        finish(&fb, false);
+                        return Ok(Answered {
+                            query: q,
+                            bit,
+                            stats: qs,
+                            attempts: fb.failures().len() as u32 + 1,
+                        });
+                    }
+                    Err(a) => match failure_of(&a.error) {
+                        Some(f) => (f, a.retry_after, a.error),
+                        None => {
+                            finish(&fb, false);
+                            return Err(a.error);
+                        }
+                    },
+                }
+            }
+            _ => (
+                Failure::Resting,
+                None,
+                Error::Timeout(format!(
+                    "group {} asked for no requests before the query's deadline",
+                    q.group
+                )),
+            ),
+        };
+        if !fb.failed(q.group, failure, retry_after.as_deref(), clock.now_ms()) {
+            finish(&fb, true);
+            return Err(Error::Exhausted {
+                attempts: fb.failures().len() as u32,
+                reasons: FallbackStats::reasons(fb.failures()),
+                last: Box::new(error),
+            });
+        }
+    }
+}
+
 /// A client of one auditor. Clones share the connection pool and the retry
-/// counters.
+/// and fallback counters.
 #[derive(Clone, Debug)]
 pub struct Auditor {
     base: Arc<str>,
     http: reqwest::Client,
     retry: RetryPolicy,
     counters: Arc<RetryCounters>,
+    fallback: FallbackPolicy,
+    clock: Clock,
+    sleeper: Sleeper,
+    fallback_stats: Arc<Mutex<FallbackStats>>,
 }
 
 impl Auditor {
     /// `base` like `http://127.0.0.1:8080` (no trailing slash needed). Does
-    /// not retry; see [`Auditor::with_retry`].
+    /// not retry a request ([`Auditor::with_retry`]); audit queries fall
+    /// back to fresh draws with [`FallbackPolicy::default`]
+    /// ([`Auditor::with_fallback`]).
     pub fn new(base: &str) -> Result<Auditor> {
         let http = reqwest::Client::builder()
             .timeout(Duration::from_secs(60))
@@ -175,13 +345,63 @@ impl Auditor {
             http,
             retry: RetryPolicy::never(),
             counters: Arc::default(),
+            fallback: FallbackPolicy::default(),
+            clock: Clock::system(),
+            sleeper: Sleeper::default(),
+            fallback_stats: Arc::default(),
         })
     }
 
-    /// Retries 503 and 429 answers as `policy` says.
+    /// Retries 503 and 429 answers as `policy` says (the manifest and
+    /// reports, and [`Auditor::query`]; [`Auditor::query_with_fallback`]
+    /// draws afresh instead).
     pub fn with_retry(mut self, policy: RetryPolicy) -> Auditor {
         self.retry = policy;
         self
+    }
+
+    /// Falls back as `policy` says in [`Auditor::query_with_fallback`].
+    pub fn with_fallback(mut self, policy: FallbackPolicy) -> Auditor {
+        self.fallback = policy;
+        self
+    }
+
+    /// The fallback's clock and how it waits (tests: a fake clock that a
+    /// recording sleeper advances).
+    pub fn with_timer(mut self, clock: Clock, sleeper: Sleeper) -> Auditor {
+        self.clock = clock;
+        self.sleeper = sleeper;
+        self
+    }
+
+    /// What the fallback did so far (this auditor and its clones).
+    pub fn fallback_stats(&self) -> FallbackStats {
+        self.fallback_stats
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Sends a query drawn by `draw` (e.g. `|| prober.prepare(leaf)`: a
+    /// fresh random filter and a fresh query each call) and decodes its
+    /// bit; when the query's group is unreachable, times out or answers
+    /// 5xx, draws again and sends the new query, as the
+    /// [`FallbackPolicy`] says. Errors the fallback does not handle (4xx,
+    /// an answer that does not decode) are returned at once; when every
+    /// attempt failed, [`Error::Exhausted`].
+    pub async fn query_with_fallback(
+        &self,
+        draw: impl FnMut() -> Result<PreparedQuery>,
+    ) -> Result<Answered> {
+        run_fallback(
+            self,
+            &self.fallback,
+            &self.clock,
+            &self.sleeper,
+            &self.fallback_stats,
+            draw,
+        )
+        .await
     }
 
     /// The base URL.
@@ -204,17 +424,22 @@ impl Auditor {
         &self,
         make: impl Fn() -> reqwest::RequestBuilder,
     ) -> Result<(reqwest::Response, Instant)> {
+        self.send_retrying(make, self.retry.max_retries).await
+    }
+
+    async fn send_retrying(
+        &self,
+        make: impl Fn() -> reqwest::RequestBuilder,
+        max_retries: u32,
+    ) -> Result<(reqwest::Response, Instant)> {
         let mut retries = 0;
         loop {
             let sent = Instant::now();
-            let resp = make()
-                .send()
-                .await
-                .map_err(|e| Error::Network(e.to_string()))?;
+            let resp = make().send().await.map_err(net_error)?;
             let status = resp.status();
             let overloaded = status == reqwest::StatusCode::SERVICE_UNAVAILABLE
                 || status == reqwest::StatusCode::TOO_MANY_REQUESTS;
-            if !overloaded || retries >= self.retry.max_retries {
+            if !overloaded || retries >= max_retries {
                 return Ok((resp, sent));
             }
             let wait = self.retry.wait_for(header(&resp, "retry-after").as_deref());
@@ -243,8 +468,21 @@ impl Auditor {
     /// The round trip is the answered attempt's (waits before retries are
     /// in [`Auditor::retry_stats`]).
     pub async fn query(&self, q: &PreparedQuery) -> Result<(bool, QueryStats)> {
+        self.query_once(q, None, self.retry.max_retries)
+            .await
+            .map_err(|a| a.error)
+    }
+
+    /// [`Auditor::query`] with a timeout and a number of same-query
+    /// retries of 503/429; a failure carries the answer's `Retry-After`.
+    async fn query_once(
+        &self,
+        q: &PreparedQuery,
+        timeout: Option<Duration>,
+        max_retries: u32,
+    ) -> std::result::Result<(bool, QueryStats), AttemptError> {
         let url = q.url(&self.base);
-        let (mut resp, mut t) = self.post_query(&url, q).await?;
+        let (mut resp, mut t) = self.post_query(&url, q, timeout, max_retries).await?;
         if resp.status() == reqwest::StatusCode::MISDIRECTED_REQUEST {
             // 421 wrong_shard: once more at the shard the answer names.
             let tried = q.shard_url.as_deref().unwrap_or(&self.base);
@@ -252,11 +490,12 @@ impl Auditor {
             match named {
                 Some(shard) if shard != tried.trim_end_matches('/') => {
                     let url = format!("{shard}{}", q.path);
-                    (resp, t) = self.post_query(&url, q).await?;
+                    (resp, t) = self.post_query(&url, q, timeout, max_retries).await?;
                 }
-                _ => return Err(err),
+                _ => return Err(err.into()),
             }
         }
+        let retry_after = header(&resp, "retry-after");
         let batch = header(&resp, BATCH_SIZE_HEADER)
             .and_then(|v| v.parse().ok())
             .unwrap_or(1);
@@ -264,7 +503,9 @@ impl Auditor {
             .as_deref()
             .and_then(parse_server_timing)
             .unwrap_or(0.0);
-        let body = read_capped(resp, q.response_bytes).await?;
+        let body = read_capped(resp, q.response_bytes)
+            .await
+            .map_err(|error| AttemptError { error, retry_after })?;
         let round_trip_seconds = t.elapsed().as_secs_f64();
         let t = Instant::now();
         let bit = q.decode(&body)?;
@@ -308,14 +549,46 @@ impl Auditor {
         &self,
         url: &str,
         q: &PreparedQuery,
+        timeout: Option<Duration>,
+        max_retries: u32,
     ) -> Result<(reqwest::Response, Instant)> {
-        self.send(|| {
-            self.http
-                .post(url)
-                .header("content-type", OCTET_STREAM)
-                .body(q.body.clone())
-        })
+        self.send_retrying(
+            || {
+                let r = self
+                    .http
+                    .post(url)
+                    .header("content-type", OCTET_STREAM)
+                    .body(q.body.clone());
+                match timeout {
+                    Some(t) => r.timeout(t),
+                    None => r,
+                }
+            },
+            max_retries,
+        )
         .await
+    }
+}
+
+impl Transport for Auditor {
+    /// One attempt: no same-query retry (the fallback draws afresh), the
+    /// 421 follow-up included.
+    async fn attempt(
+        &self,
+        q: &PreparedQuery,
+        timeout: Duration,
+    ) -> std::result::Result<(bool, QueryStats), AttemptError> {
+        self.query_once(q, Some(timeout), 0).await
+    }
+}
+
+/// A transport error: [`Error::Timeout`] if it timed out, else
+/// [`Error::Network`].
+fn net_error(e: reqwest::Error) -> Error {
+    if e.is_timeout() {
+        Error::Timeout(e.to_string())
+    } else {
+        Error::Network(e.to_string())
     }
 }
 
@@ -326,10 +599,7 @@ async fn read_misdirected(resp: reqwest::Response) -> Result<(Option<String>, Er
     let status = resp.status().as_u16();
     let mut resp = resp;
     let mut body = Vec::new();
-    while let Some(chunk) = resp
-        .chunk()
-        .await
-        .map_err(|e| Error::Network(e.to_string()))?
+    while let Some(chunk) = resp.chunk().await.map_err(net_error)?
     {
         if body.len() + chunk.len() > 64 << 10 {
             return Err(Error::Invalid("auditor response over 65536 bytes".into()));
@@ -386,10 +656,7 @@ async fn read_capped(mut resp: reqwest::Response, max: usize) -> Result<Vec<u8>>
     let status = resp.status();
     let mut body = Vec::new();
     let cap = if status.is_success() { max } else { 64 << 10 };
-    while let Some(chunk) = resp
-        .chunk()
-        .await
-        .map_err(|e| Error::Network(e.to_string()))?
+    while let Some(chunk) = resp.chunk().await.map_err(net_error)?
     {
         if body.len() + chunk.len() > cap {
             return Err(Error::Invalid(format!("auditor response over {cap} bytes")));
