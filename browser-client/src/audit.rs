@@ -333,10 +333,7 @@ pub async fn run_canaries(
     let (mut answered, mut failed) = (0, 0);
     for _ in 0..n {
         let leaf = canary_leaf()?;
-        match auditor
-            .query_with_fallback(|| prober.prepare(&leaf))
-            .await
-        {
+        match auditor.query_with_fallback(|| prober.prepare(&leaf)).await {
             Ok(a) => {
                 let logged = a.bit;
                 tally.record(

@@ -120,14 +120,15 @@ pub struct FallbackPolicy {
 }
 
 impl Default for FallbackPolicy {
-    /// K = [`MAX_REDRAWS`], 120 s per query, 30 s per attempt, rests of at
-    /// most 30 s, 1 s after a 503/429 without `Retry-After`, backoff from
-    /// 250 ms.
+    /// K = [`MAX_REDRAWS`], 300 s per query, 20 s per attempt (so that
+    /// K + 1 timed-out attempts fit in the deadline: a group that swallows
+    /// queries costs time, not the bound), rests of at most 30 s, 1 s
+    /// after a 503/429 without `Retry-After`, backoff from 250 ms.
     fn default() -> FallbackPolicy {
         FallbackPolicy {
             max_redraws: MAX_REDRAWS,
-            deadline_ms: 120_000,
-            attempt_timeout_ms: 30_000,
+            deadline_ms: 300_000,
+            attempt_timeout_ms: 20_000,
             max_wait_ms: 30_000,
             overloaded_wait_ms: 1_000,
             backoff_ms: 250,
@@ -156,7 +157,10 @@ impl FallbackPolicy {
         retry_after
             .map(str::trim)
             .filter(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
-            .map(|v| v.parse::<u64>().map_or(u64::MAX, |s| s.saturating_mul(1000)))
+            .map(|v| {
+                v.parse::<u64>()
+                    .map_or(u64::MAX, |s| s.saturating_mul(1000))
+            })
             .map(|ms| ms.min(self.max_wait_ms))
     }
 }
@@ -213,11 +217,7 @@ impl Fallback {
         if now_ms >= deadline {
             return Step::Skip;
         }
-        let until = self
-            .groups
-            .iter()
-            .find(|g| g.0 == group)
-            .map_or(0, |g| g.1);
+        let until = self.groups.iter().find(|g| g.0 == group).map_or(0, |g| g.1);
         if until > now_ms {
             if until >= deadline {
                 return Step::Skip;
@@ -443,6 +443,7 @@ mod tests {
         let mut fb = Fallback::new(
             FallbackPolicy {
                 max_redraws: 10,
+                deadline_ms: 100_000,
                 ..policy()
             },
             0,
@@ -482,6 +483,7 @@ mod tests {
     fn the_stated_bound() {
         let p = FallbackPolicy::default();
         assert_eq!(p.max_redraws, 12);
+        assert!(u64::from(p.max_redraws + 1) * p.attempt_timeout_ms <= p.deadline_ms);
         assert!((p.failure_probability(1.0 / 3.0) - 6.27e-7).abs() < 1e-9);
         assert!((p.failure_probability(0.5) - 1.22e-4).abs() < 1e-6);
         assert_eq!(p.failure_probability(0.0), 0.0);
@@ -492,15 +494,24 @@ mod tests {
         let mut s = FallbackStats::default();
         let mut fb = Fallback::new(policy(), 0);
         s.add(&fb, false);
-        assert_eq!((s.queries, s.attempts, s.fallbacks, s.gave_up), (1, 1, 0, 0));
+        assert_eq!(
+            (s.queries, s.attempts, s.fallbacks, s.gave_up),
+            (1, 1, 0, 0)
+        );
         fb.failed(0, Failure::Unreachable, None, 0);
         s.add(&fb, false);
-        assert_eq!((s.queries, s.attempts, s.fallbacks, s.gave_up), (2, 3, 1, 0));
+        assert_eq!(
+            (s.queries, s.attempts, s.fallbacks, s.gave_up),
+            (2, 3, 1, 0)
+        );
         for _ in 0..3 {
             fb.failed(0, Failure::ServerError, None, 0);
         }
         s.add(&fb, true);
-        assert_eq!((s.queries, s.attempts, s.fallbacks, s.gave_up), (3, 7, 4, 1));
+        assert_eq!(
+            (s.queries, s.attempts, s.fallbacks, s.gave_up),
+            (3, 7, 4, 1)
+        );
         assert_eq!(
             FallbackStats::reasons(fb.failures()),
             "unreachable ×1, server_error ×3"
