@@ -278,6 +278,19 @@ impl Fallback {
     pub fn waited_ms(&self) -> u64 {
         self.waited_ms
     }
+
+    /// When the query started (ms).
+    pub fn started_ms(&self) -> u64 {
+        self.start_ms
+    }
+
+    /// The timeout of an attempt sent at `now_ms` (ms, at least 1).
+    pub fn timeout_ms(&self, now_ms: u64) -> u64 {
+        self.policy
+            .attempt_timeout_ms
+            .min(self.deadline().saturating_sub(now_ms))
+            .max(1)
+    }
 }
 
 /// Counts of fallbacks, for reports and metrics.
