@@ -23,14 +23,15 @@
 //! (1.5 with one dead group of 3).
 //!
 //! **Never hammering.** A group that failed rests before it is asked again
-//! in the same audit: as long as its `Retry-After` says (capped by
-//! [`FallbackPolicy::max_wait_ms`]); a 503 or 429 without one for
+//! in the same query: as long as its `Retry-After` says (delta-seconds,
+//! in full); a 503 or 429 without one for
 //! [`FallbackPolicy::overloaded_wait_ms`]; an unreachable, timed-out or
 //! 5xx group for a backoff that doubles from
 //! [`FallbackPolicy::backoff_ms`] with each of its failures. A fresh draw
-//! that lands on a resting group waits until the rest ends, or — if that
-//! is after the audit's deadline — is not sent and counts as a failed
-//! attempt ([`Failure::Resting`]). Draws that land elsewhere go at once.
+//! that lands on a resting group waits until the rest ends if that is at
+//! most [`FallbackPolicy::max_wait_ms`] away and before the query's
+//! deadline; otherwise it is not sent and counts as a failed attempt
+//! ([`Failure::Resting`]). Draws that land elsewhere go at once.
 //! The whole audit has a deadline ([`FallbackPolicy::deadline_ms`]); each
 //! attempt a timeout ([`FallbackPolicy::attempt_timeout_ms`], never past
 //! the deadline).
@@ -109,7 +110,8 @@ pub struct FallbackPolicy {
     pub deadline_ms: u64,
     /// Timeout of one attempt (ms), never past the deadline.
     pub attempt_timeout_ms: u64,
-    /// Longest rest a `Retry-After` imposes (ms); longer ones are capped.
+    /// Longest wait for a resting group (ms): a draw that lands on a group
+    /// resting longer is skipped, not waited for.
     pub max_wait_ms: u64,
     /// Rest after a 503 or 429 without `Retry-After` in delta-seconds (ms).
     pub overloaded_wait_ms: u64,
@@ -152,8 +154,8 @@ impl FallbackPolicy {
     }
 
     /// The rest a `Retry-After` of `retry_after` asks for (delta-seconds;
-    /// an HTTP-date or garbage asks for none), capped.
-    pub fn retry_after_ms(&self, retry_after: Option<&str>) -> Option<u64> {
+    /// an HTTP-date or garbage asks for none).
+    pub fn retry_after_ms(retry_after: Option<&str>) -> Option<u64> {
         retry_after
             .map(str::trim)
             .filter(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
@@ -161,7 +163,6 @@ impl FallbackPolicy {
                 v.parse::<u64>()
                     .map_or(u64::MAX, |s| s.saturating_mul(1000))
             })
-            .map(|ms| ms.min(self.max_wait_ms))
     }
 }
 
@@ -219,7 +220,7 @@ impl Fallback {
         }
         let until = self.groups.iter().find(|g| g.0 == group).map_or(0, |g| g.1);
         if until > now_ms {
-            if until >= deadline {
+            if until >= deadline || until - now_ms > self.policy.max_wait_ms {
                 return Step::Skip;
             }
             self.waited_ms += until - now_ms;
@@ -252,7 +253,7 @@ impl Fallback {
         };
         let g = &mut self.groups[i];
         g.2 += 1;
-        let rest = match (failure, p.retry_after_ms(retry_after)) {
+        let rest = match (failure, FallbackPolicy::retry_after_ms(retry_after)) {
             (Failure::Resting, _) => None,
             (_, Some(ms)) => Some(ms),
             (Failure::Overloaded, None) => Some(p.overloaded_wait_ms.min(p.max_wait_ms)),
@@ -261,6 +262,7 @@ impl Fallback {
                     .saturating_mul(1u64 << (g.2 - 1).min(32))
                     .min(p.max_wait_ms),
             ),
+            // (the backoff stays waitable: at most max_wait_ms)
         };
         if let Some(ms) = rest {
             g.1 = g.1.max(now_ms.saturating_add(ms));
@@ -423,9 +425,13 @@ mod tests {
         // A 500 with Retry-After rests as it says; one past the cap is capped.
         assert!(fb.failed(2, Failure::ServerError, Some("3"), 2_000));
         assert_eq!(fb.before_send(2, 2_000), Step::Wait { ms: 3_000 });
+        // A rest longer than the longest wait: draws there are skipped.
         let mut fb = Fallback::new(policy(), 0);
         assert!(fb.failed(1, Failure::Overloaded, Some("3600"), 0));
-        assert_eq!(fb.before_send(1, 0), Step::Wait { ms: 5_000 });
+        assert!(fb.failed(2, Failure::Overloaded, Some("6"), 0));
+        assert_eq!(fb.before_send(1, 0), Step::Skip);
+        assert_eq!(fb.before_send(2, 0), Step::Skip);
+        assert_eq!(fb.before_send(2, 1_000), Step::Wait { ms: 5_000 });
         // Without Retry-After (or with an HTTP-date): the default rest.
         for ra in [None, Some("Wed, 21 Oct 2015 07:28:00 GMT"), Some("-1")] {
             let mut fb = Fallback::new(policy(), 0);
@@ -443,7 +449,7 @@ mod tests {
             },
             0,
         );
-        assert!(fb.failed(0, Failure::Overloaded, Some("30"), 0));
+        assert!(fb.failed(0, Failure::Overloaded, Some("10"), 0));
         assert_eq!(fb.before_send(0, 0), Step::Skip);
         assert!(fb.failed(0, Failure::Resting, None, 0));
         // Resting does not extend the rest; another group is still asked.
@@ -462,7 +468,7 @@ mod tests {
             0,
         );
         let mut now = 0;
-        for want in [100, 200, 400, 800, 1_600, 3_200, 5_000] {
+        for want in [100, 200, 400, 800, 1_600, 3_200] {
             assert!(fb.failed(7, Failure::Unreachable, None, now));
             assert_eq!(fb.before_send(7, now), Step::Wait { ms: want });
             now += want;

@@ -270,6 +270,9 @@ pub(crate) async fn run_fallback<Q: Drawn, T: Transport<Q>>(
             .unwrap_or_else(|p| p.into_inner())
             .add(fb, gave_up);
     };
+    // The last error of an attempt that was sent: what a give-up after
+    // skipped draws reports (e.g. the 503 whose Retry-After made them skip).
+    let mut last_sent: Option<Error> = None;
     loop {
         let q = match draw() {
             Ok(q) => q,
@@ -312,18 +315,25 @@ pub(crate) async fn run_fallback<Q: Drawn, T: Transport<Q>>(
                 Failure::Resting,
                 None,
                 Error::Timeout(format!(
-                    "group {} asked for no requests before the query's deadline",
+                    "group {} asked for no requests within the query's wait limit",
                     q.group()
                 )),
             ),
         };
         if !fb.failed(q.group(), failure, retry_after.as_deref(), clock.now_ms()) {
             finish(&fb, true);
+            let last = match (failure, last_sent) {
+                (Failure::Resting, Some(sent)) => sent,
+                _ => error,
+            };
             return Err(Error::Exhausted {
                 attempts: fb.failures().len() as u32,
                 reasons: FallbackStats::reasons(fb.failures()),
-                last: Box::new(error),
+                last: Box::new(last),
             });
+        }
+        if failure != Failure::Resting {
+            last_sent = Some(error);
         }
     }
 }
@@ -1322,8 +1332,9 @@ mod fallback_tests {
     #[tokio::test]
     async fn a_group_that_said_retry_after_is_not_asked_before_it_ends() {
         let policy = FallbackPolicy::default();
-        // Group 0 answers 503 with Retry-After: 5 s, and so does group 2
-        // with Retry-After: 3600 s (capped to the policy's 30 s).
+        // Group 0 answers 503 with Retry-After: 5 s, group 2 429 with
+        // Retry-After: 3600 s (longer than any wait: draws there are
+        // skipped for the rest of the query).
         let mut r = run(
             &[
                 (0, Behaviour::Fails(503, Some("5"))),
@@ -1353,7 +1364,7 @@ mod fallback_tests {
                 continue;
             }
             if let Some(&prev) = last.get(&g) {
-                let rest = if g == 0 { 5_000 } else { 30_000 };
+                let rest = if g == 0 { 5_000 } else { 3_600_000 };
                 assert!(
                     t >= prev + rest,
                     "group {g} asked at {t}, rests until {}",
