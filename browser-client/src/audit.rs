@@ -171,11 +171,43 @@ pub struct Audited {
     pub client_seconds: f64,
 }
 
+/// An audit whose query failed (every fallback attempt, or an error the
+/// fallback does not handle); it stays queued as it was.
+#[derive(Debug)]
+pub struct FailedAudit {
+    /// Its log.
+    pub log_id: LogId,
+    /// Its leaf hash.
+    pub leaf_hash: LeafHash,
+    /// Why.
+    pub error: crate::error::Error,
+}
+
+impl FailedAudit {
+    /// The failure's class, for reports and metrics: `fallback_exhausted`
+    /// (no database answered within the bound), `unreachable`, `timeout`,
+    /// `http_<status>_<code>`, `invalid_answer` (it did not decode) or
+    /// `other`.
+    pub fn reason(&self) -> String {
+        use crate::error::Error;
+        match &self.error {
+            Error::Exhausted { .. } => "fallback_exhausted".into(),
+            Error::Network(_) => "unreachable".into(),
+            Error::Timeout(_) => "timeout".into(),
+            Error::Server { status, code, .. } => format!("http_{status}_{code}"),
+            Error::Invalid(_) | Error::Pir(_) => "invalid_answer".into(),
+            _ => "other".into(),
+        }
+    }
+}
+
 /// What [`run_ready`] did.
-#[derive(Clone, Debug, Default)]
+#[derive(Debug, Default)]
 pub struct ReadyRun {
     /// The audits that ran.
     pub ran: Vec<Audited>,
+    /// The audits whose query failed (still queued).
+    pub failed: Vec<FailedAudit>,
     /// The audits still waiting, as [`Outcome::Pending`].
     pub waiting: Vec<Outcome>,
     /// The auditor stopped serving the prober's epoch mid-run (it answered
@@ -210,6 +242,7 @@ pub async fn run_ready(
     now_ms: u64,
 ) -> Result<ReadyRun> {
     let mut ran = Vec::new();
+    let mut failed = Vec::new();
     let mut waiting = Vec::new();
     let mut i = 0;
     while i < queue.items.len() {
@@ -250,11 +283,20 @@ pub async fn run_ready(
                 }
                 return Ok(ReadyRun {
                     ran,
+                    failed,
                     waiting,
                     epoch_retired: true,
                 });
             }
-            Err(e) => return Err(e),
+            Err(error) => {
+                failed.push(FailedAudit {
+                    log_id,
+                    leaf_hash,
+                    error,
+                });
+                i += 1; // kept in the queue
+                continue;
+            }
         };
         let result = if bit {
             AuditResult::Logged {
@@ -298,6 +340,7 @@ pub async fn run_ready(
     }
     Ok(ReadyRun {
         ran,
+        failed,
         waiting,
         epoch_retired: false,
     })
@@ -396,13 +439,21 @@ pub async fn audit_now(
             run_ready(auditor, &prober, queue, now_ms).await
         }
         .await;
-        let run = match step {
+        let mut run = match step {
             Ok(run) => run,
             Err(_) if attempt < EPOCH_RETRIES => continue,
             Err(e) => return Err(e),
         };
         stats.extend(run.ran.iter().map(|a| a.stats));
-        out.extend(run.ran.into_iter().map(|a| a.outcome));
+        out.extend(run.ran.drain(..).map(|a| a.outcome));
+        if !run.failed.is_empty() {
+            // The audits that ran are recorded; the failed ones, still
+            // queued, are tried again with a fresh manifest.
+            if attempt < EPOCH_RETRIES {
+                continue;
+            }
+            return Err(run.failed.swap_remove(0).error);
+        }
         if !run.epoch_retired || attempt == EPOCH_RETRIES {
             // after the last retry the unsent audits stay queued (Pending)
             out.extend(run.waiting);

@@ -281,11 +281,16 @@ pub(crate) async fn run_fallback<Q: Drawn, T: Transport<Q>>(
                 return Err(e);
             }
         };
-        let step = loop {
-            match fb.before_send(q.group(), clock.now_ms()) {
-                Step::Wait { ms } => sleeper.sleep(Duration::from_millis(ms)).await,
-                s => break s,
+        let step = match fb.before_send(q.group(), clock.now_ms()) {
+            Step::Wait { ms } => {
+                // Once waited, sent (even if the clock did not move: a
+                // sleeper that returns at once must not spin).
+                sleeper.sleep(Duration::from_millis(ms)).await;
+                Step::Send {
+                    timeout_ms: fb.timeout_ms(clock.now_ms()),
+                }
             }
+            s => s,
         };
         let (failure, retry_after, error) = match step {
             Step::Send { timeout_ms } => {
