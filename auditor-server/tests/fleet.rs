@@ -15,6 +15,9 @@
 //!   query fails with probability (1/3)^13 ≈ 6·10^-7); the databases asked,
 //!   failed attempts included, stay uniform, and none answered is the dead
 //!   group's;
+//! * the next epoch is prepared, built (the dead group's databases by its
+//!   builder, `epoch build`) and published while that group is dead, and
+//!   the live groups serve it;
 //! * every replica restarted one at a time while the clients audit: 0
 //!   failed audits.
 //!
@@ -378,7 +381,7 @@ async fn audits_survive_dead_replicas_dead_groups_and_rolling_restarts() -> Test
         m.shard_url(1),
         Some(format!("{}/g/1", fleet.front_url).as_str())
     );
-    let prober = Arc::new(Prober::new(Arc::new(m)));
+    let mut prober = Arc::new(Prober::new(Arc::new(m)));
 
     // ---- healthy: no fallback, uniform databases ----
     let before = auditor.fallback_stats();
@@ -449,10 +452,44 @@ async fn audits_survive_dead_replicas_dead_groups_and_rolling_restarts() -> Test
     let h = histogram(&group_down.answered_dbs);
     assert_eq!((h[1], h[4]), (0, 0), "{h:?}");
 
-    // ---- group 1 back, then every replica restarted one at a time ----
+    // ---- the next epoch is published while group 1 is dead: publishing
+    // waits for the databases to be built (here group 1's by its builder,
+    // `epoch build`), not for serving replicas ----
+    let out = fleet.coordinator(&["prepare"])?;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = fleet.coordinator(&["build", "--shard-index", "1"])?;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = fleet.coordinator(&["publish", "--timeout-seconds", "60", "--poll-seconds", "1"])?;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for g in [0, 2] {
+        for r in 0..REPLICAS {
+            fleet.ready(g, r, 2).await?;
+        }
+    }
+    let (m2, _) = auditor.manifest().await?;
+    assert_eq!(m2.epoch, 2);
+    prober = Arc::new(Prober::new(Arc::new(m2)));
+    let next_epoch = audit(&auditor, &prober, &hashes, 20, None).await;
+    assert!(next_epoch.failed.is_empty(), "{:?}", next_epoch.failed);
+    fleet.front.take_asked();
+
+    // ---- group 1 back (it downloads epoch 2's databases its builder
+    // uploaded), then every replica restarted one at a time ----
     for r in 0..REPLICAS {
         served[1][r as usize] = Some(fleet.replica(1, r)?);
-        fleet.ready(1, r, 1).await?;
+        fleet.ready(1, r, 2).await?;
     }
     let stop = Arc::new(AtomicBool::new(false));
     let clients = {
@@ -471,7 +508,7 @@ async fn audits_survive_dead_replicas_dead_groups_and_rolling_restarts() -> Test
                 s.kill()?;
             }
             served[g as usize][r as usize] = Some(fleet.replica(g, r)?);
-            fleet.ready(g, r, 1).await?;
+            fleet.ready(g, r, 2).await?;
         }
     }
     stop.store(true, Ordering::SeqCst);
