@@ -131,9 +131,11 @@ impl<'a> Filler<'a> {
         }
         let keyer = match spec.hash {
             HashVersion::V1 => None,
-            HashVersion::V2 => Some(EntryKeyer::new(spec.entry_key.as_ref().ok_or_else(
-                || Error::Internal("V2 spec without its entry key".into()),
-            )?)),
+            HashVersion::V2 => {
+                Some(EntryKeyer::new(spec.entry_key.as_ref().ok_or_else(
+                    || Error::Internal("V2 spec without its entry key".into()),
+                )?))
+            }
         };
         let mut groups: Vec<Group<'a>> = Vec::new();
         for (filter, map) in filters {
@@ -478,8 +480,8 @@ mod tests {
     fn streamed_fill_matches_spec_bits_in_any_chunking() {
         let hs = hashes(300);
         for version in [HashVersion::V1, HashVersion::V2] {
-            let spec = FilterSpec::with_hash(version, 20, 1, (2 << REGION_SHIFT) + 40, [4; 32])
-                .unwrap();
+            let spec =
+                FilterSpec::with_hash(version, 20, 1, (2 << REGION_SHIFT) + 40, [4; 32]).unwrap();
             let (first, count) = (5u32, 6u32); // filters 5..11: blocks 0 and 1
             let want = reference(&spec, &hs, first, count);
             for (chunk, round, reverse) in [

@@ -141,10 +141,8 @@ fn add_build(n: &mut Need, m: &Manifest, filters: u64, how: How) {
             n.fill = scratch;
         }
         How::Stream => {
-            let part = crate::snapshot::part_len(
-                m.entries
-                    .min(u64::from(crate::snapshot::PART_ENTRIES)),
-            );
+            let part =
+                crate::snapshot::part_len(m.entries.min(u64::from(crate::snapshot::PART_ENTRIES)));
             let parts = crate::objstore::PARTS_IN_FLIGHT as u64 + 2;
             n.fill = scratch + parts * part;
         }
@@ -335,8 +333,7 @@ fn check_against_how(
     if let Some(shards) = shards_that_fit(m, &params, how, avail.bytes) {
         fixes.push(format!("on {shards} shards ([shard] count = {shards})"));
     }
-    if let Some((target, per, dbs)) =
-        target_that_fits(m, &params, (index, count), how, avail.bytes)
+    if let Some((target, per, dbs)) = target_that_fits(m, &params, (index, count), how, avail.bytes)
     {
         fixes.push(format!(
             "with [epoch] db_bits_target = {target} ({per} filters per database, {dbs} databases)"

@@ -632,8 +632,13 @@ impl Objects {
         while let Some(r) = uploads.next().await {
             r?;
         }
-        if reader.as_mut().is_some_and(|r| r.next_into(&mut [[0u8; 32]]).ok() != Some(0)) {
-            return Err(Error::Internal("the snapshot holds more entries than planned".into()));
+        if reader
+            .as_mut()
+            .is_some_and(|r| r.next_into(&mut [[0u8; 32]]).ok() != Some(0))
+        {
+            return Err(Error::Internal(
+                "the snapshot holds more entries than planned".into(),
+            ));
         }
         let index = SnapshotIndex {
             want: SnapshotExpect {
@@ -705,13 +710,16 @@ impl Objects {
         use crate::snapshot::{index_len, MAX_PARTS};
         let m = &spec.manifest;
         let dir = self.epoch_key(m.epoch, &snapshot_object(spec));
-        let key = self.epoch_key(m.epoch, &format!("{}/{SNAPSHOT_INDEX}", snapshot_object(spec)));
+        let key = self.epoch_key(
+            m.epoch,
+            &format!("{}/{SNAPSHOT_INDEX}", snapshot_object(spec)),
+        );
         let want = SnapshotExpect {
             epoch: m.epoch,
             count: m.entries,
             set_sha256: spec.set_sha256,
         };
-        let bytes = match self.read_capped(&key, index_len(MAX_PARTS)).await? {
+        let bytes = match read_retried(&*self.store, &key, index_len(MAX_PARTS)).await? {
             Some(b) => b,
             None => {
                 return Err(Error::Corrupt {
@@ -1065,7 +1073,11 @@ impl Objects {
         for p in &list.common_prefixes {
             let Some(name) = p.filename() else { continue };
             if name.starts_with("snapshot-") && name != own {
-                tracing::info!(epoch = id, snapshot = name, "removing a snapshot no spec names");
+                tracing::info!(
+                    epoch = id,
+                    snapshot = name,
+                    "removing a snapshot no spec names"
+                );
                 self.delete_under(p).await?;
                 self.remove_local(&format!("epochs/{id:012}/{name}"));
             }
@@ -1086,7 +1098,9 @@ impl Objects {
         match std::fs::remove_dir_all(&path) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => tracing::warn!(dir = %path.display(), error = %e, "could not remove a pruned directory"),
+            Err(e) => {
+                tracing::warn!(dir = %path.display(), error = %e, "could not remove a pruned directory")
+            }
         }
     }
 }
@@ -1143,9 +1157,7 @@ impl SnapshotStream {
     }
 }
 
-/// Reads part `i` of `index` from `key` (at most [`PART_ATTEMPTS`] tries
-/// while the store fails; a part that arrives damaged is refused at once)
-/// and checks it.
+/// Reads part `i` of `index` from `key` ([`read_retried`]) and checks it.
 async fn read_part(
     store: &dyn ObjectStore,
     index: &SnapshotIndex,
@@ -1153,24 +1165,34 @@ async fn read_part(
     i: u32,
 ) -> Result<VerifiedPart> {
     let len = index.parts.get(i as usize).map_or(0, |p| p.bytes);
+    match read_retried(store, key, len).await? {
+        Some(bytes) => index.check_part(&key.to_string(), i, bytes),
+        None => Err(Error::Corrupt {
+            path: key.to_string(),
+            why: format!("missing: part {i} of {}", index.parts.len()),
+        }),
+    }
+}
+
+/// Object `key` whole (`None` if it does not exist), refused if it holds
+/// more than `max` bytes; a failing store is tried [`PART_ATTEMPTS`] times
+/// (each with the client's own retries inside, 1 s and 2 s apart), a
+/// damaged object refused at once.
+async fn read_retried(store: &dyn ObjectStore, key: &ObjPath, max: u64) -> Result<Option<Vec<u8>>> {
     let mut attempt = 0;
     loop {
         attempt += 1;
         let got = match store.get(key).await {
-            Ok(g) => read_body(g, key, len).await,
-            Err(object_store::Error::NotFound { .. }) => Err(Error::Corrupt {
-                path: key.to_string(),
-                why: format!("missing: part {i} of {}", index.parts.len()),
-            }),
+            Ok(g) => read_body(g, key, max).await.map(Some),
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
             Err(e) => Err(store_err(&format!("reading {key}"), e)),
         };
         match got {
-            Ok(bytes) => return index.check_part(&key.to_string(), i, bytes),
             Err(e @ Error::ObjectStore { .. }) if attempt < PART_ATTEMPTS => {
-                tracing::warn!(part = %key, attempt, error = %crate::error::error_chain(&e), "reading a snapshot part failed; retrying");
+                tracing::warn!(object = %key, attempt, error = %crate::error::error_chain(&e), "reading a snapshot object failed; retrying");
                 tokio::time::sleep(std::time::Duration::from_millis(500 << attempt)).await;
             }
-            Err(e) => return Err(e),
+            r => return r,
         }
     }
 }
@@ -1214,119 +1236,338 @@ mod tests {
         v
     }
 
-    fn expect(epoch: u64, h: &[[u8; 32]]) -> SnapshotExpect {
-        SnapshotExpect {
-            epoch,
-            count: h.len() as u64,
-            set_sha256: crate::plan::set_digest(h),
-        }
+    /// An object store over another that can stall every PUT after the
+    /// first `puts` (a coordinator killed mid-upload: the stalled future
+    /// is dropped, so no clean-up runs) and fail each object's first GET
+    /// (a transient error the part reader retries). GETs of later parts
+    /// answer sooner, so parts complete out of order.
+    #[derive(Debug)]
+    struct Faulty {
+        inner: Arc<dyn ObjectStore>,
+        puts: std::sync::atomic::AtomicI64,
+        fail_first_get: bool,
+        failed: std::sync::Mutex<std::collections::HashSet<String>>,
     }
 
-    #[test]
-    fn round_trip_in_any_chunking() {
-        let h = sorted(30);
-        let bytes = encode_snapshot(4, &h);
-        assert_eq!(bytes.len() as u64, snapshot_len(h.len() as u64));
-        assert_eq!(decode_snapshot(&bytes, expect(4, &h)).unwrap(), h);
-        for step in [1, 7, 31, 32, 33, 61, 1000] {
-            let mut d = SnapshotDecoder::new("s".into(), expect(4, &h)).unwrap();
-            for c in bytes.chunks(step) {
-                d.feed(c).unwrap();
+    impl Faulty {
+        fn new(inner: Arc<dyn ObjectStore>, puts: i64, fail_first_get: bool) -> Faulty {
+            Faulty {
+                inner,
+                puts: puts.into(),
+                fail_first_get,
+                failed: Default::default(),
             }
-            assert_eq!(d.finish().unwrap(), h, "step {step}");
         }
-        let empty = encode_snapshot(1, &[]);
-        assert!(decode_snapshot(&empty, expect(1, &[])).unwrap().is_empty());
     }
 
-    #[test]
-    fn every_damage_is_refused() {
-        let h = sorted(20);
-        let good = encode_snapshot(4, &h);
-        let want = expect(4, &h);
-        let err = |b: &[u8], w: SnapshotExpect| decode_snapshot(b, w).unwrap_err().to_string();
-        // any flipped byte
-        for i in [0, 9, 13, 21, 30, 70, good.len() - 40, good.len() - 1] {
-            let mut b = good.clone();
-            b[i] ^= 0x10;
-            assert!(decode_snapshot(&b, want).is_err(), "byte {i}");
+    impl std::fmt::Display for Faulty {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("faulty")
         }
-        assert!(err(&good[..good.len() - 1], want).contains("truncated"));
-        let mut long = good.clone();
-        long.push(0);
-        assert!(err(&long, want).contains("trailing bytes"));
-        assert!(err(&good, SnapshotExpect { epoch: 5, ..want }).contains("epoch 4"));
-        assert!(err(&good, SnapshotExpect { count: 19, ..want }).contains("trailing"));
-        let mut d = SnapshotDecoder::new("s".into(), SnapshotExpect { count: 19, ..want }).unwrap();
-        let e = d.feed(&good[..SNAPSHOT_HEADER]).unwrap_err().to_string();
-        assert!(e.contains("20 entries, the spec plans 19"), "{e}");
-        let other = expect(4, &sorted(19));
-        assert!(err(&good, SnapshotExpect { count: 20, ..other }).contains("set digest"));
-        // unsorted / duplicate bodies with a correct checksum and set digest
-        for bad in [
+    }
+
+    #[async_trait::async_trait]
+    impl ObjectStore for Faulty {
+        async fn put_opts(
+            &self,
+            location: &ObjPath,
+            payload: PutPayload,
+            opts: object_store::PutOptions,
+        ) -> object_store::Result<object_store::PutResult> {
+            if self.puts.fetch_sub(1, std::sync::atomic::Ordering::SeqCst) <= 0 {
+                std::future::pending::<()>().await;
+            }
+            self.inner.put_opts(location, payload, opts).await
+        }
+        async fn put_multipart_opts(
+            &self,
+            location: &ObjPath,
+            opts: object_store::PutMultipartOptions,
+        ) -> object_store::Result<Box<dyn object_store::MultipartUpload>> {
+            self.inner.put_multipart_opts(location, opts).await
+        }
+        async fn get_opts(
+            &self,
+            location: &ObjPath,
+            options: object_store::GetOptions,
+        ) -> object_store::Result<object_store::GetResult> {
+            let name = location.to_string();
+            if let Some(i) = name
+                .rsplit_once("part-")
+                .and_then(|(_, n)| n.strip_suffix(".bin"))
+                .and_then(|n| n.parse::<u64>().ok())
             {
-                let mut v = h.clone();
-                v.swap(3, 4);
-                v
-            },
-            {
-                let mut v = h.clone();
-                v[5] = v[4];
-                v
-            },
-        ] {
-            let b = encode_snapshot(4, &bad);
+                tokio::time::sleep(std::time::Duration::from_millis(40 - 2 * (i % 20))).await;
+            }
+            if self.fail_first_get && self.failed.lock().unwrap().insert(name) {
+                return Err(object_store::Error::Generic {
+                    store: "faulty",
+                    source: "connection reset".into(),
+                });
+            }
+            self.inner.get_opts(location, options).await
+        }
+        fn delete_stream(
+            &self,
+            locations: futures_util::stream::BoxStream<'static, object_store::Result<ObjPath>>,
+        ) -> futures_util::stream::BoxStream<'static, object_store::Result<ObjPath>> {
+            self.inner.delete_stream(locations)
+        }
+        fn list(
+            &self,
+            prefix: Option<&ObjPath>,
+        ) -> futures_util::stream::BoxStream<'static, object_store::Result<object_store::ObjectMeta>>
+        {
+            self.inner.list(prefix)
+        }
+        async fn list_with_delimiter(
+            &self,
+            prefix: Option<&ObjPath>,
+        ) -> object_store::Result<object_store::ListResult> {
+            self.inner.list_with_delimiter(prefix).await
+        }
+        async fn copy_opts(
+            &self,
+            from: &ObjPath,
+            to: &ObjPath,
+            options: object_store::CopyOptions,
+        ) -> object_store::Result<()> {
+            self.inner.copy_opts(from, to, options).await
+        }
+    }
+
+    async fn names(store: &Arc<dyn ObjectStore>) -> Vec<String> {
+        let mut v: Vec<String> = store
+            .list(None)
+            .map(|m| m.unwrap().location.to_string())
+            .collect()
+            .await;
+        v.sort();
+        v
+    }
+
+    /// A snapshot of many parts goes up and comes back whole, with parts
+    /// arriving out of order and each first GET failing (retried); every
+    /// damage to the stored objects is refused naming the object, and
+    /// nothing of a refused snapshot is returned.
+    #[tokio::test(start_paused = true)]
+    async fn snapshot_parts_round_trip_and_stored_damage_is_refused() {
+        let mem: Arc<dyn ObjectStore> = Arc::new(object_store::memory::InMemory::new());
+        let objects = Objects::from_store(mem.clone(), "p", "memory");
+        let snap = crate::epoch::Snapshot {
+            now_s: 1_700_000_000,
+            hashes: sorted(100),
+            coverage: vec![],
+        };
+        let spec = crate::plan::plan_snapshot(&snap, &toy_config(1), 3).unwrap();
+        let bytes = objects
+            .prepare_in_parts(&spec, &snap.hashes, 7)
+            .await
+            .unwrap();
+        let dir = format!("p/epochs/000000000003/{}", snapshot_object(&spec));
+        let listed = names(&mem).await;
+        assert_eq!(listed.len(), 15 + 2, "{listed:?}"); // 15 parts, index, spec
+        assert_eq!(
+            bytes,
+            (0..15)
+                .map(|i| crate::snapshot::part_len(crate::snapshot::entries_of(100, 7, i)))
+                .sum::<u64>()
+                + crate::snapshot::index_len(15)
+        );
+        let faulty = Objects::from_store(
+            Arc::new(Faulty::new(mem.clone(), i64::MAX, true)),
+            "p",
+            "faulty",
+        );
+        assert_eq!(faulty.read_snapshot(&spec).await.unwrap(), snap.hashes);
+        assert_eq!(objects.read_snapshot(&spec).await.unwrap(), snap.hashes);
+
+        let key = |name: &str| ObjPath::from(format!("{dir}/{name}"));
+        let get = |name: &str| {
+            let mem = mem.clone();
+            let k = key(name);
+            async move { mem.get(&k).await.unwrap().bytes().await.unwrap().to_vec() }
+        };
+        let part = |i: u32| part_object(i);
+        let index = get(SNAPSHOT_INDEX).await;
+        let (p1, p2, p3) = (
+            get(&part(1)).await,
+            get(&part(2)).await,
+            get(&part(3)).await,
+        );
+        let flipped = |mut b: Vec<u8>, at: usize| {
+            b[at] ^= 1;
+            b
+        };
+        let mut longer = p2.clone();
+        longer.push(0);
+        // (object written, its bytes (None: deleted), the object an error must name, what it says)
+        let cases: Vec<(String, Option<Vec<u8>>, String, &str)> = vec![
+            (part(3), Some(flipped(p3.clone(), 100)), part(3), "SHA-256"),
+            (part(3), Some(flipped(p3.clone(), 20)), part(3), "SHA-256"),
+            (
+                part(2),
+                Some(p2[..p2.len() - 1].to_vec()),
+                part(2),
+                "truncated",
+            ),
+            (part(2), Some(longer), part(2), "trailing bytes"),
+            (part(2), Some(p1.clone()), part(2), "SHA-256"),
+            (part(5), None, part(5), "missing"),
+            (
+                part(15),
+                Some(p1.clone()),
+                part(15),
+                "not a part the index lists",
+            ),
+            (
+                "part-x.bin".into(),
+                Some(p1.clone()),
+                "part-x.bin".into(),
+                "not a part",
+            ),
+            (
+                SNAPSHOT_INDEX.into(),
+                Some(flipped(index.clone(), 30)),
+                SNAPSHOT_INDEX.into(),
+                "",
+            ),
+            (
+                SNAPSHOT_INDEX.into(),
+                Some(flipped(index.clone(), 200)),
+                SNAPSHOT_INDEX.into(),
+                "checksum",
+            ),
+            (
+                SNAPSHOT_INDEX.into(),
+                None,
+                SNAPSHOT_INDEX.into(),
+                "missing",
+            ),
+        ];
+        for (name, bytes, named, says) in cases {
+            let k = key(&name);
+            let before = mem.get(&k).await.ok();
+            let before = match before {
+                Some(g) => Some(g.bytes().await.unwrap()),
+                None => None,
+            };
+            match bytes {
+                Some(b) => objects.put(&k, b).await.unwrap(),
+                None => mem.delete(&k).await.unwrap(),
+            }
+            let e = objects.read_snapshot(&spec).await.unwrap_err();
+            let text = e.to_string();
+            assert!(matches!(e, Error::Corrupt { .. }), "{name}: {text}");
             assert!(
-                err(&b, expect(4, &bad)).contains("not greater"),
-                "{}",
-                err(&b, expect(4, &bad))
+                text.contains(&named) && text.contains(says),
+                "{name}: {text}"
+            );
+            match before {
+                Some(b) => mem.put(&k, PutPayload::from(b)).await.map(drop).unwrap(),
+                None => mem.delete(&k).await.unwrap(),
+            }
+            assert_eq!(
+                objects.read_snapshot(&spec).await.unwrap(),
+                snap.hashes,
+                "{name} restored"
             );
         }
-        let mut v1 = good.clone();
-        v1[8] = 2;
-        assert!(err(&v1, want).contains("version 2"));
-        let huge = SnapshotExpect {
-            count: MAX_SNAPSHOT_ENTRIES + 1,
-            ..want
-        };
-        assert!(SnapshotDecoder::new("s".into(), huge).is_err());
+        // two parts swapped in place
+        objects.put(&key(&part(1)), p2.clone()).await.unwrap();
+        objects.put(&key(&part(2)), p1.clone()).await.unwrap();
+        let e = objects.read_snapshot(&spec).await.unwrap_err().to_string();
+        assert!(e.contains(&part(1)), "{e}");
     }
 
-    /// Random damage (flips, cuts, insertions) in random chunkings never
-    /// panics; whatever is accepted is exactly the original.
-    #[test]
-    fn random_damage_never_passes() {
-        let h = sorted(40);
-        let good = encode_snapshot(7, &h);
-        let want = expect(7, &h);
-        let mut x = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = move |n: usize| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x % n as u64) as usize
+    /// A coordinator killed mid-upload (after 3 parts) leaves objects no
+    /// spec names: the epoch is not prepared, nothing can be read as its
+    /// snapshot, and prune removes them once a later epoch is prepared. A
+    /// coordinator that lost the race for an epoch id and was killed
+    /// before removing its snapshot leaves a directory prune removes too.
+    #[tokio::test]
+    async fn a_coordinator_killed_mid_upload_leaves_nothing_a_shard_builds_from() {
+        let mem: Arc<dyn ObjectStore> = Arc::new(object_store::memory::InMemory::new());
+        let objects = Objects::from_store(mem.clone(), "", "memory");
+        let killed = Objects::from_store(Arc::new(Faulty::new(mem.clone(), 3, false)), "", "dying");
+        let config = toy_config(1);
+        let snap = crate::epoch::Snapshot {
+            now_s: 1_700_000_000,
+            hashes: sorted(100),
+            coverage: vec![],
         };
-        for _ in 0..2000 {
-            let mut b = good.clone();
-            match next(3) {
-                0 => {
-                    let i = next(b.len());
-                    b[i] ^= 1 << next(8);
-                }
-                1 => b.truncate(next(b.len())),
-                _ => {
-                    let i = next(b.len() + 1);
-                    b.insert(i, next(256) as u8);
-                }
-            }
-            let mut d = SnapshotDecoder::new("s".into(), want).unwrap();
-            let step = 1 + next(100);
-            let got = b
-                .chunks(step)
-                .try_for_each(|c| d.feed(c))
-                .and_then(|()| d.finish());
-            assert!(got.is_err(), "damaged snapshot accepted (step {step})");
-        }
+        let spec1 = crate::plan::plan_snapshot(&snap, &config, 1).unwrap();
+        let r = tokio::time::timeout(
+            std::time::Duration::from_millis(300),
+            killed.prepare_in_parts(&spec1, &snap.hashes, 10),
+        )
+        .await;
+        assert!(r.is_err(), "the upload stalls after 3 parts");
+        let left = names(&mem).await;
+        assert_eq!(left.len(), 3, "{left:?}");
+        assert_eq!(objects.epoch_ids().await.unwrap(), [1]);
+        assert_eq!(objects.newest_prepared().await.unwrap(), None);
+        assert!(objects.spec(1).await.unwrap().is_none());
+        assert!(matches!(
+            objects.read_snapshot(&spec1).await,
+            Err(Error::Corrupt { .. })
+        ));
+        // The next coordinator prepares epoch 2; a racer for epoch 2 that
+        // was killed after its upload leaves its snapshot directory.
+        let spec2 = crate::plan::plan_snapshot(&snap, &config, 2).unwrap();
+        let racer = crate::plan::plan_snapshot(&snap, &config, 2).unwrap();
+        objects
+            .upload_snapshot(&racer, Hashes::Slice(&snap.hashes), 10)
+            .await
+            .unwrap();
+        objects.prepare(&spec2, &snap.hashes).await.unwrap();
+        assert_eq!(objects.prune(5).await.unwrap(), [1]);
+        let mut want = vec![
+            format!(
+                "epochs/000000000002/{}/{SNAPSHOT_INDEX}",
+                snapshot_object(&spec2)
+            ),
+            format!(
+                "epochs/000000000002/{}/{}",
+                snapshot_object(&spec2),
+                part_object(0)
+            ),
+            format!("epochs/000000000002/{SPEC_OBJECT}"),
+        ];
+        want.sort();
+        assert_eq!(names(&mem).await, want);
+        assert_eq!(objects.read_snapshot(&spec2).await.unwrap(), snap.hashes);
+    }
+
+    /// In a local directory, prune also removes the staging files an
+    /// interrupted upload left, which the store's listing does not show.
+    #[tokio::test]
+    async fn prune_removes_local_staging_files() {
+        let tmp = tempfile::tempdir().unwrap();
+        let url = format!("file://{}", tmp.path().display());
+        let objects = Objects::open(&url).unwrap();
+        let config = toy_config(1);
+        let snap = crate::epoch::Snapshot {
+            now_s: 1_700_000_000,
+            hashes: sorted(30),
+            coverage: vec![],
+        };
+        let stale = tmp
+            .path()
+            .join("epochs/000000000001/snapshot-00/part-000000.bin#3");
+        std::fs::create_dir_all(stale.parent().unwrap()).unwrap();
+        std::fs::write(&stale, b"half a part").unwrap();
+        let spec = crate::plan::plan_snapshot(&snap, &config, 2).unwrap();
+        objects.prepare(&spec, &snap.hashes).await.unwrap();
+        let orphan = tmp
+            .path()
+            .join("epochs/000000000002/snapshot-11/part-000000.bin#9");
+        std::fs::create_dir_all(orphan.parent().unwrap()).unwrap();
+        std::fs::write(&orphan, b"x").unwrap();
+        assert_eq!(objects.prune(5).await.unwrap(), [1]);
+        assert!(!tmp.path().join("epochs/000000000001").exists());
+        assert!(!orphan.parent().unwrap().exists());
+        assert_eq!(objects.read_snapshot(&spec).await.unwrap(), snap.hashes);
     }
 
     fn toy_config(shards: u32) -> crate::Config {
@@ -1369,15 +1610,14 @@ mod tests {
             assert_eq!(&stored, winner);
             assert_eq!(objects.read_snapshot(&stored).await.unwrap(), snap.hashes);
             // only the spec and the winner's snapshot remain
-            let mut names: Vec<String> = store
-                .list(None)
-                .map(|m| m.unwrap().location.filename().unwrap().to_owned())
-                .collect()
-                .await;
-            names.sort();
-            let mut want = vec![snapshot_object(winner), SPEC_OBJECT.to_owned()];
+            let dir = snapshot_object(winner);
+            let mut want = vec![
+                format!("epochs/000000000005/{dir}/{}", part_object(0)),
+                format!("epochs/000000000005/{dir}/{SNAPSHOT_INDEX}"),
+                format!("epochs/000000000005/{SPEC_OBJECT}"),
+            ];
             want.sort();
-            assert_eq!(names, want);
+            assert_eq!(names(&store).await, want);
             for m in store.list(None).collect::<Vec<_>>().await {
                 store.delete(&m.unwrap().location).await.unwrap();
             }
@@ -1387,7 +1627,7 @@ mod tests {
         let a = crate::plan::plan_snapshot(&snap, &config, 6).unwrap();
         let b = crate::plan::plan_snapshot(&snap, &config, 6).unwrap();
         objects
-            .upload_snapshot(&b, Hashes::Slice(&snap.hashes))
+            .upload_snapshot(&b, Hashes::Slice(&snap.hashes), 64)
             .await
             .unwrap();
         objects.prepare(&a, &snap.hashes).await.unwrap();
@@ -1396,41 +1636,9 @@ mod tests {
             Err(Error::EpochTaken { epoch: 6 })
         ));
         assert_eq!(objects.spec(6).await.unwrap().unwrap(), a);
-        let b_snapshot = objects.epoch_key(6, &snapshot_object(&b));
+        let b_snapshot = objects.epoch_key(6, &format!("{}/{SNAPSHOT_INDEX}", snapshot_object(&b)));
         assert!(!objects.exists(&b_snapshot).await.unwrap());
         assert_eq!(objects.read_snapshot(&a).await.unwrap(), snap.hashes);
-    }
-
-    /// A coordinator killed after its snapshot and before its spec leaves
-    /// nothing a shard would build from, and the next prune removes it.
-    #[tokio::test]
-    async fn a_snapshot_without_its_spec_is_never_built_and_is_pruned() {
-        let objects = Objects::from_store(
-            Arc::new(object_store::memory::InMemory::new()),
-            "",
-            "memory",
-        );
-        let config = toy_config(1);
-        let snap = crate::epoch::Snapshot {
-            now_s: 1_700_000_000,
-            hashes: sorted(100),
-            coverage: vec![],
-        };
-        let killed = crate::plan::plan_snapshot(&snap, &config, 1).unwrap();
-        objects
-            .put(
-                &objects.epoch_key(1, &snapshot_object(&killed)),
-                encode_snapshot(1, &snap.hashes),
-            )
-            .await
-            .unwrap();
-        assert_eq!(objects.epoch_ids().await.unwrap(), [1]);
-        assert_eq!(objects.newest_prepared().await.unwrap(), None);
-        let next = crate::plan::plan_snapshot(&snap, &config, 2).unwrap();
-        objects.prepare(&next, &snap.hashes).await.unwrap();
-        assert_eq!(objects.newest_prepared().await.unwrap(), Some(2));
-        assert_eq!(objects.prune(5).await.unwrap(), [1]);
-        assert_eq!(objects.epoch_ids().await.unwrap(), [2]);
     }
 
     /// A database's files go up and come down byte for byte; a damaged
@@ -1577,12 +1785,15 @@ mod tests {
         objects.write_published(&published).await.unwrap();
         assert_eq!(objects.newest_published().await.unwrap(), Some(3));
         assert_eq!(objects.published(3).await.unwrap(), Some(published));
-        // a damaged snapshot is refused
-        let key = objects.epoch_key(3, &snapshot_object(&spec));
-        let mut bad = encode_snapshot(3, &snap.hashes);
+        // a damaged snapshot is refused, naming the part
+        let key = objects.epoch_key(3, &format!("{}/{}", snapshot_object(&spec), part_object(0)));
+        let mut bad = objects.read_capped(&key, 1 << 20).await.unwrap().unwrap();
         bad[100] ^= 1;
         objects.put(&key, bad).await.unwrap();
         let e = objects.read_snapshot(&spec).await.unwrap_err().to_string();
-        assert!(e.contains(&snapshot_object(&spec)), "{e}");
+        assert!(
+            e.contains(&snapshot_object(&spec)) && e.contains("part-000000"),
+            "{e}"
+        );
     }
 }

@@ -355,7 +355,11 @@ impl SnapshotIndex {
         if bytes.len() < PART_HEADER || bytes[..PART_HEADER] != want {
             return Err(corrupt(
                 name,
-                format!("part {i}: header does not name epoch {}, part {i} of {}, {entries} entries", self.want.epoch, self.parts.len()),
+                format!(
+                    "part {i}: header does not name epoch {}, part {i} of {}, {entries} entries",
+                    self.want.epoch,
+                    self.parts.len()
+                ),
             ));
         }
         let body = bytes.len() - 32;
@@ -391,7 +395,8 @@ impl VerifiedPart {
 
     /// Its leaf hashes, ascending.
     pub fn hashes(&self) -> &[[u8; 32]] {
-        let body = &self.bytes[PART_HEADER.min(self.bytes.len())..self.bytes.len().saturating_sub(32)];
+        let body =
+            &self.bytes[PART_HEADER.min(self.bytes.len())..self.bytes.len().saturating_sub(32)];
         body.as_chunks::<32>().0
     }
 }
@@ -558,7 +563,11 @@ mod tests {
             .map(|&i| idx.check_part("p", i, parts[i as usize].clone()).unwrap())
             .collect();
         let mut check = SetCheck::new("s".into(), &idx);
-        assert!(check.push(&got[0]).unwrap_err().to_string().contains("part 7 where part 0"));
+        assert!(check
+            .push(&got[0])
+            .unwrap_err()
+            .to_string()
+            .contains("part 7 where part 0"));
         got.sort_by_key(VerifiedPart::index);
         let mut check2 = SetCheck::new("s".into(), &idx);
         for p in &got {
@@ -587,7 +596,10 @@ mod tests {
         for at in [0, 8, 12, 20, 28, 32, 40, 70, index.len() - 1] {
             let mut i = index.clone();
             i[at] ^= 0x10;
-            assert!(decode_snapshot(&i, &refs(&parts), want).is_err(), "byte {at}");
+            assert!(
+                decode_snapshot(&i, &refs(&parts), want).is_err(),
+                "byte {at}"
+            );
         }
         // swapped parts, a missing one, an extra one, a duplicated one
         let mut p = parts.clone();
@@ -634,9 +646,30 @@ mod tests {
     fn a_consistent_but_wrong_snapshot_is_refused() {
         let h = sorted(20);
         for (bad, what) in [
-            ({ let mut v = h.clone(); v.swap(3, 4); v }, "not greater than the one before"),
-            ({ let mut v = h.clone(); v[5] = v[4]; v }, "not greater than the one before"),
-            ({ let mut v = h.clone(); v.swap(4, 5); v }, "first leaf hash"),
+            (
+                {
+                    let mut v = h.clone();
+                    v.swap(3, 4);
+                    v
+                },
+                "not greater than the one before",
+            ),
+            (
+                {
+                    let mut v = h.clone();
+                    v[6] = v[5];
+                    v
+                },
+                "not greater than the one before",
+            ),
+            (
+                {
+                    let mut v = h.clone();
+                    v.swap(4, 5);
+                    v
+                },
+                "first leaf hash",
+            ),
         ] {
             let (idx, parts) = SnapshotIndex::of(1, &bad, 5);
             let e = decode_snapshot(&idx.encode(), &refs(&parts), expect(1, &bad))
@@ -651,5 +684,43 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("not the planned set"), "{e}");
+    }
+
+    /// Random damage (flips, cuts, insertions) to any object never
+    /// panics and is never accepted.
+    #[test]
+    fn random_damage_never_passes() {
+        let h = sorted(40);
+        let (idx, parts) = SnapshotIndex::of(7, &h, 9);
+        let index = idx.encode();
+        let want = expect(7, &h);
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move |n: usize| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x % n as u64) as usize
+        };
+        for _ in 0..2000 {
+            let (mut i, mut p) = (index.clone(), parts.clone());
+            let which = next(p.len() + 1);
+            let b = if which == p.len() {
+                &mut i
+            } else {
+                &mut p[which]
+            };
+            match next(3) {
+                0 => {
+                    let at = next(b.len());
+                    b[at] ^= 1 << next(8);
+                }
+                1 => b.truncate(next(b.len())),
+                _ => {
+                    let at = next(b.len() + 1);
+                    b.insert(at, next(256) as u8);
+                }
+            }
+            assert!(decode_snapshot(&i, &refs(&p), want).is_err());
+        }
     }
 }
