@@ -791,6 +791,7 @@ impl Objects {
     }
 
     /// Object `key` whole if it exists and holds at most `max` bytes.
+    #[cfg(test)]
     async fn read_capped(&self, key: &ObjPath, max: u64) -> Result<Option<Vec<u8>>> {
         let got = match self.store.get(key).await {
             Ok(g) => g,
