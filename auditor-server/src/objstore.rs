@@ -728,7 +728,7 @@ impl Objects {
                 })
             }
         };
-        let index = Arc::new(SnapshotIndex::decode(&key.to_string(), &bytes, want)?);
+        let index = Arc::new(SnapshotIndex::decode(key.as_ref(), &bytes, want)?);
         // Exactly the listed parts: an extra or misnamed object is a
         // coordinator's mistake or a tampered store.
         let mut list = self.store.list(Some(&dir));
@@ -1167,7 +1167,7 @@ async fn read_part(
 ) -> Result<VerifiedPart> {
     let len = index.parts.get(i as usize).map_or(0, |p| p.bytes);
     match read_retried(store, key, len).await? {
-        Some(bytes) => index.check_part(&key.to_string(), i, bytes),
+        Some(bytes) => index.check_part(key.as_ref(), i, bytes),
         None => Err(Error::Corrupt {
             path: key.to_string(),
             why: format!("missing: part {i} of {}", index.parts.len()),
