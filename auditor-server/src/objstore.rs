@@ -732,31 +732,33 @@ impl Objects {
         // Exactly the listed parts: an extra or misnamed object is a
         // coordinator's mistake or a tampered store.
         let mut list = self.store.list(Some(&dir));
-        let mut seen = 0usize;
+        let mut seen = vec![false; index.parts.len()];
         while let Some(meta) = list.next().await {
             let meta = meta.map_err(|e| store_err(&format!("listing {dir}"), e))?;
             let name = meta.location.filename().unwrap_or_default();
-            let listed = name == SNAPSHOT_INDEX
-                || (0..index.parts.len() as u32).any(|i| part_object(i) == name);
-            if !listed {
-                return Err(Error::Corrupt {
-                    path: meta.location.to_string(),
-                    why: format!("not a part the index lists ({} parts)", index.parts.len()),
-                });
+            if name == SNAPSHOT_INDEX {
+                continue;
             }
-            seen += 1;
-        }
-        if seen < index.parts.len() + 1 {
-            // A part is missing: find which.
-            for i in 0..index.parts.len() as u32 {
-                let k = ObjPath::from(format!("{dir}/{}", part_object(i)));
-                if !self.exists(&k).await? {
+            let part = name
+                .strip_prefix("part-")
+                .and_then(|n| n.strip_suffix(".bin"))
+                .and_then(|n| n.parse::<u32>().ok())
+                .filter(|&i| part_object(i) == name && (i as usize) < seen.len());
+            match part {
+                Some(i) => seen[i as usize] = true,
+                None => {
                     return Err(Error::Corrupt {
-                        path: k.to_string(),
-                        why: format!("missing: part {i} of {}", index.parts.len()),
-                    });
+                        path: meta.location.to_string(),
+                        why: format!("not a part the index lists ({} parts)", seen.len()),
+                    })
                 }
             }
+        }
+        if let Some(i) = seen.iter().position(|s| !s) {
+            return Err(Error::Corrupt {
+                path: format!("{dir}/{}", part_object(i as u32)),
+                why: format!("missing: part {i} of {}", seen.len()),
+            });
         }
         let check = crate::snapshot::SetCheck::new(dir.to_string(), &index);
         let (store, index2, dir2) = (self.store.clone(), index.clone(), dir.clone());
