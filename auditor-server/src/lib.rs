@@ -52,6 +52,7 @@ pub mod plan;
 pub mod reports;
 mod routes;
 pub mod service;
+pub mod snapshot;
 #[cfg(feature = "bench")]
 pub mod soak;
 mod state;

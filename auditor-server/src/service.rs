@@ -994,28 +994,24 @@ impl Service {
         let t = std::time::Instant::now();
         let mut bp = BuildParams::from_config(&self.config)?;
         bp.budget = self.budget();
-        let own = plan::check_spec(spec, &self.config.shard, &bp)?;
+        let own = plan::check_spec_streamed(spec, &self.config.shard, &bp)?;
         let id = spec.manifest.epoch;
-        let hashes = objects.read_snapshot(spec).await?;
+        let stream = objects.open_snapshot(spec).await?;
         tracing::info!(
             epoch = id,
             shard = self.config.shard.index,
             of = self.config.shard.count,
             dbs = own.len(),
-            entries = hashes.len(),
-            snapshot_s = t.elapsed().as_secs_f64(),
-            "snapshot verified; building this shard's databases"
+            entries = spec.manifest.entries,
+            parts = stream.index().parts.len(),
+            "snapshot index verified; building this shard's databases as its parts arrive"
         );
         let tmp = self.dir.begin(id)?;
-        let (manifest, out) = (spec.manifest.clone(), tmp.clone());
-        let built = tokio::task::spawn_blocking(move || {
-            let e = epoch::build_planned(manifest, &hashes, &own, &bp, &out, t);
-            fault_pause_build();
-            e
-        })
-        .await
-        .map_err(Error::from)
-        .and_then(|r| r);
+        let built =
+            epoch::build_streamed(stream, spec.manifest.clone(), own, bp, tmp.clone(), t).await;
+        if built.is_ok() {
+            let _ = tokio::task::spawn_blocking(fault_pause_build).await;
+        }
         let epoch = match built {
             Ok(e) => e,
             Err(e) => {

@@ -252,6 +252,7 @@ async fn three_shard_processes_and_a_coordinator() -> TestResult {
     assert!(c
         .epoch_objects(1)
         .join(auditor_server::objstore::snapshot_object(&spec1))
+        .join(auditor_server::objstore::SNAPSHOT_INDEX)
         .is_file());
     let (code, stderr) = c.publish(60)?;
     assert_eq!(code, Some(0), "{stderr}");
@@ -579,7 +580,7 @@ async fn two_coordinators_at_once() -> TestResult {
 /// published.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_damaged_snapshot_is_never_built() -> TestResult {
-    use auditor_server::objstore::{encode_snapshot, snapshot_object, Objects, PublishedMarker};
+    use auditor_server::objstore::{part_object, snapshot_object, Objects, PublishedMarker};
     let dir = tempfile::tempdir()?;
     let url = format!("file://{}", dir.path().join("objects").display());
     let mut config = auditor_server::Config {
@@ -604,9 +605,11 @@ async fn a_damaged_snapshot_is_never_built() -> TestResult {
     let object = dir
         .path()
         .join("objects/epochs/000000000001")
-        .join(snapshot_object(&spec));
+        .join(snapshot_object(&spec))
+        .join(part_object(0));
     let good = std::fs::read(&object)?;
-    assert_eq!(good, encode_snapshot(1, &snap.hashes));
+    let (_, parts) = auditor_server::snapshot::SnapshotIndex::of(1, &snap.hashes, 1 << 20);
+    assert_eq!(good, parts[0]);
     let mut bad = good.clone();
     bad[200] ^= 4;
     std::fs::write(&object, &bad)?;

@@ -443,7 +443,7 @@ async fn run(cli: &Cli, urls: &mut Vec<String>) -> anyhow::Result<()> {
             let spec = plan::plan_sorted(&snap, &config, id)?;
             let bytes = objects.prepare_sorted(&spec, &snap).await?;
             let gone = objects.prune((*keep).max(2)).await?;
-            let mut summary = plan::shard_summary(&spec.manifest)?;
+            let mut summary = plan::shard_summary_for(&spec.manifest, true)?;
             summary["snapshot_bytes"] = bytes.into();
             summary["object_store"] = objects.to_string().into();
             summary["pruned_epochs"] = gone.into();
