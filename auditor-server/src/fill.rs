@@ -19,7 +19,7 @@
 use audit_proto::filter::{
     chacha20_lanes, mul_shift, EntryKeyer, FilterHasher, FilterSpec, HashVersion, KeyLanes, LANES,
 };
-use audit_proto::Manifest;
+use audit_proto::{LeafHash, Manifest};
 use indicatif::ProgressBar;
 use rayon::prelude::*;
 
@@ -104,7 +104,7 @@ fn fill_filters_in_rounds(
             filters.into_par_iter().for_each(|(filter, words)| {
                 let hasher = FilterHasher::new(&spec.salts[filter as usize]);
                 for h in hashes {
-                    let b = hasher.bit(h, bits);
+                    let b = hasher.bit(&LeafHash::new(*h), bits);
                     words[(b / 8) as usize] |= 1 << (b % 8);
                 }
                 pb.inc(1);
@@ -159,7 +159,7 @@ fn entry_keys(keyer: &EntryKeyer, hashes: &[[u8; 32]]) -> Vec<KeyLanes> {
             chunk.chunks(LANES).map(|c| {
                 let mut lanes: KeyLanes = [[0; LANES]; 8];
                 for (l, h) in c.iter().enumerate() {
-                    for (w, word) in keyer.key(h).into_iter().enumerate() {
+                    for (w, word) in keyer.key(&LeafHash::new(*h)).into_iter().enumerate() {
                         lanes[w][l] = word;
                     }
                 }
@@ -202,7 +202,7 @@ pub(crate) fn fill_window(
                 let hasher = FilterHasher::new(&spec.salts[j]);
                 hashes
                     .iter()
-                    .map(move |h| (j, hasher.bit(h, bits)))
+                    .map(move |h| (j, hasher.bit(&LeafHash::new(*h), bits)))
                     .filter(|&(_, b)| b < window)
                     .collect::<Vec<_>>()
             })
@@ -341,7 +341,7 @@ mod tests {
                 for (j, map) in maps.iter().enumerate() {
                     let mut want = vec![0u8; map.len()];
                     for h in &hs {
-                        let b = spec.bit(first + j as u32, h).unwrap();
+                        let b = spec.bit(first + j as u32, &LeafHash::new(*h)).unwrap();
                         want[(b / 8) as usize] |= 1 << (b % 8);
                     }
                     assert_eq!(map, &want, "{version:?} n={n} filter {}", first + j as u32);
@@ -366,7 +366,7 @@ mod tests {
                 for (j, map) in maps.iter().enumerate() {
                     let mut want = vec![0u8; map.len()];
                     for h in &hs {
-                        let b = spec.bit(j as u32, h).unwrap();
+                        let b = spec.bit(j as u32, &LeafHash::new(*h)).unwrap();
                         if b < window {
                             want[(b / 8) as usize] |= 1 << (b % 8);
                         }
@@ -396,7 +396,7 @@ mod tests {
         for (j, map) in maps.iter().enumerate() {
             let mut want = vec![0u8; map.len()];
             for h in &hs {
-                let b = spec.bit(6 + j as u32, h).unwrap();
+                let b = spec.bit(6 + j as u32, &LeafHash::new(*h)).unwrap();
                 want[(b / 8) as usize] |= 1 << (b % 8);
             }
             assert!(map == &want, "filter {}", 6 + j);

@@ -40,7 +40,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use audit_proto::api::{ErrorBody, OCTET_STREAM};
-use audit_proto::Manifest;
+use audit_proto::{LeafHash, Manifest};
 use pir_core::client::{Client, QueryKey};
 use pir_core::params::DbShape;
 use pir_core::sampler::PublicSeed;
@@ -317,7 +317,7 @@ fn build_one(
         .map(|&f| {
             let mut bits = vec![false; m.filter.bits as usize];
             for h in &snap.hashes {
-                if let Ok(b) = m.filter.bit(f, h) {
+                if let Ok(b) = m.filter.bit(f, &LeafHash::new(*h)) {
                     bits[b as usize] = true;
                 }
             }
@@ -345,7 +345,7 @@ fn build_one(
         let f = filters[j];
         let bit = if i % 2 == 0 {
             let h = &snap.hashes[rng.below(snap.hashes.len() as u64) as usize];
-            m.filter.bit(f, h)?
+            m.filter.bit(f, &LeafHash::new(*h))?
         } else {
             rng.below(m.filter.bits)
         };

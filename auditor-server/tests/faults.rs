@@ -49,7 +49,7 @@ async fn synthetic_store(dir: &Path, n: u64) -> Result<(String, Vec<[u8; 32]>), 
     let log_id = [7u8; 32];
     store
         .upsert_log(&LogMeta {
-            log_id,
+            log_id: log_id.into(),
             url: "http://faults.invalid/".into(),
             mmd_s: 86_400,
             kind: LogKind::Rfc6962,
@@ -72,14 +72,14 @@ async fn synthetic_store(dir: &Path, n: u64) -> Result<(String, Vec<[u8; 32]>), 
         .enumerate()
         .map(|(i, h)| Entry {
             leaf_index: i as u64,
-            leaf_hash: *h,
+            leaf_hash: (*h).into(),
             sct_timestamp_ms: (now - 3600) * 1000,
             not_after: now as i64 + 90 * 86_400,
         })
         .collect();
     store
         .commit(
-            Commit::new(&log_id, n, &[0; 32])
+            Commit::new(&log_id.into(), n, &[0; 32])
                 .entries(&entries)
                 .ingested_until_ms((now - 3600) * 1000),
         )
@@ -279,13 +279,13 @@ impl Http {
                 let f = db.first_filter + rng.below(u64::from(db.filters)) as u32;
                 let bit = if i % 2 == 0 {
                     let h = &hashes[rng.below(hashes.len() as u64) as usize];
-                    m.filter.bit(f, h)?
+                    m.filter.bit(f, &(*h).into())?
                 } else {
                     rng.below(m.filter.bits)
                 };
                 let want = hashes
                     .iter()
-                    .any(|h| m.filter.bit(f, h).is_ok_and(|b| b == bit));
+                    .any(|h| m.filter.bit(f, &(*h).into()).is_ok_and(|b| b == bit));
                 let got = self.read_bit(&m, f, bit).await?;
                 assert_eq!(
                     got, want,

@@ -225,7 +225,7 @@ pub async fn run_ready(
         }
         let recheck = item.not_found_in.is_some();
         let t = std::time::Instant::now();
-        let q = prober.prepare(item.leaf_hash.as_bytes())?;
+        let q = prober.prepare(&item.leaf_hash)?;
         let prepare_seconds = t.elapsed().as_secs_f64();
         let (bit, stats) = match auditor.query(&q).await {
             Ok(r) => r,

@@ -52,7 +52,7 @@ struct Args {
 fn write_https_sites(path: &std::path::Path, issued: &audit_demo::Issued) -> anyhow::Result<()> {
     let site = |e: &IssuedEntry| {
         let b64 = base64::engine::general_purpose::STANDARD;
-        let hex: String = e.leaf_hash.iter().map(|b| format!("{b:02x}")).collect();
+        let hex = e.leaf_hash.to_hex();
         serde_json::json!({
             "cert": b64.encode(&e.cert_der),
             "issuer": b64.encode(&e.issuer_der),
