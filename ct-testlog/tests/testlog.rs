@@ -811,13 +811,8 @@ async fn bad_requests_are_json_errors() {
         "tree_size",
         "leaf_index",
     ];
-    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
-    let mut next = |n: usize| {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        (seed % n as u64) as usize
-    };
+    let mut rng = ct_core::splitmix::SplitMix64(7);
+    let mut next = |n: usize| rng.below(n as u64) as usize;
     for _ in 0..400 {
         let mut url = paths[next(paths.len())].to_string();
         if url.ends_with('/') {
