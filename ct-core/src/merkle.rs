@@ -822,7 +822,7 @@ mod tests {
     }
 
     fn hex(h: &Hash) -> String {
-        h.iter().map(|b| format!("{b:02x}")).collect()
+        crate::hex::encode(h)
     }
 
     #[test]

@@ -346,11 +346,7 @@ async fn static_ct_api_verifies() {
     assert_eq!(parse_data_tile_checked(old, &r.body).unwrap().len(), 10);
 
     // The issuer endpoint serves the chain's fingerprint.
-    let fp: String = log
-        .issuer_fingerprint()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
+    let fp = ct_core::hex::encode(&log.issuer_fingerprint());
     assert_eq!(http.ok(&format!("issuer/{fp}")).await, log.issuer_der());
     assert_eq!(
         http.get(&format!("issuer/{}", "0".repeat(64))).await.status,
