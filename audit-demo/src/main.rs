@@ -80,12 +80,7 @@ impl Steps {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    bin_support::init_tracing("warn");
     let a = Args::parse();
     let mut s = Steps {
         t0: Instant::now(),

@@ -90,7 +90,7 @@ async fn leaf_hashes_rebuilt_from_certificates_match_the_log() -> TestResult {
     ingest(&log, dir.path(), &url).await?;
     let store = ct_store::Store::connect(&url).await?;
     let stored: HashSet<[u8; 32]> = store.active_leaf_hashes(0).try_collect().await?;
-    let rebuilt: HashSet<[u8; 32]> = issued.iter().map(|e| e.leaf_hash).collect();
+    let rebuilt: HashSet<[u8; 32]> = issued.iter().map(|e| e.leaf_hash.to_bytes()).collect();
     assert_eq!(stored, rebuilt);
     Ok(())
 }
@@ -204,11 +204,8 @@ async fn private_audits_find_logged_and_catch_omitted_scts() -> TestResult {
     // Re-checks happened in a later epoch and produced reports about omitted SCTs only.
     assert!(r.epochs.len() >= 2, "epochs {:?}", r.epochs);
     assert!(d.rechecks > 0 && d.reports > 0, "{d:?}");
-    let omitted: HashSet<audit_proto::LeafHash> = issued
-        .omitted
-        .iter()
-        .map(|e| audit_proto::LeafHash::new(e.leaf_hash))
-        .collect();
+    let omitted: HashSet<audit_proto::LeafHash> =
+        issued.omitted.iter().map(|e| e.leaf_hash).collect();
     assert_eq!(r.report_files.len() as u64, d.reports);
     for f in &r.report_files {
         let rep: browser_client::policy::MisbehaviourReport =
@@ -235,7 +232,7 @@ async fn private_audits_find_logged_and_catch_omitted_scts() -> TestResult {
     assert!(issued
         .omitted
         .iter()
-        .all(|e| !stored.contains(&e.leaf_hash)));
+        .all(|e| !stored.contains(e.leaf_hash.as_bytes())));
     auditor.stop().await
 }
 
@@ -361,7 +358,7 @@ async fn an_epoch_retired_mid_audit_is_retried_on_the_new_one() -> TestResult {
     }
     assert_eq!(q.items.len(), 1);
     // the stale epoch is refused as such…
-    let probe = stale.prepare(q.items[0].leaf_hash.as_bytes())?;
+    let probe = stale.prepare(&q.items[0].leaf_hash)?;
     let err = auditor.query(&probe).await.expect_err("retired epoch");
     assert!(is_epoch_retired(&err), "{err}");
     // …run_ready stops without losing the audit…
@@ -409,9 +406,9 @@ async fn write_sct_audit_fixtures() -> TestResult {
     std::fs::write(out.join("tls.sct"), tls.sct.encode()?)?;
     std::fs::write(out.join("log_list.json"), log.log_list_json())?;
     let expected = serde_json::json!({
-        "log_id": audit_proto::manifest::encode_log_id(&log.log_id()),
-        "embedded": { "leaf_hash": audit_proto::hex::encode(&pre.leaf_hash), "leaf_index": pre.leaf_index, "timestamp_ms": pre.timestamp_ms },
-        "tls": { "leaf_hash": audit_proto::hex::encode(&tls.leaf_hash), "leaf_index": tls.leaf_index, "timestamp_ms": tls.timestamp_ms },
+        "log_id": log.log_id(),
+        "embedded": { "leaf_hash": pre.leaf_hash, "leaf_index": pre.leaf_index, "timestamp_ms": pre.timestamp_ms },
+        "tls": { "leaf_hash": tls.leaf_hash, "leaf_index": tls.leaf_index, "timestamp_ms": tls.timestamp_ms },
     });
     std::fs::write(
         out.join("expected.json"),

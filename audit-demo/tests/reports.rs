@@ -164,7 +164,7 @@ async fn an_omitted_sct_is_reported_verified_stored_and_confirmed_with_the_log()
     r.chain = vec![b64(&logged.cert_der), b64(&logged.issuer_der)];
     r.sct = b64(&logged.sct.encode()?);
     r.sct_timestamp_ms = logged.timestamp_ms;
-    r.leaf_hash = audit_proto::LeafHash::new(logged.leaf_hash);
+    r.leaf_hash = logged.leaf_hash;
     r.kind = EntryKind::Precert;
     cases.push(("logged leaf", json(&r), 422, "leaf_present"));
     for (what, body, status, code) in cases {

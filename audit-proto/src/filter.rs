@@ -53,6 +53,7 @@
 //! adversarial false-positive rate ≤ ½ per query except with probability
 //! 2^-128 over the hash functions.
 
+use ct_core::LeafHash;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
@@ -150,7 +151,7 @@ pub fn mul_shift(x: u64, bits: u64) -> u64 {
 
 /// V1: bit of filter `salt` (of `bits` bits) that `leaf_hash` maps to (see
 /// the module docs). `bits` must be ≥ 1.
-pub fn bit_index(salt: &Salt, leaf_hash: &[u8; 32], bits: u64) -> u64 {
+pub fn bit_index(salt: &Salt, leaf_hash: &LeafHash, bits: u64) -> u64 {
     FilterHasher::new(salt).bit(leaf_hash, bits)
 }
 
@@ -176,8 +177,12 @@ impl FilterHasher {
     }
 
     /// [`bit_index`] for this filter's salt.
-    pub fn bit(&self, leaf_hash: &[u8; 32], bits: u64) -> u64 {
-        let digest = self.after_salt.clone().chain_update(leaf_hash).finalize();
+    pub fn bit(&self, leaf_hash: &LeafHash, bits: u64) -> u64 {
+        let digest = self
+            .after_salt
+            .clone()
+            .chain_update(leaf_hash.as_bytes())
+            .finalize();
         let mut x = [0u8; 8];
         x.copy_from_slice(&digest[..8]);
         mul_shift(u64::from_be_bytes(x), bits)
@@ -209,8 +214,12 @@ impl EntryKeyer {
     }
 
     /// k_h for `leaf_hash`.
-    pub fn key(&self, leaf_hash: &[u8; 32]) -> EntryKey {
-        let d = self.after_key.clone().chain_update(leaf_hash).finalize();
+    pub fn key(&self, leaf_hash: &LeafHash) -> EntryKey {
+        let d = self
+            .after_key
+            .clone()
+            .chain_update(leaf_hash.as_bytes())
+            .finalize();
         core::array::from_fn(|w| {
             u32::from_le_bytes([d[4 * w], d[4 * w + 1], d[4 * w + 2], d[4 * w + 3]])
         })
@@ -266,7 +275,7 @@ pub fn v2_word(key: &EntryKey, filter: u32) -> u64 {
 
 /// V2: bit of filter `filter` (of `bits` bits) that `leaf_hash` maps to
 /// under the entry key `key64` (module docs). `bits` must be ≥ 1.
-pub fn bit_index_v2(key64: &Salt, filter: u32, leaf_hash: &[u8; 32], bits: u64) -> u64 {
+pub fn bit_index_v2(key64: &Salt, filter: u32, leaf_hash: &LeafHash, bits: u64) -> u64 {
     mul_shift(
         v2_word(&EntryKeyer::new(key64).key(leaf_hash), filter),
         bits,
@@ -492,7 +501,7 @@ impl FilterSpec {
     }
 
     /// Bit of filter `filter` for `leaf_hash`.
-    pub fn bit(&self, filter: u32, leaf_hash: &[u8; 32]) -> Result<u64> {
+    pub fn bit(&self, filter: u32, leaf_hash: &LeafHash) -> Result<u64> {
         if filter >= self.a {
             return Err(Error::OutOfRange {
                 what: "filter",
@@ -523,10 +532,10 @@ mod tests {
         let x = u64::from_be_bytes(digest[..8].try_into().unwrap());
         for bits in [1u64, 8, 1000, 1 << 36] {
             let want = ((x as u128 * bits as u128) >> 64) as u64;
-            assert_eq!(bit_index(&salt, &leaf, bits), want);
+            assert_eq!(bit_index(&salt, &leaf.into(), bits), want);
             assert!(want < bits);
         }
-        assert_eq!(bit_index(&salt, &leaf, 1 << 36), KAT_2_36);
+        assert_eq!(bit_index(&salt, &leaf.into(), 1 << 36), KAT_2_36);
     }
     const KAT_2_36: u64 = 59_379_422_954;
 
@@ -569,7 +578,7 @@ mod tests {
         assert_eq!(vectors.len(), 40);
         for v in vectors {
             let leaf = hex32(&v["leaf_hash"]);
-            let key = keyer.key(&leaf);
+            let key = keyer.key(&leaf.into());
             let want_key = hex32(&v["entry_key"]);
             let key_bytes: Vec<u8> = key.iter().flat_map(|w| w.to_le_bytes()).collect();
             assert_eq!(key_bytes, want_key);
@@ -577,10 +586,10 @@ mod tests {
             assert_eq!(v2_word(&key, filter), num(&v["x"]), "filter {filter}");
             for pair in v["bits"].as_array().unwrap() {
                 let (bits, want) = (num(&pair[0]), num(&pair[1]));
-                assert_eq!(bit_index_v2(&key64, filter, &leaf, bits), want);
+                assert_eq!(bit_index_v2(&key64, filter, &leaf.into(), bits), want);
                 let spec = FilterSpec::new(4096, 1, bits, seed);
                 if let Ok(spec) = spec {
-                    assert_eq!(spec.bit(filter, &leaf).unwrap(), want);
+                    assert_eq!(spec.bit(filter, &leaf.into()).unwrap(), want);
                 }
             }
         }
@@ -633,8 +642,8 @@ mod tests {
                 let mut h = [0u8; 32];
                 h[..4].copy_from_slice(&i.to_le_bytes());
                 let b = match version {
-                    HashVersion::V1 => bit_index(&salt, &h, bits),
-                    HashVersion::V2 => bit_index_v2(&salt, i % 768, &h, bits),
+                    HashVersion::V1 => bit_index(&salt, &h.into(), bits),
+                    HashVersion::V2 => bit_index_v2(&salt, i % 768, &h.into(), bits),
                 };
                 counts[b as usize] += 1;
             }
@@ -659,7 +668,7 @@ mod tests {
                 .filter(|i| {
                     let mut h = [0u8; 32];
                     h[..4].copy_from_slice(&i.to_be_bytes());
-                    let key = keyer.key(&h);
+                    let key = keyer.key(&h.into());
                     mul_shift(v2_word(&key, f), bits) == mul_shift(v2_word(&key, g), bits)
                 })
                 .count();
@@ -702,8 +711,8 @@ mod tests {
                 f(&mut bad);
                 assert!(bad.check().is_err(), "{bad:?}");
             }
-            assert!(ok.bit(2, &[0; 32]).is_err());
-            assert!(ok.bit(1, &[0; 32]).unwrap() < 128);
+            assert!(ok.bit(2, &LeafHash::new([0; 32])).is_err());
+            assert!(ok.bit(1, &LeafHash::new([0; 32])).unwrap() < 128);
         }
         let mut v1 = FilterSpec::with_hash(HashVersion::V1, 2, 8, 16, [1; 32]).unwrap();
         assert_ne!(v1.salts[0], v1.salts[1]);

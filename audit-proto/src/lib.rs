@@ -20,13 +20,13 @@ pub mod api;
 pub mod error;
 pub mod filter;
 pub mod hex;
-pub mod ids;
 pub mod manifest;
 pub mod report;
 pub mod shard;
 
+/// The identifiers of the contract, ct-core's: every crate uses these.
+pub use ct_core::{LeafHash, LogId};
 pub use error::{Error, Result};
 pub use filter::{bit_index, FilterSpec, HashVersion, Salt};
-pub use ids::{LeafHash, LogId};
 pub use manifest::{DbSpec, FillRatio, LogCoverage, Manifest, PirSpec, Probe};
 pub use shard::{ShardMap, ShardRule};

@@ -17,7 +17,7 @@
 //! only version 1 keep working with unsharded servers, and refuse (rather
 //! than misroute) a sharded epoch.
 
-use base64::Engine as _;
+use ct_core::{LeafHash, LogId};
 use serde::{Deserialize, Serialize};
 
 use crate::api::MAX_MANIFEST_BYTES;
@@ -85,7 +85,7 @@ pub struct Manifest {
 #[serde(deny_unknown_fields)]
 pub struct LogCoverage {
     /// RFC 6962 LogID (SHA-256 of the log's key), base64 as in log lists.
-    pub log_id: String,
+    pub log_id: LogId,
     /// Size of the log's latest verified tree head.
     pub verified_tree_size: u64,
     /// Entries `[0, verified_position)` were ingested (unless expired).
@@ -95,13 +95,6 @@ pub struct LogCoverage {
     pub ingested_until_ms: u64,
     /// The log's maximum merge delay (s).
     pub mmd_s: u64,
-}
-
-impl LogCoverage {
-    /// The decoded log id.
-    pub fn log_id_bytes(&self) -> Result<[u8; 32]> {
-        decode_log_id(&self.log_id)
-    }
 }
 
 /// The fraction of an epoch's filter bits that are set, in [0, 1], kept
@@ -174,25 +167,6 @@ impl From<FillRatio> for f64 {
     fn from(r: FillRatio) -> f64 {
         r.get()
     }
-}
-
-/// Decodes a base64 LogID.
-pub fn decode_log_id(s: &str) -> Result<[u8; 32]> {
-    let bytes = base64::engine::general_purpose::STANDARD
-        .decode(s)
-        .map_err(|_| Error::Encoding {
-            what: "log_id",
-            why: "not base64",
-        })?;
-    bytes.try_into().map_err(|_| Error::Encoding {
-        what: "log_id",
-        why: "not 32 bytes",
-    })
-}
-
-/// Encodes a LogID as base64.
-pub fn encode_log_id(id: &[u8; 32]) -> String {
-    base64::engine::general_purpose::STANDARD.encode(id)
 }
 
 /// The PIR scheme and parameter set.
@@ -526,9 +500,6 @@ impl Manifest {
         if self.logs.len() > MAX_LOGS {
             return bad(format!("{} logs (max {MAX_LOGS})", self.logs.len()));
         }
-        for l in &self.logs {
-            l.log_id_bytes()?;
-        }
         if self.dbs.is_empty() || self.dbs.len() > MAX_DBS {
             return bad(format!("{} databases (1..={MAX_DBS})", self.dbs.len()));
         }
@@ -573,7 +544,7 @@ impl Manifest {
 
     /// The database and bit that filter `filter`'s bit for `leaf_hash`
     /// lives at.
-    pub fn probe(&self, filter: u32, leaf_hash: &[u8; 32]) -> Result<Probe> {
+    pub fn probe(&self, filter: u32, leaf_hash: &LeafHash) -> Result<Probe> {
         let bit = self.filter.bit(filter, leaf_hash)?;
         let (db, bit) = self.locate(filter, bit)?;
         Ok(Probe {
@@ -636,9 +607,8 @@ impl Manifest {
     }
 
     /// Coverage of the log `log_id`, if the epoch has it.
-    pub fn coverage(&self, log_id: &[u8; 32]) -> Option<&LogCoverage> {
-        let id = encode_log_id(log_id);
-        self.logs.iter().find(|l| l.log_id == id)
+    pub fn coverage(&self, log_id: &LogId) -> Option<&LogCoverage> {
+        self.logs.iter().find(|l| &l.log_id == log_id)
     }
 }
 
@@ -660,7 +630,7 @@ pub(crate) mod tests {
             snapshot_at: 1_700_000_000,
             entries: 10,
             logs: vec![LogCoverage {
-                log_id: encode_log_id(&[9; 32]),
+                log_id: LogId::new([9; 32]),
                 verified_tree_size: 10,
                 verified_position: 10,
                 ingested_until_ms: 1_699_999_000_000,
@@ -786,11 +756,11 @@ pub(crate) mod tests {
         assert_eq!(m.locate(2, 127).unwrap(), (1, 127));
         assert!(m.locate(3, 0).is_err());
         assert!(m.locate(0, 128).is_err());
-        let p = m.probe(1, &[0; 32]).unwrap();
+        let p = m.probe(1, &LeafHash::new([0; 32])).unwrap();
         assert_eq!((p.epoch, p.db), (7, 0));
         assert!(p.bit >= 128 && p.bit < 256);
-        assert!(m.coverage(&[9; 32]).is_some());
-        assert!(m.coverage(&[8; 32]).is_none());
+        assert!(m.coverage(&LogId::new([9; 32])).is_some());
+        assert!(m.coverage(&LogId::new([8; 32])).is_none());
     }
 
     #[test]
@@ -853,7 +823,6 @@ pub(crate) mod tests {
             |m| m.version = 2,
             |m| m.entries = 17,
             |m| m.pir.scheme = "spiral".into(),
-            |m| m.logs[0].log_id = "AAAA".into(),
             |m| m.dbs[1].first_filter = 1,
             |m| m.dbs[1].filters = 2,
             |m| m.dbs[0].bits = 255,
@@ -883,6 +852,7 @@ pub(crate) mod tests {
             ("\"count\":1,\"filters\":1", "\"count\":0,\"filters\":1"),
             ("\"a\":3", "\"a\":0"),
             ("\"bits\":128", "\"bits\":127"),
+            (&format!("\"{}\"", LogId::new([9; 32])), "\"AAAA\""),
         ] {
             let bad = json.replacen(from, to, 1);
             assert_ne!(bad, json, "{from}");

@@ -20,7 +20,7 @@ use base64::Engine as _;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::ids::{LeafHash, LogId};
+use ct_core::{LeafHash, LogId};
 
 /// The report format version this crate reads and writes.
 pub const REPORT_VERSION: u32 = 1;

@@ -16,6 +16,7 @@
 use std::time::Instant;
 
 use audit_proto::filter::{FilterSpec, DEFAULT_FILTERS, DEFAULT_K};
+use audit_proto::LeafHash;
 use pir_core::bench::{paired_batch_rounds, BenchDb, PairedRounds};
 use pir_core::db::BitDatabase;
 use pir_core::params::{DbShape, TABLE1};
@@ -193,11 +194,11 @@ pub fn measure_filter_build(entries: u64, filters: u32) -> Result<f64> {
     let mut seed = [0u8; 32];
     getrandom::getrandom(&mut seed).map_err(|e| Error::Random(e.to_string()))?;
     let mut rng = ChaCha20Rng::from_seed(seed);
-    let leaves: Vec<[u8; 32]> = (0..entries)
+    let leaves: Vec<LeafHash> = (0..entries)
         .map(|_| {
             let mut h = [0u8; 32];
             rng.fill_bytes(&mut h);
-            h
+            LeafHash::new(h)
         })
         .collect();
     let mut maps: Vec<Vec<u8>> = (0..8).map(|_| vec![0u8; bytes]).collect();

@@ -504,7 +504,7 @@ async fn build(n: u64, filters: Option<u32>) -> Result<BuildBench> {
         tmp.path().join("bench.db").display()
     );
     let store = Store::connect_and_migrate(&url).await?;
-    let log_id = [7u8; 32];
+    let log_id = ct_core::LogId::new([7u8; 32]);
     store
         .upsert_log(&LogMeta {
             log_id,
@@ -524,7 +524,7 @@ async fn build(n: u64, filters: Option<u32>) -> Result<BuildBench> {
             .enumerate()
             .map(|(i, h)| Entry {
                 leaf_index: start + i as u64,
-                leaf_hash: *h,
+                leaf_hash: ct_core::LeafHash::new(*h),
                 sct_timestamp_ms: (now as u64 - 3600) * 1000,
                 not_after: now + 90 * 86_400,
             })

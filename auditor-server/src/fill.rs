@@ -30,7 +30,7 @@
 use audit_proto::filter::{
     chacha20_lanes, mul_shift, EntryKeyer, FilterHasher, FilterSpec, HashVersion, KeyLanes, LANES,
 };
-use audit_proto::Manifest;
+use audit_proto::{LeafHash, Manifest};
 use indicatif::ProgressBar;
 use rayon::prelude::*;
 
@@ -285,7 +285,11 @@ fn bits_v1(spec: &FilterSpec, hashes: &[[u8; 32]], filters: &[u32]) -> Vec<u64> 
     let mut out = Vec::with_capacity(hashes.len() * filters.len());
     for &f in filters {
         let hasher = FilterHasher::new(&spec.salts[f as usize]);
-        out.extend(hashes.iter().map(|h| hasher.bit(h, spec.bits)));
+        out.extend(
+            hashes
+                .iter()
+                .map(|h| hasher.bit(&LeafHash::new(*h), spec.bits)),
+        );
     }
     out
 }
@@ -334,7 +338,7 @@ fn entry_keys(keyer: &EntryKeyer, hashes: &[[u8; 32]]) -> Vec<KeyLanes> {
             chunk.chunks(LANES).map(|c| {
                 let mut lanes: KeyLanes = [[0; LANES]; 8];
                 for (l, h) in c.iter().enumerate() {
-                    for (w, word) in keyer.key(h).into_iter().enumerate() {
+                    for (w, word) in keyer.key(&LeafHash::new(*h)).into_iter().enumerate() {
                         lanes[w][l] = word;
                     }
                 }
@@ -377,7 +381,7 @@ pub(crate) fn fill_window(
                 let hasher = FilterHasher::new(&spec.salts[j]);
                 hashes
                     .iter()
-                    .map(move |h| (j, hasher.bit(h, bits)))
+                    .map(move |h| (j, hasher.bit(&LeafHash::new(*h), bits)))
                     .filter(|&(_, b)| b < window)
                     .collect::<Vec<_>>()
             })
@@ -448,7 +452,7 @@ mod tests {
                 for (j, map) in maps.iter().enumerate() {
                     let mut want = vec![0u8; map.len()];
                     for h in &hs {
-                        let b = spec.bit(first + j as u32, h).unwrap();
+                        let b = spec.bit(first + j as u32, &LeafHash::new(*h)).unwrap();
                         want[(b / 8) as usize] |= 1 << (b % 8);
                     }
                     assert_eq!(map, &want, "{version:?} n={n} filter {}", first + j as u32);
@@ -464,7 +468,7 @@ mod tests {
             .map(|f| {
                 let mut want = vec![0u8; (spec.bits / 8) as usize];
                 for h in hs {
-                    let b = spec.bit(f, h).unwrap();
+                    let b = spec.bit(f, &LeafHash::new(*h)).unwrap();
                     want[(b / 8) as usize] |= 1 << (b % 8);
                 }
                 want
@@ -532,7 +536,7 @@ mod tests {
                 for (j, map) in maps.iter().enumerate() {
                     let mut want = vec![0u8; map.len()];
                     for h in &hs {
-                        let b = spec.bit(j as u32, h).unwrap();
+                        let b = spec.bit(j as u32, &LeafHash::new(*h)).unwrap();
                         if b < window {
                             want[(b / 8) as usize] |= 1 << (b % 8);
                         }
@@ -564,7 +568,7 @@ mod tests {
         for (j, map) in maps.iter().enumerate() {
             let mut want = vec![0u8; map.len()];
             for h in &hs {
-                let b = spec.bit(6 + j as u32, h).unwrap();
+                let b = spec.bit(6 + j as u32, &LeafHash::new(*h)).unwrap();
                 want[(b / 8) as usize] |= 1 << (b % 8);
             }
             assert!(map == &want, "filter {}", 6 + j);

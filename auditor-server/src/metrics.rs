@@ -269,7 +269,7 @@ impl Metrics {
         for l in &m.logs {
             let lag = now_s as f64 - l.ingested_until_ms as f64 / 1000.0;
             self.ingest_lag_seconds
-                .with_label_values(&[&l.log_id])
+                .with_label_values(&[l.log_id.to_string().as_str()])
                 .set(lag);
         }
     }

@@ -40,7 +40,8 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use audit_proto::api::{ErrorBody, OCTET_STREAM};
-use audit_proto::Manifest;
+use audit_proto::{LeafHash, Manifest};
+use ct_core::splitmix::SplitMix64;
 use pir_core::client::{Client, QueryKey};
 use pir_core::params::DbShape;
 use pir_core::sampler::PublicSeed;
@@ -240,31 +241,17 @@ pub struct SoakReport {
     pub pass: bool,
 }
 
-/// SplitMix64.
-struct Rng(u64);
+/// The load's randomness (which leaf, which junk): SplitMix64 seeded by
+/// the OS.
+fn os_rng() -> SplitMix64 {
+    let mut b = [0u8; 8];
+    let _ = getrandom::getrandom(&mut b);
+    SplitMix64(u64::from_le_bytes(b))
+}
 
-impl Rng {
-    fn new() -> Rng {
-        let mut b = [0u8; 8];
-        let _ = getrandom::getrandom(&mut b);
-        Rng(u64::from_le_bytes(b))
-    }
-
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-
-    fn bytes(&mut self, n: usize) -> Vec<u8> {
-        (0..n).map(|_| self.next() as u8).collect()
-    }
+/// `n` junk bytes.
+fn junk(rng: &mut SplitMix64, n: usize) -> Vec<u8> {
+    (0..n).map(|_| rng.next_u64() as u8).collect()
 }
 
 /// One precomputed honest query with the bit the clear filter has there.
@@ -307,7 +294,7 @@ fn build_one(
         .server(0)
         .map_or(0, |s| s.database().as_bytes().len() as u64);
     drop(built);
-    let mut rng = Rng::new();
+    let mut rng = os_rng();
     let params = pir_core::params::by_id(m.pir.param_set)?;
     let filters: Vec<u32> = (0..8)
         .map(|_| rng.below(u64::from(m.filter.a)) as u32)
@@ -317,7 +304,7 @@ fn build_one(
         .map(|&f| {
             let mut bits = vec![false; m.filter.bits as usize];
             for h in &snap.hashes {
-                if let Ok(b) = m.filter.bit(f, h) {
+                if let Ok(b) = m.filter.bit(f, &LeafHash::new(*h)) {
                     bits[b as usize] = true;
                 }
             }
@@ -345,7 +332,7 @@ fn build_one(
         let f = filters[j];
         let bit = if i % 2 == 0 {
             let h = &snap.hashes[rng.below(snap.hashes.len() as u64) as usize];
-            m.filter.bit(f, h)?
+            m.filter.bit(f, &LeafHash::new(*h))?
         } else {
             rng.below(m.filter.bits)
         };
@@ -851,7 +838,7 @@ async fn honest(run: Arc<Run>, seed: usize, idle_ms: u64) {
         Ok(h) => h,
         Err(_) => return,
     };
-    let mut rng = Rng::new();
+    let mut rng = os_rng();
     rng.0 ^= seed as u64;
     let mut manifest: Option<(u64, Instant)> = None;
     let mut retried = false;
@@ -1023,7 +1010,7 @@ async fn junk_requests(run: Arc<Run>, seed: usize, pause_ms: u64) {
         Ok(h) => h,
         Err(_) => return,
     };
-    let mut rng = Rng::new();
+    let mut rng = os_rng();
     rng.0 ^= seed as u64;
     let mut i = seed;
     while run.junk_on.load(Ordering::Relaxed) {
@@ -1042,7 +1029,7 @@ async fn junk_requests(run: Arc<Run>, seed: usize, pause_ms: u64) {
                 let n = rng.below(q.body.len() as u64 + 1) as usize;
                 (
                     "random-bytes",
-                    http.post(url(epoch, q.db)).body(rng.bytes(n)),
+                    http.post(url(epoch, q.db)).body(junk(&mut rng, n)),
                 )
             }
             1 => {
@@ -1055,7 +1042,7 @@ async fn junk_requests(run: Arc<Run>, seed: usize, pause_ms: u64) {
             2 => {
                 let mut b = q.body.clone();
                 let n = 1 + rng.below(4096) as usize;
-                b.extend(rng.bytes(n));
+                b.extend(junk(&mut rng, n));
                 ("oversized", http.post(url(epoch, q.db)).body(b))
             }
             3 => (

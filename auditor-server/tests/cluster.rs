@@ -336,7 +336,7 @@ async fn three_shard_processes_and_a_coordinator() -> TestResult {
     let mut unrouted = m.clone();
     unrouted.shards = None;
     let blind = Prober::new(Arc::new(unrouted));
-    let q = blind.prepare_bit(8, m.filter.bit(8, &hashes[0])?)?;
+    let q = blind.prepare_bit(8, m.filter.bit(8, &hashes[0].into())?)?;
     assert_eq!(q.shard_url, None);
     let (bit, _) = Auditor::new(&c.urls[0])?.query(&q).await?;
     assert!(bit, "followed to shard 1, which holds the entry's bit");
@@ -512,7 +512,7 @@ async fn two_coordinators_at_once() -> TestResult {
     for (n, h) in hashes.iter().enumerate() {
         let f = (n as u32) % FILTERS;
         let (bit, _) = client
-            .query(&prober.prepare_bit(f, m.filter.bit(f, h)?)?)
+            .query(&prober.prepare_bit(f, m.filter.bit(f, &(*h).into())?)?)
             .await?;
         assert!(bit, "entry {n} not found in filter {f}");
     }
@@ -549,7 +549,7 @@ async fn two_coordinators_at_once() -> TestResult {
     let replica_auditor = Auditor::new(&replica_url)?;
     for f in filters_of(&m, &[1]) {
         for h in &hashes[..8] {
-            let mut q = prober.prepare_bit(f, m.filter.bit(f, h)?)?;
+            let mut q = prober.prepare_bit(f, m.filter.bit(f, &(*h).into())?)?;
             q.shard_url = None;
             let (bit, _) = replica_auditor.query(&q).await?;
             assert!(bit, "the replica lost an entry in filter {f}");

@@ -27,7 +27,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
-use test_support::{Rng, TinyFs};
+use test_support::{rng_from_env, Rng, TinyFs};
 
 use audit_proto::api::OCTET_STREAM;
 use audit_proto::Manifest;
@@ -49,7 +49,7 @@ async fn synthetic_store(dir: &Path, n: u64) -> Result<(String, Vec<[u8; 32]>), 
     let log_id = [7u8; 32];
     store
         .upsert_log(&LogMeta {
-            log_id,
+            log_id: log_id.into(),
             url: "http://faults.invalid/".into(),
             mmd_s: 86_400,
             kind: LogKind::Rfc6962,
@@ -72,14 +72,14 @@ async fn synthetic_store(dir: &Path, n: u64) -> Result<(String, Vec<[u8; 32]>), 
         .enumerate()
         .map(|(i, h)| Entry {
             leaf_index: i as u64,
-            leaf_hash: *h,
+            leaf_hash: (*h).into(),
             sct_timestamp_ms: (now - 3600) * 1000,
             not_after: now as i64 + 90 * 86_400,
         })
         .collect();
     store
         .commit(
-            Commit::new(&log_id, n, &[0; 32])
+            Commit::new(&log_id.into(), n, &[0; 32])
                 .entries(&entries)
                 .ingested_until_ms((now - 3600) * 1000),
         )
@@ -279,13 +279,13 @@ impl Http {
                 let f = db.first_filter + rng.below(u64::from(db.filters)) as u32;
                 let bit = if i % 2 == 0 {
                     let h = &hashes[rng.below(hashes.len() as u64) as usize];
-                    m.filter.bit(f, h)?
+                    m.filter.bit(f, &(*h).into())?
                 } else {
                     rng.below(m.filter.bits)
                 };
                 let want = hashes
                     .iter()
-                    .any(|h| m.filter.bit(f, h).is_ok_and(|b| b == bit));
+                    .any(|h| m.filter.bit(f, &(*h).into()).is_ok_and(|b| b == bit));
                 let got = self.read_bit(&m, f, bit).await?;
                 assert_eq!(
                     got, want,
@@ -309,7 +309,7 @@ fn copy_dir(from: &Path, to: &Path) -> TestResult {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn build_killed_at_random_points() -> TestResult {
     const KILLS: usize = 10;
-    let mut rng = Rng::from_env("build_killed_at_random_points");
+    let mut rng = rng_from_env("build_killed_at_random_points");
     let tmp = tempfile::tempdir()?;
     let (db_url, hashes) = synthetic_store(tmp.path(), 3000).await?;
     let epochs = tmp.path().join("epochs");
@@ -450,7 +450,7 @@ impl Damage {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn damaged_epoch_files_are_refused() -> TestResult {
-    let mut rng = Rng::from_env("damaged_epoch_files_are_refused");
+    let mut rng = rng_from_env("damaged_epoch_files_are_refused");
     let tmp = tempfile::tempdir()?;
     let (db_url, hashes) = synthetic_store(tmp.path(), 200).await?;
     // 16 filters of 8·200 bits in 4 databases of 4 filters (equal sizes).
@@ -559,7 +559,7 @@ fn dir_bytes(dir: &Path) -> Result<u64, BoxErr> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn epoch_dir_disk_full() -> TestResult {
-    let mut rng = Rng::from_env("epoch_dir_disk_full");
+    let mut rng = rng_from_env("epoch_dir_disk_full");
     let tmp = tempfile::tempdir()?;
     let (db_url, hashes) = synthetic_store(tmp.path(), 2000).await?;
     let config = write_config(tmp.path(), "auditor", 16 * 8 * 2000 / 2, false, None)?;

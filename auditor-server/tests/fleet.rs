@@ -289,7 +289,7 @@ async fn audit(
             let mut n = 0;
             while n < per_client && !stop.as_ref().is_some_and(|s| s.load(Ordering::SeqCst)) {
                 let leaf = h[(c * 7 + n) % h.len()];
-                match a.query_with_fallback(|| p.prepare(&leaf)).await {
+                match a.query_with_fallback(|| p.prepare(&leaf.into())).await {
                     Ok(ans) => {
                         assert!(
                             ans.bit,

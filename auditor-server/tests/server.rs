@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use audit_proto::api::{ErrorBody, BATCH_SIZE_HEADER, OCTET_STREAM};
-use audit_proto::Manifest;
+use audit_proto::{LeafHash, Manifest};
 use auditor_server::service::Service;
 use auditor_server::Config;
 use pir_core::client::{Client, QueryKey};
@@ -154,7 +154,7 @@ impl Running {
 }
 
 /// Filter `f` of the manifest's epoch built in the clear from `hashes`.
-fn clear_filter(m: &Manifest, f: u32, hashes: &[[u8; 32]]) -> Vec<bool> {
+fn clear_filter(m: &Manifest, f: u32, hashes: &[LeafHash]) -> Vec<bool> {
     let mut bits = vec![false; m.filter.bits as usize];
     for h in hashes {
         bits[m.filter.bit(f, h).unwrap() as usize] = true;
@@ -162,7 +162,7 @@ fn clear_filter(m: &Manifest, f: u32, hashes: &[[u8; 32]]) -> Vec<bool> {
     bits
 }
 
-fn hashes(p: &Pipeline) -> Vec<[u8; 32]> {
+fn hashes(p: &Pipeline) -> Vec<LeafHash> {
     p.issued.iter().map(|e| e.leaf_hash).collect()
 }
 
@@ -194,7 +194,7 @@ async fn every_bit_of_a_filter_matches_the_clear_filter() -> TestResult {
     assert_eq!(m.logs.len(), 1);
     assert_eq!(m.logs[0].verified_tree_size, 40);
     assert_eq!(m.logs[0].mmd_s, 3600);
-    assert_eq!(m.logs[0].log_id_bytes()?, p.log.log_id());
+    assert_eq!(m.logs[0].log_id, p.log.log_id());
     assert_eq!(
         m.filter.hash,
         audit_proto::HashVersion::V2,
@@ -244,7 +244,7 @@ async fn every_bit_of_a_filter_matches_the_clear_filter() -> TestResult {
         let f = match i {
             0 => 0,
             1 => 767,
-            _ => (u32::from(h[0]) << 8 | u32::from(h[1])) % 768,
+            _ => (u32::from(h.as_bytes()[0]) << 8 | u32::from(h.as_bytes()[1])) % 768,
         };
         let bit = m.filter.bit(f, h)?;
         assert!(

@@ -27,7 +27,7 @@ async fn fill(store: &Store, n: u64) -> TestResult {
     let log_id = [7u8; 32];
     store
         .upsert_log(&LogMeta {
-            log_id,
+            log_id: log_id.into(),
             url: "http://store.invalid/".into(),
             mmd_s: 86_400,
             kind: LogKind::Rfc6962,
@@ -37,13 +37,13 @@ async fn fill(store: &Store, n: u64) -> TestResult {
     let entries: Vec<Entry> = (0..n)
         .map(|i| Entry {
             leaf_index: i,
-            leaf_hash: [i as u8 + 1; 32],
+            leaf_hash: [i as u8 + 1; 32].into(),
             sct_timestamp_ms: (now as u64 - 3600) * 1000,
             not_after: now + 90 * 86_400,
         })
         .collect();
     store
-        .commit(Commit::new(&log_id, n, &[0; 32]).entries(&entries))
+        .commit(Commit::new(&log_id.into(), n, &[0; 32]).entries(&entries))
         .await?;
     Ok(())
 }

@@ -264,7 +264,7 @@ pub async fn run_ready(
         let answered = auditor
             .query_with_fallback(|| {
                 let t = std::time::Instant::now();
-                let q = prober.prepare(leaf_hash.as_bytes());
+                let q = prober.prepare(&leaf_hash);
                 prepare_seconds += t.elapsed().as_secs_f64();
                 q
             })

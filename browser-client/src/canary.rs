@@ -18,6 +18,7 @@
 //! answers 1 everywhere is flagged after 7 canaries and one that answers 0
 //! everywhere after 112 ([`canaries_to_flag`]).
 
+use audit_proto::LeafHash;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
@@ -32,10 +33,10 @@ pub const ALPHA: f64 = 1e-6;
 
 /// A random leaf hash for a canary, from the OS CSPRNG (the browser's in
 /// wasm32). No log holds it (2^-256 chance otherwise).
-pub fn canary_leaf() -> Result<[u8; 32]> {
+pub fn canary_leaf() -> Result<LeafHash> {
     let mut leaf = [0u8; 32];
     getrandom::getrandom(&mut leaf).map_err(|e| Error::Random(e.to_string()))?;
-    Ok(leaf)
+    Ok(LeafHash::new(leaf))
 }
 
 /// One canary's answer.

@@ -201,7 +201,7 @@ pub fn wait_reason(p: &PendingAudit, m: &Manifest, now_ms: u64) -> Result<Option
     Ok(match readiness(p, m, now_ms)? {
         Readiness::Ready => None,
         Readiness::WaitForMmd(due_ms) => Some(WaitReason::Mmd { due_ms }),
-        Readiness::WaitForCoverage if m.coverage(p.log_id.as_bytes()).is_none() => {
+        Readiness::WaitForCoverage if m.coverage(&p.log_id).is_none() => {
             Some(WaitReason::LogNotTracked { log_id: p.log_id })
         }
         Readiness::WaitForCoverage => Some(WaitReason::Coverage { log_id: p.log_id }),
@@ -224,7 +224,7 @@ pub fn readiness(p: &PendingAudit, m: &Manifest, now_ms: u64) -> Result<Readines
             return Ok(Readiness::WaitForLaterEpoch);
         }
     }
-    match m.coverage(p.log_id.as_bytes()) {
+    match m.coverage(&p.log_id) {
         Some(c) if c.ingested_until_ms >= p.sct_timestamp_ms => Ok(Readiness::Ready),
         _ => Ok(Readiness::WaitForCoverage),
     }
@@ -470,7 +470,7 @@ pub fn b64(bytes: &[u8]) -> String {
 mod tests {
     use super::*;
     use audit_proto::filter::FilterSpec;
-    use audit_proto::manifest::{encode_log_id, DbLayout, LogCoverage, ManifestParts, PirSpec};
+    use audit_proto::manifest::{DbLayout, LogCoverage, ManifestParts, PirSpec};
 
     fn manifest(epoch: u64, ingested_until_ms: u64) -> Manifest {
         Manifest::new(ManifestParts {
@@ -479,7 +479,7 @@ mod tests {
             snapshot_at: 0,
             entries: 1,
             logs: vec![LogCoverage {
-                log_id: encode_log_id(&[1; 32]),
+                log_id: LogId::new([1; 32]),
                 verified_tree_size: 1,
                 verified_position: 1,
                 ingested_until_ms,

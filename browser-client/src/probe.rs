@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use audit_proto::Manifest;
+use audit_proto::{LeafHash, Manifest};
 use pir_core::client::{Client, QueryKey};
 use pir_core::params::DbShape;
 use pir_core::sampler::PublicSeed;
@@ -156,14 +156,14 @@ impl Prober {
     }
 
     /// Probes `leaf_hash` in a freshly drawn random filter.
-    pub fn prepare(&self, leaf_hash: &[u8; 32]) -> Result<PreparedQuery> {
+    pub fn prepare(&self, leaf_hash: &LeafHash) -> Result<PreparedQuery> {
         let filter = choose_filter(self.manifest.filter.a)?;
         self.prepare_in(filter, leaf_hash)
     }
 
     /// Probes `leaf_hash` in filter `filter` (tests and fill-ratio
     /// sampling; real audits use [`Prober::prepare`]).
-    pub fn prepare_in(&self, filter: u32, leaf_hash: &[u8; 32]) -> Result<PreparedQuery> {
+    pub fn prepare_in(&self, filter: u32, leaf_hash: &LeafHash) -> Result<PreparedQuery> {
         let bit = self.manifest.filter.bit(filter, leaf_hash)?;
         self.prepare_bit(filter, bit)
     }

@@ -197,14 +197,14 @@ fn check(
     let leaf = MerkleTreeLeaf::new(sct.timestamped_entry(entry));
     let leaf_hash = leaf.leaf_hash().map_err(ct)?;
     Ok(CheckedSct {
-        log_id: LogId::new(sct.log_id),
+        log_id: sct.log_id,
         log_description: log.map(|l| l.description.clone()),
         mmd_s: log.map(|l| l.mmd),
         timestamp_ms: sct.timestamp,
         extensions: audit_proto::hex::encode(&sct.extensions),
         leaf_index,
         kind,
-        leaf_hash: LeafHash::new(leaf_hash),
+        leaf_hash,
         signature,
         sct: b64(&sct.encode().map_err(ct)?),
     })

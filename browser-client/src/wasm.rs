@@ -54,7 +54,7 @@
 
 use std::sync::Arc;
 
-use audit_proto::Manifest;
+use audit_proto::{LeafHash, Manifest};
 use wasm_bindgen::prelude::*;
 
 use crate::canary::{self, CanaryProbe, CanaryTally};
@@ -244,9 +244,7 @@ fn parse_queue(s: &str) -> Result<PendingQueue, JsError> {
 /// (`prober.prepare(canaryLeaf())`), it reads 1 with the epoch's fill ratio.
 #[wasm_bindgen(js_name = canaryLeaf)]
 pub fn canary_leaf() -> Result<String, JsError> {
-    Ok(audit_proto::hex::encode(
-        &canary::canary_leaf().map_err(js)?,
-    ))
+    Ok(canary::canary_leaf().map_err(js)?.to_hex())
 }
 
 /// Records a canary's answer in the tally of `auditor` (JSON in, JSON out;
@@ -352,8 +350,8 @@ impl Prober {
 
     /// A query for the leaf hash (hex) in a uniformly random filter.
     pub fn prepare(&self, leaf_hash_hex: &str) -> Result<Query, JsError> {
-        let leaf = audit_proto::hex::decode_array::<32>(leaf_hash_hex)
-            .ok_or_else(|| js("leaf hash must be 64 hex digits"))?;
+        let leaf =
+            LeafHash::from_hex(leaf_hash_hex).map_err(|_| js("leaf hash must be 64 hex digits"))?;
         Ok(Query(self.0.prepare(&leaf).map_err(js)?))
     }
 }

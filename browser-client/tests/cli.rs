@@ -266,7 +266,7 @@ mod fake_auditor {
     /// The fixtures' log, covered up to `until_ms`.
     pub(crate) fn covered(log_id: &str, until_ms: u64) -> Vec<LogCoverage> {
         vec![LogCoverage {
-            log_id: log_id.to_owned(),
+            log_id: audit_proto::LogId::from_base64(log_id).expect("a fixture's log id"),
             verified_tree_size: 2,
             verified_position: 2,
             ingested_until_ms: until_ms,

@@ -15,9 +15,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use audit_proto::filter::FilterSpec;
-use audit_proto::manifest::{
-    encode_log_id, DbLayout, LogCoverage, Manifest, ManifestParts, PirSpec,
-};
+use audit_proto::manifest::{DbLayout, LogCoverage, Manifest, ManifestParts, PirSpec};
 use audit_proto::{LeafHash, LogId};
 use axum::body::Bytes;
 use axum::http::{Method, StatusCode, Uri};
@@ -66,7 +64,7 @@ fn ep(epoch: u64, salt: u8, pir_seed: u8, n: u64, ones: bool) -> Ep {
         snapshot_at: now,
         entries: 100,
         logs: vec![LogCoverage {
-            log_id: encode_log_id(&LOG),
+            log_id: audit_proto::LogId::new(LOG),
             verified_tree_size: 100,
             verified_position: 100,
             ingested_until_ms: now_ms(),

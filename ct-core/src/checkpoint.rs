@@ -17,6 +17,7 @@ use base64::Engine as _;
 use sha2::{Digest, Sha256};
 
 use crate::error::{Error, Result};
+use crate::ids::LogId;
 use crate::merkle::{Hash, HASH_LEN};
 use crate::sth::{
     decode_base64, tree_head_signature_input, DigitallySigned, LogKey, SignedTreeHead,
@@ -268,11 +269,11 @@ fn parse_tree_size(s: &str) -> Result<u64> {
 /// "Checkpoints"): the first four bytes, big-endian, of
 /// `SHA-256(key name ‖ 0x0A ‖ 0x05 ‖ LogID)`, where `LogID` is the 32-byte
 /// RFC 6962 log ID, itself `SHA-256(SubjectPublicKeyInfo)`.
-pub fn rfc6962_key_id(name: &str, log_id: &[u8; 32]) -> u32 {
+pub fn rfc6962_key_id(name: &str, log_id: &LogId) -> u32 {
     let mut h = Sha256::new();
     h.update(name.as_bytes());
     h.update([b'\n', SIGNATURE_TYPE_RFC6962]);
-    h.update(log_id);
+    h.update(log_id.as_bytes());
     let d = h.finalize();
     u32::from_be_bytes([d[0], d[1], d[2], d[3]])
 }

@@ -53,8 +53,9 @@ use std::io::Read;
 use sha2::{Digest, Sha256};
 
 use crate::error::{Error, Result};
+use crate::ids::LeafHash;
 use crate::merkle::TileId;
-use crate::merkle::{Hash, LEAF_PREFIX, TILE_WIDTH};
+use crate::merkle::{LEAF_PREFIX, TILE_WIDTH};
 use crate::tls::{LengthPrefix, Reader, Writer, MAX_U16_LEN, MAX_U24_LEN};
 
 /// `Version.v1` (RFC 6962 §3.2).
@@ -330,7 +331,7 @@ impl MerkleTreeLeaf {
     }
 
     /// `SHA-256(0x00 ‖ MerkleTreeLeaf)`, the RFC 6962 §2.1 leaf hash.
-    pub fn leaf_hash(&self) -> Result<Hash> {
+    pub fn leaf_hash(&self) -> Result<LeafHash> {
         Ok(crate::merkle::leaf_hash(&self.encode()?))
     }
 }
@@ -339,11 +340,11 @@ impl MerkleTreeLeaf {
 /// encoded `TimestampedEntry`: `SHA-256(0x00 ‖ 0x00 (v1) ‖ 0x00
 /// (timestamped_entry) ‖ entry)`. Avoids re-encoding when the bytes came off
 /// the wire.
-pub fn leaf_hash_of_encoded_entry(timestamped_entry: &[u8]) -> Hash {
+pub fn leaf_hash_of_encoded_entry(timestamped_entry: &[u8]) -> LeafHash {
     let mut h = Sha256::new();
     h.update([LEAF_PREFIX, VERSION_V1, LEAF_TYPE_TIMESTAMPED_ENTRY]);
     h.update(timestamped_entry);
-    h.finalize().into()
+    LeafHash::new(h.finalize().into())
 }
 
 /// One `Extension` of a `CtExtensions` list (c2sp.org/static-ct-api).
@@ -419,7 +420,7 @@ pub struct TileLeaf {
     timestamped_entry: TimestampedEntry,
     pre_certificate: Option<Vec<u8>>,
     certificate_chain: Vec<[u8; 32]>,
-    leaf_hash: Hash,
+    leaf_hash: LeafHash,
 }
 
 impl TileLeaf {
@@ -549,7 +550,7 @@ impl TileLeaf {
     }
 
     /// The RFC 6962 leaf hash `SHA-256(0x00 ‖ MerkleTreeLeaf)`.
-    pub fn leaf_hash(&self) -> Hash {
+    pub fn leaf_hash(&self) -> LeafHash {
         self.leaf_hash
     }
 

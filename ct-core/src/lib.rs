@@ -18,6 +18,9 @@
 //! | module | what | specifications |
 //! |---|---|---|
 //! | [`error`] | the crate's [`Error`] and [`Result`] | |
+//! | [`ids`] | [`LeafHash`] and [`LogId`], the identifiers every crate uses, with their text forms | RFC 6962 §2.1, §3.2 |
+//! | [`hex`] | lower-case hex | |
+//! | [`splitmix`] | SplitMix64, the workspace's non-cryptographic randomness (jitter, load, tests) | Steele, Lea, Flood 2014 |
 //! | [`tls`] | TLS presentation-language [`tls::Reader`] / [`tls::Writer`] | RFC 5246 §4, RFC 8446 §3 |
 //! | [`leaf`] | `MerkleTreeLeaf`, `TimestampedEntry`, `CtExtensions` / `leaf_index`, `TileLeaf`, data tiles (gzip) | RFC 6962 §3.1–§3.4, c2sp.org/static-ct-api |
 //! | [`x509`] | `notBefore` / `notAfter` of certificates and precert TBSCertificates | RFC 5280 §4.1 |
@@ -60,10 +63,13 @@
 pub mod checkpoint;
 pub mod civil;
 pub mod error;
+pub mod hex;
+pub mod ids;
 pub mod leaf;
 pub mod loglist;
 pub mod merkle;
 pub mod precert;
+pub mod splitmix;
 pub mod sth;
 pub mod tls;
 pub mod x509;
@@ -73,6 +79,7 @@ pub use checkpoint::{
     VerifiedCheckpoint,
 };
 pub use error::{Error, Result};
+pub use ids::{LeafHash, LogId};
 pub use leaf::{
     decompress_if_gzip, encode_leaf_index_extension, leaf_index_from_extensions,
     parse_ct_extensions, parse_data_tile, parse_data_tile_checked, CtExtension, DataTile,

@@ -21,6 +21,7 @@ use serde::Deserialize;
 
 use crate::civil;
 use crate::error::{Error, Result};
+use crate::ids::LogId;
 use crate::merkle::{Hash, HASH_LEN};
 use crate::sth::{decode_base64, LogKey, MAX_SPKI_LEN};
 
@@ -73,7 +74,7 @@ pub struct LogInfo {
     /// Human-readable description.
     pub description: String,
     /// The log ID, checked to equal `SHA-256(key)`.
-    pub log_id: [u8; 32],
+    pub log_id: LogId,
     /// The log's public key.
     pub key: LogKey,
     /// Endpoints.
@@ -277,14 +278,14 @@ impl LogList {
     }
 
     /// The log with this log ID, if listed.
-    pub fn find_by_log_id(&self, log_id: &[u8; 32]) -> Option<&LogInfo> {
+    pub fn find_by_log_id(&self, log_id: &LogId) -> Option<&LogInfo> {
         self.logs().map(|(_, l)| l).find(|l| &l.log_id == log_id)
     }
 }
 
 fn convert_log(l: RawLog, tiled: bool) -> Result<LogInfo> {
     let log_id_bytes = decode_base64(&l.log_id, "log list log_id", HASH_LEN)?;
-    let log_id: [u8; 32] = log_id_bytes.as_slice().try_into().map_err(|_| {
+    let log_id = LogId::from_slice(&log_id_bytes).map_err(|_| {
         Error::malformed(
             "log list log_id",
             format!("{} bytes for {:?}", log_id_bytes.len(), l.description),

@@ -18,6 +18,7 @@ use std::collections::HashMap;
 use sha2::{Digest, Sha256};
 
 use crate::error::{Error, Result};
+use crate::ids::LeafHash;
 
 /// Length of a SHA-256 hash.
 pub const HASH_LEN: usize = 32;
@@ -42,11 +43,11 @@ pub fn empty_root() -> Hash {
 }
 
 /// `SHA-256(0x00 ‖ leaf)`: the hash of one leaf (RFC 6962 §2.1).
-pub fn leaf_hash(leaf: &[u8]) -> Hash {
+pub fn leaf_hash(leaf: &[u8]) -> LeafHash {
     let mut h = Sha256::new();
     h.update([LEAF_PREFIX]);
     h.update(leaf);
-    h.finalize().into()
+    LeafHash::new(h.finalize().into())
 }
 
 /// `SHA-256(0x01 ‖ left ‖ right)`: the hash of an interior node (RFC 6962 §2.1).
@@ -130,14 +131,14 @@ impl CompactRange {
         &self.nodes
     }
 
-    /// Appends one leaf hash. Fails only if the tree already has 2^64-1
-    /// leaves.
-    pub fn push(&mut self, leaf_hash: Hash) -> Result<()> {
+    /// Appends one leaf hash (a [`LeafHash`], or the raw bytes of a hash
+    /// tile). Fails only if the tree already has 2^64-1 leaves.
+    pub fn push(&mut self, leaf_hash: impl Into<Hash>) -> Result<()> {
         let new_size = self
             .size
             .checked_add(1)
             .ok_or_else(|| Error::InvalidArgument("compact range is full".into()))?;
-        let mut hash = leaf_hash;
+        let mut hash = leaf_hash.into();
         // Each trailing one bit of the old size is a perfect subtree of the
         // same height as `hash`: merge them, right to left.
         let mut s = self.size;
@@ -155,7 +156,10 @@ impl CompactRange {
     }
 
     /// Appends every leaf hash of `leaf_hashes`.
-    pub fn extend<I: IntoIterator<Item = Hash>>(&mut self, leaf_hashes: I) -> Result<()> {
+    pub fn extend<I: IntoIterator<Item = impl Into<Hash>>>(
+        &mut self,
+        leaf_hashes: I,
+    ) -> Result<()> {
         for h in leaf_hashes {
             self.push(h)?;
         }
@@ -176,7 +180,7 @@ impl CompactRange {
 /// path): that the leaf with hash `leaf_hash` is at `leaf_index` in the tree
 /// of `tree_size` leaves whose root is `root`.
 pub fn verify_inclusion(
-    leaf_hash: &Hash,
+    leaf_hash: &LeafHash,
     leaf_index: u64,
     tree_size: u64,
     proof: &[Hash],
@@ -194,7 +198,7 @@ pub fn verify_inclusion(
 /// Computes the root implied by an inclusion proof (RFC 9162 §2.1.3.2 steps
 /// 1–5, without the final comparison).
 pub fn root_from_inclusion_proof(
-    leaf_hash: &Hash,
+    leaf_hash: &LeafHash,
     leaf_index: u64,
     tree_size: u64,
     proof: &[Hash],
@@ -213,7 +217,7 @@ pub fn root_from_inclusion_proof(
     }
     let mut fn_ = leaf_index;
     let mut sn = tree_size - 1;
-    let mut r = *leaf_hash;
+    let mut r = leaf_hash.to_bytes();
     for p in proof {
         if sn == 0 {
             return Err(Error::InvalidProof(
@@ -757,7 +761,7 @@ mod tests {
     fn naive_mth(leaves: &[Vec<u8>]) -> Hash {
         match leaves.len() {
             0 => empty_root(),
-            1 => leaf_hash(&leaves[0]),
+            1 => leaf_hash(&leaves[0]).to_bytes(),
             n => {
                 let k = split(n);
                 node_hash(&naive_mth(&leaves[..k]), &naive_mth(&leaves[k..]))
@@ -818,7 +822,7 @@ mod tests {
     }
 
     fn hex(h: &Hash) -> String {
-        h.iter().map(|b| format!("{b:02x}")).collect()
+        crate::hex::encode(h)
     }
 
     #[test]
@@ -835,7 +839,7 @@ mod tests {
     fn rfc6962_reference_vectors() {
         // Leaf hash of the empty leaf (used by RFC 6962 test suites).
         assert_eq!(
-            hex(&leaf_hash(b"")),
+            hex(leaf_hash(b"").as_bytes()),
             "6e340b9cffb37a989ca544e6bb780a2c78901d3fb33738768511a30617afa01d"
         );
     }
@@ -845,7 +849,7 @@ mod tests {
         let all = leaves(70);
         let mut stream = CompactRange::new();
         for n in 0..=70usize {
-            let hashes: Vec<Hash> = all[..n].iter().map(|l| leaf_hash(l)).collect();
+            let hashes: Vec<Hash> = all[..n].iter().map(|l| leaf_hash(l).to_bytes()).collect();
             let naive = naive_mth(&all[..n]);
             assert_eq!(root_from_leaf_hashes(&hashes), naive, "iterative, n={n}");
             assert_eq!(stream.size(), n as u64);
@@ -927,7 +931,7 @@ mod tests {
             }
             // Index out of range.
             assert!(matches!(
-                verify_inclusion(&[0; 32], n as u64, n as u64, &[], &root),
+                verify_inclusion(&LeafHash::new([0; 32]), n as u64, n as u64, &[], &root),
                 Err(Error::InvalidProof(_))
             ));
         }
@@ -1005,7 +1009,7 @@ mod tests {
     fn oversize_proofs_rejected() {
         let proof = vec![[0u8; 32]; MAX_PROOF_LEN + 1];
         assert!(matches!(
-            verify_inclusion(&[0; 32], 0, 2, &proof, &[0; 32]),
+            verify_inclusion(&LeafHash::new([0; 32]), 0, 2, &proof, &[0; 32]),
             Err(Error::TooLarge { .. })
         ));
         assert!(matches!(
@@ -1187,7 +1191,7 @@ mod tests {
     #[test]
     fn root_from_tiles_matches_direct_root() {
         let hashes: Vec<Hash> = (0..70_000u32)
-            .map(|i| leaf_hash(&i.to_be_bytes()))
+            .map(|i| leaf_hash(&i.to_be_bytes()).to_bytes())
             .collect();
         for size in [
             0usize, 1, 2, 255, 256, 257, 1034, 65535, 65536, 65537, 70_000,

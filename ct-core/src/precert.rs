@@ -479,7 +479,7 @@ mod tests {
     #[test]
     fn sct_list_round_trip() {
         let sct = SignedCertificateTimestamp {
-            log_id: [7; 32],
+            log_id: crate::LogId::new([7; 32]),
             timestamp: 1,
             extensions: vec![0, 0, 5, 0, 0, 0, 0, 9],
             signature: crate::sth::DigitallySigned {

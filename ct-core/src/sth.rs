@@ -23,6 +23,7 @@ use x509_parser::prelude::FromDer as _;
 use x509_parser::x509::SubjectPublicKeyInfo;
 
 use crate::error::{Error, Result};
+use crate::ids::LogId;
 use crate::leaf::{SignedEntry, TimestampedEntry, VERSION_V1};
 use crate::merkle::{Hash, HASH_LEN};
 use crate::tls::{Reader, Writer};
@@ -85,7 +86,7 @@ enum Verifier {
 #[derive(Clone, Debug)]
 pub struct LogKey {
     spki_der: Vec<u8>,
-    log_id: [u8; 32],
+    log_id: LogId,
     verifier: Verifier,
 }
 
@@ -140,7 +141,7 @@ impl LogKey {
         };
         Ok(LogKey {
             spki_der: der.to_vec(),
-            log_id: Sha256::digest(der).into(),
+            log_id: LogId::new(Sha256::digest(der).into()),
             verifier,
         })
     }
@@ -151,7 +152,7 @@ impl LogKey {
     }
 
     /// The log ID, `SHA-256(SubjectPublicKeyInfo)` (RFC 6962 §3.2).
-    pub fn log_id(&self) -> [u8; 32] {
+    pub fn log_id(&self) -> LogId {
         self.log_id
     }
 
@@ -435,7 +436,7 @@ pub fn verify_sct_signature(
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SignedCertificateTimestamp {
     /// `SHA-256` of the log's SubjectPublicKeyInfo.
-    pub log_id: [u8; 32],
+    pub log_id: LogId,
     /// Milliseconds since the Unix epoch.
     pub timestamp: u64,
     /// Raw `CtExtensions` (without length prefix).
@@ -456,7 +457,7 @@ impl SignedCertificateTimestamp {
                 value: u64::from(version),
             });
         }
-        let log_id = r.read_array::<32>("SignedCertificateTimestamp.id")?;
+        let log_id = LogId::new(r.read_array::<32>("SignedCertificateTimestamp.id")?);
         let timestamp = r.read_u64("SignedCertificateTimestamp.timestamp")?;
         let extensions = r
             .read_opaque16("SignedCertificateTimestamp.extensions")?
@@ -475,7 +476,7 @@ impl SignedCertificateTimestamp {
     pub fn encode(&self) -> Result<Vec<u8>> {
         let mut w = Writer::new();
         w.put_u8(VERSION_V1);
-        w.put_bytes(&self.log_id);
+        w.put_bytes(self.log_id.as_bytes());
         w.put_u64(self.timestamp);
         w.put_opaque16(&self.extensions, "SignedCertificateTimestamp.extensions")?;
         self.signature.encode_into(&mut w)?;

@@ -51,7 +51,7 @@ fn icarus_key_and_log_id() {
     assert_eq!(ic.key.key_type(), KeyType::EcdsaP256);
     // Icarus's log ID as published in Chrome's log list.
     assert_eq!(
-        common::b64e(&ic.key.log_id()),
+        ic.key.log_id().to_base64(),
         "KTxRllTIOWW6qlD8WAfUt2+/WHopctykwwz05UVH9Hg="
     );
 }

@@ -32,7 +32,7 @@ fn fixture_parses() {
     let icarus = &google.logs[0];
     assert_eq!(icarus.description, "Google 'Icarus' log");
     assert_eq!(
-        common::b64e(&icarus.log_id),
+        icarus.log_id.to_base64(),
         "KTxRllTIOWW6qlD8WAfUt2+/WHopctykwwz05UVH9Hg="
     );
     assert_eq!(icarus.key.key_type(), KeyType::EcdsaP256);
@@ -87,7 +87,7 @@ fn fixture_parses() {
     );
     assert_eq!(tiled.state.unwrap().kind, LogStateKind::Qualified);
     assert_eq!(list.find_by_log_id(&tiled.log_id), Some(tiled));
-    assert!(list.find_by_log_id(&[0; 32]).is_none());
+    assert!(list.find_by_log_id(&ct_core::LogId::new([0; 32])).is_none());
 }
 
 #[test]

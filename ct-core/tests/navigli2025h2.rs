@@ -125,7 +125,7 @@ fn roots_from_data_tiles_and_hash_tiles_agree() {
             let data = read_tile(&t.data_path())
                 .unwrap_or_else(|| panic!("tile maths named a missing tile {}", t.data_path()));
             for e in parse_data_tile_checked(*t, &data).unwrap() {
-                leaf_hashes.push(e.leaf_hash());
+                leaf_hashes.push(e.leaf_hash().to_bytes());
                 stream.push(e.leaf_hash()).unwrap();
             }
         }

@@ -656,7 +656,9 @@ fn sct_signatures_verify() {
             assert!(t.verify(&public, &entry).is_err());
             // Wrong log ID.
             let mut t = decoded.clone();
-            t.log_id[0] ^= 1;
+            let mut id = t.log_id.to_bytes();
+            id[0] ^= 1;
+            t.log_id = id.into();
             assert!(matches!(
                 t.verify(&public, &entry),
                 Err(Error::LogIdMismatch { .. })

@@ -165,7 +165,7 @@ fn select(log: &TestLog, opts: &BenchOptions) -> Result<SelectedLog> {
     let list = LogList::from_json(log.log_list_json().as_bytes())?;
     let config = Config {
         logs: vec![LogSelector {
-            id: Some(crate::config::hex(&log.log_id())),
+            id: Some(ct_core::hex::encode(log.log_id().as_bytes())),
             api: Some(opts.api.as_str().to_owned()),
             batch_size: Some(opts.limits.batch_size),
             concurrency: Some(opts.limits.concurrency),

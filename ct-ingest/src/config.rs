@@ -52,6 +52,7 @@ use crate::error::{Error, Result};
 use crate::http::{HttpClient, HttpSettings};
 pub use ct_core::civil::Schedule;
 use ct_core::loglist::{LogApi, LogInfo, LogList, LogStateKind, MAX_LOG_LIST_SIZE};
+use ct_core::LogId;
 use ct_store::{LogKind, DEFAULT_DATABASE_URL};
 
 /// Chrome's current log list.
@@ -382,7 +383,7 @@ impl Config {
     pub fn select_logs(&self, list: &LogList, now_s: i64) -> Result<Vec<SelectedLog>> {
         let defaults = resolve_limits(&LogLimits::default(), &self.defaults, "[defaults]")?;
         let mut chosen: Vec<SelectedLog> = Vec::new();
-        let mut seen: HashSet<[u8; 32]> = HashSet::new();
+        let mut seen: HashSet<LogId> = HashSet::new();
         // Static-ct-api entries first, so that they win for unspecific
         // selectors.
         let mut candidates: Vec<&LogInfo> = list.logs().map(|(_, l)| l).collect();
@@ -508,25 +509,14 @@ fn resolve_limits(base: &LogLimits, over: &LimitsConfig, section: &str) -> Resul
 }
 
 /// A log ID in base64 (standard, as in the log list) or 64 hex digits.
-pub fn parse_log_id(s: &str) -> Result<[u8; 32]> {
+pub fn parse_log_id(s: &str) -> Result<LogId> {
     let s = s.trim();
-    if s.len() == 64 && s.bytes().all(|b| b.is_ascii_hexdigit()) {
-        let mut out = [0u8; 32];
-        for (i, o) in out.iter_mut().enumerate() {
-            *o = u8::from_str_radix(&s[2 * i..2 * i + 2], 16)
-                .map_err(|e| Error::Config(format!("log id {s:?}: {e}")))?;
-        }
-        return Ok(out);
+    if let Some(bytes) = ct_core::hex::decode_array(s) {
+        return Ok(LogId::new(bytes));
     }
     let bytes = ct_core::sth::decode_base64(s, "log id", 32)
         .map_err(|e| Error::Config(format!("log id {s:?}: {e}")))?;
-    <[u8; 32]>::try_from(bytes.as_slice())
-        .map_err(|_| Error::Config(format!("log id {s:?} is not 32 bytes")))
-}
-
-/// Lowercase hex (for log IDs in messages and selectors).
-pub fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    LogId::from_slice(&bytes).map_err(|_| Error::Config(format!("log id {s:?} is not 32 bytes")))
 }
 
 fn parse_api(s: &str) -> Result<LogKind> {

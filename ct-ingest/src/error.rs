@@ -331,13 +331,13 @@ mod tests {
         assert!(!Error::Config("x".into()).is_transient());
         // The store's position behind this run's (a commit lost in a crash).
         assert!(Error::from(ct_store::StoreError::Gap {
-            log_id: [0; 32],
+            log_id: [0; 32].into(),
             verified_position: 900,
             first_leaf_index: 1000,
         })
         .is_transient());
         assert!(!Error::from(ct_store::StoreError::RootMismatch {
-            log_id: [0; 32],
+            log_id: [0; 32].into(),
             tree_size: 5,
         })
         .is_transient());

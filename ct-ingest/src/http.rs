@@ -22,6 +22,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use ct_core::splitmix::{self, SplitMix64};
 use serde::Deserialize;
 use tokio::sync::Semaphore;
 
@@ -459,13 +460,8 @@ fn jitter_unit() -> f64 {
     let seed = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64);
-    let mut z = STATE
-        .fetch_add(0x9E37_79B9_7F4A_7C15, Ordering::Relaxed)
-        .wrapping_add(seed);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^= z >> 31;
-    (z >> 11) as f64 / (1u64 << 53) as f64
+    let state = STATE.fetch_add(splitmix::GAMMA, Ordering::Relaxed);
+    SplitMix64(state.wrapping_add(seed)).unit()
 }
 
 #[cfg(test)]

@@ -57,9 +57,10 @@ use crate::rfc6962::Rfc6962Client;
 use crate::static_ct::{StaticCtClient, TileCache};
 use ct_core::loglist::LogApi;
 use ct_core::merkle::{tile_for_size, verify_consistency, CompactRange, Hash, TILE_WIDTH};
+use ct_core::LogId;
 #[cfg(feature = "fault-injection")]
 use ct_store::FaultPlan;
-use ct_store::{Commit, CommitOutcome, Entry, LogId, LogKind, LogMeta, Store, StoreError};
+use ct_store::{Commit, CommitOutcome, Entry, LogKind, LogMeta, Store, StoreError};
 
 /// Progress sink: called with (log description, entries downloaded and
 /// hashed so far, size of the signed head being ingested). The CLI draws

@@ -24,7 +24,6 @@
 //! | [`ingest`] | per-log ingestion: download, verify against the signed head, commit with the frontier | see `docs/ingest.md` |
 //! | [`reports`] | confirming the auditor's misbehaviour reports with the logs (`get-proof-by-hash`, or the stored verified prefix) | RFC 6962 §4.5 |
 //! | [`metrics`] | run counters and per-log gauges in the Prometheus text format | |
-//! | [`signal`] | stop requests (Ctrl-C, SIGTERM) for `ct-ingest run` | |
 //! | `bench` (feature `bench`, off by default) | end-to-end ingestion benchmark against a local test log (`ct-testlog`) | |
 
 #[cfg(feature = "bench")]
@@ -37,7 +36,6 @@ pub mod ingest;
 pub mod metrics;
 pub mod reports;
 pub mod rfc6962;
-pub mod signal;
 pub mod static_ct;
 
 pub use error::{Error, Result};

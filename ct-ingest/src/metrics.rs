@@ -55,10 +55,6 @@ fn metrics() -> &'static Metrics {
     METRICS.get_or_init(Metrics::default)
 }
 
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
 /// Adds a finished run to the process-wide metrics (`now_ms`: wall clock).
 pub fn record_run(summary: &RunSummary, now_ms: u64) {
     let m = metrics();
@@ -82,7 +78,7 @@ pub fn record_run(summary: &RunSummary, now_ms: u64) {
     }
     let mut logs = m.logs.lock().unwrap_or_else(|p| p.into_inner());
     for (log, res) in &summary.logs {
-        let key = hex(&log.info.log_id);
+        let key = ct_core::hex::encode(log.info.log_id.as_bytes());
         let g = logs.entry(key).or_default();
         g.description = log.info.description.clone();
         match res {

@@ -27,7 +27,8 @@
 
 use ct_core::loglist::LogApi;
 use ct_core::merkle::verify_inclusion;
-use ct_store::{LogId, ReportStatus, Store, StoredReport};
+use ct_core::{LeafHash, LogId};
+use ct_store::{ReportStatus, Store, StoredReport};
 
 use crate::config::SelectedLog;
 use crate::error::{chain, Result};
@@ -76,7 +77,7 @@ pub struct ReportCheck {
     /// Its log.
     pub log_id: LogId,
     /// Its leaf.
-    pub leaf_hash: [u8; 32],
+    pub leaf_hash: LeafHash,
     /// What was found.
     pub outcome: CheckOutcome,
     /// Why, for the operator (stored with the report).
@@ -107,8 +108,8 @@ pub async fn confirm_reports(
             .await?;
         tracing::info!(
             report = r.id,
-            log_id = %crate::config::hex(&r.report.log_id),
-            leaf_hash = %crate::config::hex(&r.report.leaf_hash),
+            log_id = %r.report.log_id,
+            leaf_hash = %r.report.leaf_hash,
             outcome = outcome.as_str(),
             %note,
             "misbehaviour report checked with the log"

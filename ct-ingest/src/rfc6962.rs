@@ -25,6 +25,7 @@ use ct_core::leaf::{LogEntryType, MerkleTreeLeaf, MAX_CERT_LEN, MAX_EXTENSIONS_L
 use ct_core::merkle::{leaf_hash, Hash, HASH_LEN, MAX_PROOF_LEN};
 use ct_core::sth::{decode_base64, LogKey, SignedTreeHead, MAX_STH_JSON_LEN};
 use ct_core::tls::{Reader, MAX_U24_LEN};
+use ct_core::LeafHash;
 use ct_store::Entry;
 
 /// Largest `leaf_input` accepted: a `MerkleTreeLeaf` with a maximal
@@ -135,11 +136,11 @@ impl Rfc6962Client {
     /// [`ct_core::merkle::verify_inclusion`].
     pub async fn get_proof_by_hash(
         &self,
-        leaf_hash: &Hash,
+        leaf_hash: &LeafHash,
         tree_size: u64,
     ) -> Result<Option<(u64, Vec<Hash>)>> {
         use base64::Engine as _;
-        let b64 = base64::engine::general_purpose::STANDARD.encode(leaf_hash);
+        let b64 = base64::engine::general_purpose::STANDARD.encode(leaf_hash.as_bytes());
         // Standard base64 in a query string: '+', '/' and '=' escaped.
         let hash = b64
             .replace('+', "%2B")

@@ -282,7 +282,9 @@ mod tests {
     use ct_core::merkle::leaf_hash;
 
     fn leaves(n: u64) -> Vec<Hash> {
-        (0..n).map(|i| leaf_hash(&i.to_be_bytes())).collect()
+        (0..n)
+            .map(|i| leaf_hash(&i.to_be_bytes()).to_bytes())
+            .collect()
     }
 
     #[test]

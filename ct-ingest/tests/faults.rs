@@ -97,7 +97,7 @@ impl Fixture {
         let mut leaves = vec![[0u8; 32]; n as usize];
         for e in &issued {
             let i = e.leaf_index.ok_or("issued entry without a leaf index")?;
-            leaves[usize::try_from(i)?] = e.leaf_hash;
+            leaves[usize::try_from(i)?] = e.leaf_hash.to_bytes();
         }
         let dir = tempfile::tempdir()?;
         let list = dir.path().join("log_list.json");
@@ -132,7 +132,7 @@ impl Fixture {
                 "log_list = \"{}\"\ndatabase_url = \"{db_url}\"\n{extra}\n\
                  [[log]]\nid = \"{}\"\napi = \"{}\"\n{limits}\n",
                 self.list.display(),
-                ct_ingest::config::hex(&self.log.log_id()),
+                ct_core::hex::encode(self.log.log_id().as_bytes()),
                 api.as_str()
             ),
         )?;
@@ -175,7 +175,7 @@ fn wait_exit(child: &mut Child, timeout: Duration) -> Result<std::process::ExitS
 }
 
 /// The log's verified position (0 before the ingester registered it).
-async fn verified(store: &Store, log_id: &[u8; 32]) -> Result<u64, StoreError> {
+async fn verified(store: &Store, log_id: &ct_core::LogId) -> Result<u64, StoreError> {
     match store.log_state(log_id).await {
         Ok(s) => Ok(s.verified_position),
         Err(StoreError::UnknownLog(_)) => Ok(0),

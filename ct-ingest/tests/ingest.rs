@@ -19,8 +19,9 @@ use std::error::Error as StdError;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use ct_core::hex::encode as hex;
 use ct_core::LogList;
-use ct_ingest::config::{hex, Config, LogLimits, LogSelector, SelectedLog};
+use ct_ingest::config::{Config, LogLimits, LogSelector, SelectedLog};
 use ct_ingest::http::{HttpClient, HttpSettings};
 use ct_ingest::ingest::{ingest_log, run_once, IngestOptions, IngestReport};
 use ct_ingest::Error;
@@ -74,7 +75,7 @@ fn select(log: &TestLog, api: LogKind, l: &LogLimits) -> Result<SelectedLog, Box
     let list = LogList::from_json(log.log_list_json().as_bytes())?;
     let config = Config {
         logs: vec![LogSelector {
-            id: Some(hex(&log.log_id())),
+            id: Some(hex(log.log_id().as_bytes())),
             api: Some(api.as_str().to_owned()),
             batch_size: Some(l.batch_size),
             concurrency: Some(l.concurrency),
@@ -115,7 +116,7 @@ async fn active_set(store: &Store) -> Result<HashSet<[u8; 32]>, BoxErr> {
 }
 
 fn hashes(issued: &[IssuedEntry]) -> HashSet<[u8; 32]> {
-    issued.iter().map(|e| e.leaf_hash).collect()
+    issued.iter().map(|e| e.leaf_hash.to_bytes()).collect()
 }
 
 /// Asserts S equals the leaf hashes of `issued` (printing sizes, not sets).
@@ -629,7 +630,9 @@ async fn unlogged_sct_is_never_in_the_set() -> TestResult {
             assert_eq!(r.verified_position, 200, "{ctx}");
             assert_set(&store, &issued, &ctx).await?;
             assert!(
-                !active_set(&store).await?.contains(&unlogged.leaf_hash),
+                !active_set(&store)
+                    .await?
+                    .contains(unlogged.leaf_hash.as_bytes()),
                 "{ctx}: the unlogged entry is in S"
             );
             log.shutdown().await;

@@ -5,7 +5,9 @@ use crate::convert::to_i64;
 use crate::error::StoreError;
 #[cfg(any(test, feature = "fault-injection"))]
 use crate::model::FaultPlan;
-use crate::model::{CommitOutcome, Entry, LogId};
+use ct_core::LogId;
+
+use crate::model::{CommitOutcome, Entry};
 use crate::month::pg_month;
 
 /// A batch of verified entries of one log, with the tree head they were
@@ -14,7 +16,7 @@ use crate::month::pg_month;
 ///
 /// ```
 /// # use ct_store::{Commit, Entry};
-/// # let (log_id, root) = ([1u8; 32], [2u8; 32]);
+/// # let (log_id, root) = (ct_core::LogId::new([1u8; 32]), [2u8; 32]);
 /// # let (entries, frontier): (Vec<Entry>, Vec<[u8; 32]>) = (Vec::new(), Vec::new());
 /// let commit = Commit::new(&log_id, 1_000, &root)
 ///     .entries(&entries)
@@ -269,7 +271,7 @@ pub(crate) fn columns(entries: &[Entry], now_s: i64) -> Result<Columns<'_>, Stor
     };
     for e in entries.iter().filter(|e| e.not_after >= now_s) {
         c.leaf_index.push(to_i64("leaf_index", e.leaf_index)?);
-        c.leaf_hash.push(&e.leaf_hash[..]);
+        c.leaf_hash.push(&e.leaf_hash.as_bytes()[..]);
         c.sct_timestamp_ms
             .push(to_i64("sct_timestamp_ms", e.sct_timestamp_ms)?);
         c.not_after.push(e.not_after);

@@ -1,8 +1,6 @@
 //! The crate's one error type.
 
-use std::fmt;
-
-use crate::model::LogId;
+use ct_core::LogId;
 
 /// Errors of the store.
 ///
@@ -68,10 +66,10 @@ pub enum StoreError {
         reason: String,
     },
     /// The log has not been registered with [`Store::upsert_log`](crate::Store::upsert_log).
-    #[error("unknown log {}", Hex(.0))]
+    #[error("unknown log {}", .0)]
     UnknownLog(LogId),
     /// The batch does not start at the log's verified position.
-    #[error("gap in log {}: verified position is {verified_position}, batch starts at {first_leaf_index}", Hex(.log_id))]
+    #[error("gap in log {}: verified position is {verified_position}, batch starts at {first_leaf_index}", .log_id)]
     Gap {
         /// The log.
         log_id: LogId,
@@ -98,7 +96,7 @@ pub enum StoreError {
     },
     /// A tree head of the same size with a different root is already stored:
     /// the log presented two views (or the caller mixed logs up).
-    #[error("log {} already has a verified tree of size {tree_size} with a different root hash", Hex(.log_id))]
+    #[error("log {} already has a verified tree of size {tree_size} with a different root hash", .log_id)]
     RootMismatch {
         /// The log.
         log_id: LogId,
@@ -232,15 +230,6 @@ fn is_storage_full(e: &sqlx::Error) -> bool {
     match e {
         sqlx::Error::Database(db) => matches!(db.code().as_deref(), Some("13" | "53100")),
         _ => false,
-    }
-}
-
-/// A 32-byte id in hex, for messages.
-pub(crate) struct Hex<'a>(pub(crate) &'a [u8; 32]);
-
-impl fmt::Display for Hex<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.0.iter().try_for_each(|b| write!(f, "{b:02x}"))
     }
 }
 

@@ -72,7 +72,7 @@ pub use commit::Commit;
 pub use error::StoreError;
 #[cfg(any(test, feature = "fault-injection"))]
 pub use model::FaultPlan;
-pub use model::{CommitOutcome, Coverage, Entry, LogId, LogKind, LogMeta, LogState};
+pub use model::{CommitOutcome, Coverage, Entry, LogKind, LogMeta, LogState};
 pub use reports::{NewReport, ReportStatus, StoredReport, MAX_PUBLIC_KEY_BYTES};
 pub use schema::PG_SCHEMA;
 pub use store::Store;

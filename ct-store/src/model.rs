@@ -1,8 +1,7 @@
 //! The store's plain data: what a log, an entry, a commit's outcome and a
 //! log's coverage are. No behaviour beyond naming values.
 
-/// A CT log's identifier: SHA-256 of its public key (RFC 6962 §3.2).
-pub type LogId = [u8; 32];
+use ct_core::{LeafHash, LogId};
 
 /// Which CT API a log speaks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -62,7 +61,7 @@ pub struct Entry {
     /// Position in the log.
     pub leaf_index: u64,
     /// `SHA-256(0x00 ‖ MerkleTreeLeaf)`.
-    pub leaf_hash: [u8; 32],
+    pub leaf_hash: LeafHash,
     /// SCT timestamp, ms since the Unix epoch.
     pub sct_timestamp_ms: u64,
     /// Certificate `notAfter`, seconds since the Unix epoch.

@@ -11,9 +11,9 @@ use sqlx::Row;
 
 use crate::convert::{from_i64, hash32, to_i64};
 use crate::error::StoreError;
-use crate::model::LogId;
 use crate::month::pg_month;
 use crate::store::{with_dialect, Backend, Store};
+use ct_core::{LeafHash, LogId};
 
 /// Largest public key stored (bytes of DER), as the migration's check.
 pub const MAX_PUBLIC_KEY_BYTES: usize = 2048;
@@ -70,7 +70,7 @@ pub struct NewReport {
     /// The log.
     pub log_id: LogId,
     /// The leaf the log promised.
-    pub leaf_hash: [u8; 32],
+    pub leaf_hash: LeafHash,
     /// SCT timestamp (ms).
     pub sct_timestamp_ms: u64,
     /// The log's MMD (s).
@@ -174,8 +174,8 @@ where
     Ok(StoredReport {
         id: from_i64("report_id", row.try_get(0)?)?,
         report: NewReport {
-            log_id: hash32(row.try_get(1)?)?,
-            leaf_hash: hash32(row.try_get(2)?)?,
+            log_id: hash32(row.try_get(1)?)?.into(),
+            leaf_hash: hash32(row.try_get(2)?)?.into(),
             sct_timestamp_ms: from_i64("sct_timestamp_ms", row.try_get(3)?)?,
             mmd_s: from_i64("mmd_s", row.try_get(4)?)?,
             kind: row.try_get::<&str, _>(5)?.to_owned(),
@@ -205,7 +205,7 @@ impl Store {
         let affected = with_dialect!(&self.backend, |pool| {
             sqlx::query("UPDATE logs SET public_key = $1 WHERE log_id = $2")
                 .bind(spki_der)
-                .bind(&log_id[..])
+                .bind(&log_id.as_bytes()[..])
                 .execute(pool)
                 .await?
                 .rows_affected()
@@ -221,7 +221,7 @@ impl Store {
     pub async fn log_key(&self, log_id: &LogId) -> Result<Option<Vec<u8>>, StoreError> {
         let row: Option<Option<Vec<u8>>> = with_dialect!(&self.backend, |pool| {
             sqlx::query_scalar("SELECT public_key FROM logs WHERE log_id = $1")
-                .bind(&log_id[..])
+                .bind(&log_id.as_bytes()[..])
                 .fetch_optional(pool)
                 .await?
         });
@@ -236,7 +236,7 @@ impl Store {
     pub async fn contains_leaf(
         &self,
         log_id: &LogId,
-        leaf_hash: &[u8; 32],
+        leaf_hash: &LeafHash,
         sct_timestamp_ms: u64,
         not_after: i64,
     ) -> Result<bool, StoreError> {
@@ -248,9 +248,9 @@ impl Store {
                      (SELECT log_no FROM logs WHERE log_id = $1) \
                      AND sct_timestamp_ms = $2 AND leaf_hash = $3 LIMIT 1",
                 )
-                .bind(&log_id[..])
+                .bind(&log_id.as_bytes()[..])
                 .bind(ts)
-                .bind(&leaf_hash[..])
+                .bind(&leaf_hash.as_bytes()[..])
                 .fetch_optional(pool)
                 .await?
             }
@@ -260,10 +260,10 @@ impl Store {
                      (SELECT log_no FROM logs WHERE log_id = $1) \
                      AND expiry_month = $2 AND sct_timestamp_ms = $3 AND leaf_hash = $4 LIMIT 1",
                 )
-                .bind(&log_id[..])
+                .bind(&log_id.as_bytes()[..])
                 .bind(pg_month(not_after))
                 .bind(ts)
-                .bind(&leaf_hash[..])
+                .bind(&leaf_hash.as_bytes()[..])
                 .fetch_optional(pool)
                 .await?
             }
@@ -287,8 +287,8 @@ impl Store {
                  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) \
                  ON CONFLICT (log_id, leaf_hash) DO NOTHING",
             )
-            .bind(&r.log_id[..])
-            .bind(&r.leaf_hash[..])
+            .bind(&r.log_id.as_bytes()[..])
+            .bind(&r.leaf_hash.as_bytes()[..])
             .bind(ts)
             .bind(mmd)
             .bind(&r.kind)

@@ -18,7 +18,9 @@ use crate::dialect::Dialect;
 use crate::error::StoreError;
 #[cfg(any(test, feature = "fault-injection"))]
 use crate::model::FaultPlan;
-use crate::model::{CommitOutcome, Coverage, LogId, LogKind, LogMeta, LogState};
+use ct_core::LogId;
+
+use crate::model::{CommitOutcome, Coverage, LogKind, LogMeta, LogState};
 use crate::month::pg_month;
 use crate::url::{DatabaseUrl, Scheme};
 
@@ -267,7 +269,7 @@ impl Store {
                     .bind(&meta.url)
                     .bind(mmd)
                     .bind(meta.kind.as_str())
-                    .bind(&meta.log_id[..])
+                    .bind(&meta.log_id.as_bytes()[..])
                     .execute(pool)
                     .await?
                     .rows_affected();
@@ -277,7 +279,7 @@ impl Store {
                      ON CONFLICT (log_id) DO UPDATE \
                      SET url = excluded.url, mmd_s = excluded.mmd_s, kind = excluded.kind",
                 )
-                .bind(&meta.log_id[..])
+                .bind(&meta.log_id.as_bytes()[..])
                 .bind(&meta.url)
                 .bind(mmd)
                 .bind(meta.kind.as_str())
@@ -294,7 +296,7 @@ impl Store {
             sqlx::query(&format!(
                 "SELECT {LOG_STATE_COLUMNS} FROM logs WHERE log_id = $1"
             ))
-            .bind(&log_id[..])
+            .bind(&log_id.as_bytes()[..])
             .fetch_optional(pool)
             .await?
             .map(|r| log_state_from_row(&r))
@@ -314,7 +316,7 @@ impl Store {
         let affected = with_dialect!(&self.backend, |pool| {
             sqlx::query("UPDATE logs SET downloaded_position = $1 WHERE log_id = $2")
                 .bind(pos)
-                .bind(&log_id[..])
+                .bind(&log_id.as_bytes()[..])
                 .execute(pool)
                 .await?
                 .rows_affected()
@@ -337,7 +339,7 @@ impl Store {
             D::prepare_commit(pool, commit.entries, now_s).await?;
             let mut tx = pool.begin_with(D::BEGIN).await?;
             let row = sqlx::query(&format!("{SELECT_PREV}{}", D::LOCK_LOG_ROW))
-                .bind(&log_id[..])
+                .bind(&log_id.as_bytes()[..])
                 .fetch_optional(&mut *tx)
                 .await?
                 .ok_or(StoreError::UnknownLog(*log_id))?;
@@ -384,7 +386,7 @@ impl Store {
     ) -> Result<(u64, Option<Vec<[u8; 32]>>), StoreError> {
         let (pos, blob): (i64, Option<Vec<u8>>) = with_dialect!(&self.backend, |pool| {
             sqlx::query_as("SELECT verified_position, frontier FROM logs WHERE log_id = $1")
-                .bind(&log_id[..])
+                .bind(&log_id.as_bytes()[..])
                 .fetch_optional(pool)
                 .await?
                 .ok_or(StoreError::UnknownLog(*log_id))?
@@ -474,7 +476,7 @@ where
 {
     Ok(LogState {
         meta: LogMeta {
-            log_id: hash32(row.try_get(0)?)?,
+            log_id: hash32(row.try_get(0)?)?.into(),
             url: row.try_get::<&str, _>(1)?.to_owned(),
             mmd_s: from_i64("mmd_s", row.try_get(2)?)?,
             kind: row.try_get::<&str, _>(3)?.parse()?,
@@ -518,7 +520,7 @@ where
     usize: sqlx::ColumnIndex<R>,
 {
     Ok(Coverage {
-        log_id: hash32(row.try_get(0)?)?,
+        log_id: hash32(row.try_get(0)?)?.into(),
         verified_tree_size: from_i64("verified_tree_size", row.try_get(1)?)?,
         verified_position: from_i64("verified_position", row.try_get(2)?)?,
         ingested_until_ms: from_i64("ingested_until_ms", row.try_get(3)?)?,

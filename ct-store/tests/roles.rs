@@ -19,7 +19,7 @@ fn entries(n: u64, not_after: i64) -> Vec<Entry> {
     (0..n)
         .map(|i| Entry {
             leaf_index: i,
-            leaf_hash: [i as u8 + 1; 32],
+            leaf_hash: [i as u8 + 1; 32].into(),
             sct_timestamp_ms: 1_700_000_000_000 + i,
             not_after,
         })
@@ -28,7 +28,7 @@ fn entries(n: u64, not_after: i64) -> Vec<Entry> {
 
 fn meta() -> LogMeta {
     LogMeta {
-        log_id: [9; 32],
+        log_id: [9; 32].into(),
         url: "https://log.example/".into(),
         mmd_s: 86_400,
         kind: LogKind::Rfc6962,
@@ -37,8 +37,8 @@ fn meta() -> LogMeta {
 
 fn report() -> NewReport {
     NewReport {
-        log_id: [9; 32],
-        leaf_hash: [0xee; 32],
+        log_id: [9; 32].into(),
+        leaf_hash: [0xee; 32].into(),
         sct_timestamp_ms: 1_700_000_000_000,
         mmd_s: 86_400,
         kind: "x509".into(),
@@ -69,12 +69,12 @@ async fn three_roles_least_privilege() -> TestResult {
         let batch = [entries(3, NOW + 86_400), entries(5, far)[3..].to_vec()].concat();
         ingest
             .commit(
-                Commit::new(&[9; 32], 5, &[1; 32])
+                Commit::new(&[9; 32].into(), 5, &[1; 32])
                     .entries(&batch)
                     .now_s(NOW),
             )
             .await?;
-        ingest.set_log_key(&[9; 32], &[0x30, 0x01]).await?;
+        ingest.set_log_key(&[9; 32].into(), &[0x30, 0x01]).await?;
         // Prune as a non-owner: no DDL, no error.
         ingest.prune_expired(NOW).await?;
         assert!(denied(
@@ -87,11 +87,11 @@ async fn three_roles_least_privilege() -> TestResult {
         let hashes: Vec<[u8; 32]> = auditor.active_leaf_hashes(NOW).try_collect().await?;
         assert_eq!(hashes.len(), 5);
         assert_eq!(auditor.coverage().await?.len(), 1);
-        assert!(auditor.log_key(&[9; 32]).await?.is_some());
+        assert!(auditor.log_key(&[9; 32].into()).await?.is_some());
         assert!(auditor.insert_report(&report()).await?);
         assert_eq!(auditor.reports(None, 10).await?.len(), 1);
         let e = auditor
-            .commit(Commit::new(&[9; 32], 6, &[2; 32]).now_s(NOW))
+            .commit(Commit::new(&[9; 32].into(), 6, &[2; 32]).now_s(NOW))
             .await
             .expect_err("the auditor cannot write the store");
         assert!(denied(&e), "{e}");
@@ -129,7 +129,7 @@ async fn own_schema_does_not_shadow_the_store() -> TestResult {
         ingest.upsert_log(&meta()).await?;
         ingest
             .commit(
-                Commit::new(&[9; 32], 4, &[1; 32])
+                Commit::new(&[9; 32].into(), 4, &[1; 32])
                     .entries(&entries(4, NOW + 86_400))
                     .now_s(NOW),
             )

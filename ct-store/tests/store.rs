@@ -16,6 +16,7 @@ use std::collections::HashSet;
 use std::error::Error;
 use std::time::Instant;
 
+use ct_core::LeafHash;
 use ct_store::{
     Commit, Coverage, Entry, FaultPlan, LogKind, LogMeta, NewReport, ReportStatus, Store,
     StoreError,
@@ -71,7 +72,7 @@ fn log_id(n: u8) -> [u8; 32] {
 
 fn meta(n: u8) -> LogMeta {
     LogMeta {
-        log_id: log_id(n),
+        log_id: log_id(n).into(),
         url: format!("https://log{n}.example/"),
         mmd_s: 86_400,
         kind: match n % 2 {
@@ -90,7 +91,7 @@ fn entry(log: u8, index: u64, not_after: i64) -> Entry {
     leaf.extend_from_slice(&index.to_be_bytes());
     Entry {
         leaf_index: index,
-        leaf_hash: Sha256::digest(&leaf).into(),
+        leaf_hash: LeafHash::new(Sha256::digest(&leaf).into()),
         sct_timestamp_ms: 1_700_000_000_000 + index,
         not_after,
     }
@@ -110,7 +111,7 @@ async fn migrations_idempotent_case(store: &Store, db: &TestDb) -> TestResult {
     store.upsert_log(&meta(1)).await?;
     store
         .commit(
-            Commit::new(&log_id(1), 10, &root(10))
+            Commit::new(&log_id(1).into(), 10, &root(10))
                 .entries(&entries(1, 0..10, LATER))
                 .ingested_until_ms(5)
                 .now_s(NOW),
@@ -124,7 +125,10 @@ async fn migrations_idempotent_case(store: &Store, db: &TestDb) -> TestResult {
     again.migrate().await?;
     Store::connect(&db.url).await?.close().await;
     assert_eq!(again.count_active(NOW).await?, 10);
-    assert_eq!(again.log_state(&log_id(1)).await?.verified_position, 10);
+    assert_eq!(
+        again.log_state(&log_id(1).into()).await?.verified_position,
+        10
+    );
     again.close().await;
     // Every migration file of the backend, each applied once (both
     // flavours have the same numbered files).
@@ -146,15 +150,15 @@ on_all_backends!(migrations_idempotent, migrations_idempotent_case);
 async fn upsert_and_download_case(store: &Store, _db: &TestDb) -> TestResult {
     let id = log_id(1);
     assert!(matches!(
-        store.log_state(&id).await,
+        store.log_state(&id.into()).await,
         Err(StoreError::UnknownLog(x)) if x == id
     ));
     assert!(matches!(
-        store.record_download(&id, 5).await,
+        store.record_download(&id.into(), 5).await,
         Err(StoreError::UnknownLog(_))
     ));
     store.upsert_log(&meta(1)).await?;
-    let s = store.log_state(&id).await?;
+    let s = store.log_state(&id.into()).await?;
     assert_eq!(s.meta, meta(1));
     assert_eq!(
         (
@@ -169,14 +173,14 @@ async fn upsert_and_download_case(store: &Store, _db: &TestDb) -> TestResult {
 
     // The downloaded position is advisory: it moves freely and never
     // touches the verified one.
-    store.record_download(&id, 5_000).await?;
-    store.record_download(&id, 4_000).await?;
-    let s = store.log_state(&id).await?;
+    store.record_download(&id.into(), 5_000).await?;
+    store.record_download(&id.into(), 4_000).await?;
+    let s = store.log_state(&id.into()).await?;
     assert_eq!((s.downloaded_position, s.verified_position), (4_000, 0));
 
     store
         .commit(
-            Commit::new(&id, 100, &root(100))
+            Commit::new(&id.into(), 100, &root(100))
                 .entries(&entries(1, 0..100, LATER))
                 .ingested_until_ms(7)
                 .now_s(NOW),
@@ -188,20 +192,20 @@ async fn upsert_and_download_case(store: &Store, _db: &TestDb) -> TestResult {
     m.mmd_s = 60;
     m.kind = LogKind::Static;
     store.upsert_log(&m).await?;
-    let s = store.log_state(&id).await?;
+    let s = store.log_state(&id.into()).await?;
     assert_eq!(s.meta, m);
     assert_eq!((s.downloaded_position, s.verified_position), (4_000, 100));
     // A commit lifts the downloaded position to at least the verified one.
-    store.record_download(&id, 10).await?;
+    store.record_download(&id.into(), 10).await?;
     store
         .commit(
-            Commit::new(&id, 150, &root(150))
+            Commit::new(&id.into(), 150, &root(150))
                 .entries(&entries(1, 100..150, LATER))
                 .ingested_until_ms(8)
                 .now_s(NOW),
         )
         .await?;
-    let s = store.log_state(&id).await?;
+    let s = store.log_state(&id.into()).await?;
     assert_eq!((s.downloaded_position, s.verified_position), (150, 150));
     Ok(())
 }
@@ -213,7 +217,7 @@ async fn commit_inserts_and_advances_atomically_case(store: &Store, _db: &TestDb
 
     let out = store
         .commit(
-            Commit::new(&id, 1_000, &root(1_000))
+            Commit::new(&id.into(), 1_000, &root(1_000))
                 .entries(&entries(1, 0..100, LATER))
                 .ingested_until_ms(111)
                 .now_s(NOW),
@@ -221,7 +225,7 @@ async fn commit_inserts_and_advances_atomically_case(store: &Store, _db: &TestDb
         .await?;
     assert_eq!((out.inserted, out.replayed, out.expired), (100, 0, 0));
     assert_eq!(out.verified_position, 100);
-    let s = store.log_state(&id).await?;
+    let s = store.log_state(&id.into()).await?;
     assert_eq!(s.verified_position, 100);
     assert_eq!(s.verified_tree_size, 1_000);
     assert_eq!(s.verified_root_hash, Some(root(1_000)));
@@ -231,7 +235,7 @@ async fn commit_inserts_and_advances_atomically_case(store: &Store, _db: &TestDb
     // Next batch against a newer tree head.
     let out = store
         .commit(
-            Commit::new(&id, 2_000, &root(2_000))
+            Commit::new(&id.into(), 2_000, &root(2_000))
                 .entries(&entries(1, 100..250, LATER))
                 .ingested_until_ms(222)
                 .now_s(NOW),
@@ -243,13 +247,13 @@ async fn commit_inserts_and_advances_atomically_case(store: &Store, _db: &TestDb
     // moves back.
     let out = store
         .commit(
-            Commit::new(&id, 3_000, &root(3_000))
+            Commit::new(&id.into(), 3_000, &root(3_000))
                 .ingested_until_ms(100)
                 .now_s(NOW),
         )
         .await?;
     assert_eq!((out.inserted, out.verified_position), (0, 250));
-    let s = store.log_state(&id).await?;
+    let s = store.log_state(&id.into()).await?;
     assert_eq!(
         (
             s.verified_tree_size,
@@ -263,7 +267,7 @@ async fn commit_inserts_and_advances_atomically_case(store: &Store, _db: &TestDb
     // the entries nor the position are visible afterwards.
     let err = store
         .commit(
-            Commit::new(&id, 4_000, &root(4_000))
+            Commit::new(&id.into(), 4_000, &root(4_000))
                 .entries(&entries(1, 250..300, LATER))
                 .ingested_until_ms(333)
                 .now_s(NOW)
@@ -279,7 +283,7 @@ async fn commit_inserts_and_advances_atomically_case(store: &Store, _db: &TestDb
         return Err(format!("expected the injected fault, got {err}").into());
     };
     assert_eq!((would.inserted, would.verified_position), (50, 300));
-    let s = store.log_state(&id).await?;
+    let s = store.log_state(&id.into()).await?;
     assert_eq!(
         (
             s.verified_position,
@@ -293,7 +297,7 @@ async fn commit_inserts_and_advances_atomically_case(store: &Store, _db: &TestDb
     // The restarted ingester replays the batch: inserted exactly once.
     let out = store
         .commit(
-            Commit::new(&id, 4_000, &root(4_000))
+            Commit::new(&id.into(), 4_000, &root(4_000))
                 .entries(&entries(1, 250..300, LATER))
                 .ingested_until_ms(333)
                 .now_s(NOW),
@@ -309,7 +313,7 @@ async fn commit_inserts_and_advances_atomically_case(store: &Store, _db: &TestDb
     let big = entries(1, 300..40_300, LATER);
     let out = store
         .commit(
-            Commit::new(&id, 40_300, &root(40_300))
+            Commit::new(&id.into(), 40_300, &root(40_300))
                 .entries(&big)
                 .ingested_until_ms(444)
                 .now_s(NOW),
@@ -332,7 +336,7 @@ async fn replay_after_crash_is_idempotent_case(store: &Store, _db: &TestDb) -> T
     // failure, yet the batch is committed.
     let err = store
         .commit(
-            Commit::new(&id, 100, &root(100))
+            Commit::new(&id.into(), 100, &root(100))
                 .entries(&batch)
                 .ingested_until_ms(10)
                 .now_s(NOW)
@@ -355,13 +359,13 @@ async fn replay_after_crash_is_idempotent_case(store: &Store, _db: &TestDb) -> T
         "{err}"
     );
     assert_eq!(store.count_active(NOW).await?, 100);
-    assert_eq!(store.log_state(&id).await?.verified_position, 100);
+    assert_eq!(store.log_state(&id.into()).await?.verified_position, 100);
 
     // So the restarted caller sends the same batch again. Nothing is
     // inserted and the position stays.
     let out = store
         .commit(
-            Commit::new(&id, 100, &root(100))
+            Commit::new(&id.into(), 100, &root(100))
                 .entries(&batch)
                 .ingested_until_ms(10)
                 .now_s(NOW),
@@ -377,12 +381,12 @@ async fn replay_after_crash_is_idempotent_case(store: &Store, _db: &TestDb) -> T
         (0, 100, 0, 100)
     );
     assert_eq!(store.count_active(NOW).await?, 100);
-    assert_eq!(store.log_state(&id).await?.verified_position, 100);
+    assert_eq!(store.log_state(&id.into()).await?.verified_position, 100);
 
     // A batch overlapping the verified position: only the new half goes in.
     let out = store
         .commit(
-            Commit::new(&id, 150, &root(150))
+            Commit::new(&id.into(), 150, &root(150))
                 .entries(&entries(1, 50..150, LATER))
                 .ingested_until_ms(15)
                 .now_s(NOW),
@@ -398,7 +402,7 @@ async fn replay_after_crash_is_idempotent_case(store: &Store, _db: &TestDb) -> T
     // no-op too: the stored head does not move back.
     let out = store
         .commit(
-            Commit::new(&id, 100, &root(100))
+            Commit::new(&id.into(), 100, &root(100))
                 .entries(&batch)
                 .ingested_until_ms(10)
                 .now_s(NOW),
@@ -408,7 +412,7 @@ async fn replay_after_crash_is_idempotent_case(store: &Store, _db: &TestDb) -> T
         (out.inserted, out.replayed, out.verified_position),
         (0, 100, 150)
     );
-    let s = store.log_state(&id).await?;
+    let s = store.log_state(&id.into()).await?;
     assert_eq!(
         (
             s.verified_position,
@@ -424,7 +428,7 @@ async fn replay_after_crash_is_idempotent_case(store: &Store, _db: &TestDb) -> T
     assert_eq!(store.count_active(NOW).await?, 0);
     store
         .commit(
-            Commit::new(&id, 150, &root(150))
+            Commit::new(&id.into(), 150, &root(150))
                 .entries(&batch)
                 .ingested_until_ms(15)
                 .now_s(NOW),
@@ -443,17 +447,17 @@ async fn gaps_and_bad_batches_refused_case(store: &Store, _db: &TestDb) -> TestR
     store.upsert_log(&meta(1)).await?;
     store
         .commit(
-            Commit::new(&id, 100, &root(100))
+            Commit::new(&id.into(), 100, &root(100))
                 .entries(&entries(1, 0..10, LATER))
                 .ingested_until_ms(1)
                 .now_s(NOW),
         )
         .await?;
-    let before = store.log_state(&id).await?;
+    let before = store.log_state(&id.into()).await?;
 
     let r = store
         .commit(
-            Commit::new(&id, 100, &root(100))
+            Commit::new(&id.into(), 100, &root(100))
                 .entries(&entries(1, 11..20, LATER))
                 .ingested_until_ms(2)
                 .now_s(NOW),
@@ -471,7 +475,7 @@ async fn gaps_and_bad_batches_refused_case(store: &Store, _db: &TestDb) -> TestR
     holey.remove(3);
     let r = store
         .commit(
-            Commit::new(&id, 100, &root(100))
+            Commit::new(&id.into(), 100, &root(100))
                 .entries(&holey)
                 .ingested_until_ms(2)
                 .now_s(NOW),
@@ -490,7 +494,7 @@ async fn gaps_and_bad_batches_refused_case(store: &Store, _db: &TestDb) -> TestR
 
     let r = store
         .commit(
-            Commit::new(&id, 100, &root(100))
+            Commit::new(&id.into(), 100, &root(100))
                 .entries(&entries(1, 10..120, LATER))
                 .ingested_until_ms(2)
                 .now_s(NOW),
@@ -509,7 +513,7 @@ async fn gaps_and_bad_batches_refused_case(store: &Store, _db: &TestDb) -> TestR
 
     let r = store
         .commit(
-            Commit::new(&id, 100, &root(7))
+            Commit::new(&id.into(), 100, &root(7))
                 .entries(&entries(1, 10..20, LATER))
                 .ingested_until_ms(2)
                 .now_s(NOW),
@@ -526,7 +530,7 @@ async fn gaps_and_bad_batches_refused_case(store: &Store, _db: &TestDb) -> TestR
     bad[5].sct_timestamp_ms = u64::MAX;
     let r = store
         .commit(
-            Commit::new(&id, 100, &root(100))
+            Commit::new(&id.into(), 100, &root(100))
                 .entries(&bad)
                 .ingested_until_ms(2)
                 .now_s(NOW),
@@ -545,7 +549,7 @@ async fn gaps_and_bad_batches_refused_case(store: &Store, _db: &TestDb) -> TestR
 
     let r = store
         .commit(
-            Commit::new(&log_id(9), 1, &root(1))
+            Commit::new(&log_id(9).into(), 1, &root(1))
                 .entries(&entries(9, 0..1, LATER))
                 .ingested_until_ms(2)
                 .now_s(NOW),
@@ -553,13 +557,13 @@ async fn gaps_and_bad_batches_refused_case(store: &Store, _db: &TestDb) -> TestR
         .await;
     assert!(matches!(r, Err(StoreError::UnknownLog(_))), "{r:?}");
 
-    assert_eq!(store.log_state(&id).await?, before);
+    assert_eq!(store.log_state(&id.into()).await?, before);
     assert_eq!(store.count_active(NOW).await?, 10);
 
     // The right batch still goes in.
     let out = store
         .commit(
-            Commit::new(&id, 100, &root(100))
+            Commit::new(&id.into(), 100, &root(100))
                 .entries(&entries(1, 10..20, LATER))
                 .ingested_until_ms(2)
                 .now_s(NOW),
@@ -586,7 +590,7 @@ async fn expiry_pruning_case(store: &Store, db: &TestDb) -> TestResult {
     batch.extend(entries(1, 55..60, NOV_15_2026)); // already expired at commit
     let out = store
         .commit(
-            Commit::new(&id, 60, &root(60))
+            Commit::new(&id.into(), 60, &root(60))
                 .entries(&batch)
                 .ingested_until_ms(1)
                 .now_s(DEC_01_2026),
@@ -663,15 +667,15 @@ async fn expiry_pruning_case(store: &Store, db: &TestDb) -> TestResult {
     let left: HashSet<[u8; 32]> = store.active_leaf_hashes(APR_01_2027).try_collect().await?;
     let want: HashSet<[u8; 32]> = entries(1, 50..55, END_OF_TIME)
         .iter()
-        .map(|e| e.leaf_hash)
+        .map(|e| e.leaf_hash.to_bytes())
         .collect();
     assert_eq!(left, want);
 
     // The position is untouched by expiry, and later months still work.
-    assert_eq!(store.log_state(&id).await?.verified_position, 60);
+    assert_eq!(store.log_state(&id.into()).await?.verified_position, 60);
     let out = store
         .commit(
-            Commit::new(&id, 70, &root(70))
+            Commit::new(&id.into(), 70, &root(70))
                 .entries(&entries(1, 60..70, APR_01_2027 + 3_600))
                 .ingested_until_ms(2)
                 .now_s(APR_01_2027),
@@ -702,14 +706,14 @@ async fn active_set_iteration_case(store: &Store, _db: &TestDb) -> TestResult {
             })
             .collect();
         for e in &batch {
-            want_now.insert(e.leaf_hash);
+            want_now.insert(e.leaf_hash.to_bytes());
             if e.not_after >= FEB_01_2027 {
-                want_feb.insert(e.leaf_hash);
+                want_feb.insert(e.leaf_hash.to_bytes());
             }
         }
         store
             .commit(
-                Commit::new(&log_id(log), n, &root(n))
+                Commit::new(&log_id(log).into(), n, &root(n))
                     .entries(&batch)
                     .ingested_until_ms(1)
                     .now_s(NOW),
@@ -756,19 +760,19 @@ on_all_backends!(active_set_iteration, active_set_iteration_case);
 async fn reports_and_log_keys_case(store: &Store, _db: &TestDb) -> TestResult {
     // Log keys: unknown log refused, NULL until recorded, then read back.
     assert!(matches!(
-        store.log_key(&log_id(1)).await,
+        store.log_key(&log_id(1).into()).await,
         Err(StoreError::UnknownLog(_))
     ));
     store.upsert_log(&meta(1)).await?;
-    assert_eq!(store.log_key(&log_id(1)).await?, None);
-    store.set_log_key(&log_id(1), b"spki").await?;
+    assert_eq!(store.log_key(&log_id(1).into()).await?, None);
+    store.set_log_key(&log_id(1).into(), b"spki").await?;
     assert_eq!(
-        store.log_key(&log_id(1)).await?.as_deref(),
+        store.log_key(&log_id(1).into()).await?.as_deref(),
         Some(&b"spki"[..])
     );
-    assert!(store.set_log_key(&log_id(1), &[]).await.is_err());
+    assert!(store.set_log_key(&log_id(1).into(), &[]).await.is_err());
     assert!(matches!(
-        store.set_log_key(&log_id(2), b"k").await,
+        store.set_log_key(&log_id(2).into(), b"k").await,
         Err(StoreError::UnknownLog(_))
     ));
 
@@ -776,7 +780,7 @@ async fn reports_and_log_keys_case(store: &Store, _db: &TestDb) -> TestResult {
     let batch = entries(1, 0..20, LATER);
     store
         .commit(
-            Commit::new(&log_id(1), 20, &root(20))
+            Commit::new(&log_id(1).into(), 20, &root(20))
                 .entries(&batch)
                 .ingested_until_ms(1)
                 .now_s(NOW),
@@ -785,24 +789,29 @@ async fn reports_and_log_keys_case(store: &Store, _db: &TestDb) -> TestResult {
     let e = &batch[7];
     assert!(
         store
-            .contains_leaf(&log_id(1), &e.leaf_hash, e.sct_timestamp_ms, LATER)
+            .contains_leaf(&log_id(1).into(), &e.leaf_hash, e.sct_timestamp_ms, LATER)
             .await?
     );
     assert!(
         !store
-            .contains_leaf(&log_id(1), &[9; 32], e.sct_timestamp_ms, LATER)
+            .contains_leaf(
+                &log_id(1).into(),
+                &[9; 32].into(),
+                e.sct_timestamp_ms,
+                LATER
+            )
             .await?
     );
     assert!(
         !store
-            .contains_leaf(&log_id(2), &e.leaf_hash, e.sct_timestamp_ms, LATER)
+            .contains_leaf(&log_id(2).into(), &e.leaf_hash, e.sct_timestamp_ms, LATER)
             .await?
     );
 
     // Reports: inserted once per (log, leaf), listed, counted, checked.
     let report = |leaf: u8| NewReport {
-        log_id: log_id(1),
-        leaf_hash: [leaf; 32],
+        log_id: log_id(1).into(),
+        leaf_hash: [leaf; 32].into(),
         sct_timestamp_ms: 1_700_000_000_000,
         mmd_s: 86_400,
         kind: "precert".into(),
@@ -857,7 +866,7 @@ async fn coverage_case(store: &Store, _db: &TestDb) -> TestResult {
     }
     store
         .commit(
-            Commit::new(&log_id(1), 50, &root(50))
+            Commit::new(&log_id(1).into(), 50, &root(50))
                 .entries(&entries(1, 0..40, LATER))
                 .ingested_until_ms(1_111)
                 .now_s(NOW),
@@ -865,7 +874,7 @@ async fn coverage_case(store: &Store, _db: &TestDb) -> TestResult {
         .await?;
     store
         .commit(
-            Commit::new(&log_id(2), 7, &root(7))
+            Commit::new(&log_id(2).into(), 7, &root(7))
                 .entries(&entries(2, 0..7, LATER))
                 .ingested_until_ms(2_222)
                 .now_s(NOW),
@@ -873,21 +882,21 @@ async fn coverage_case(store: &Store, _db: &TestDb) -> TestResult {
         .await?;
     let mut want = vec![
         Coverage {
-            log_id: log_id(1),
+            log_id: log_id(1).into(),
             verified_tree_size: 50,
             verified_position: 40,
             ingested_until_ms: 1_111,
             mmd_s: 86_400,
         },
         Coverage {
-            log_id: log_id(2),
+            log_id: log_id(2).into(),
             verified_tree_size: 7,
             verified_position: 7,
             ingested_until_ms: 2_222,
             mmd_s: 86_400,
         },
         Coverage {
-            log_id: log_id(3),
+            log_id: log_id(3).into(),
             verified_tree_size: 0,
             verified_position: 0,
             ingested_until_ms: 0,
@@ -911,7 +920,7 @@ async fn concurrent_commits_serialize_case(store: &Store, _db: &TestDb) -> TestR
         tasks.push(tokio::spawn(async move {
             store
                 .commit(
-                    Commit::new(&log_id(log), count, &root(count))
+                    Commit::new(&log_id(log).into(), count, &root(count))
                         .entries(&entries(log, 0..count, LATER))
                         .ingested_until_ms(9)
                         .now_s(NOW),
@@ -928,7 +937,10 @@ async fn concurrent_commits_serialize_case(store: &Store, _db: &TestDb) -> TestR
     assert_eq!(log1, [(0, 2_000), (2_000, 0)]);
     assert_eq!(outs[2].inserted, 3_000);
     assert_eq!(store.count_active(NOW).await?, 5_000);
-    assert_eq!(store.log_state(&log_id(1)).await?.verified_position, 2_000);
+    assert_eq!(
+        store.log_state(&log_id(1).into()).await?.verified_position,
+        2_000
+    );
     Ok(())
 }
 on_all_backends!(
@@ -942,21 +954,24 @@ on_all_backends!(
 async fn frontier_with_position_case(store: &Store, _db: &TestDb) -> TestResult {
     let id = log_id(1);
     store.upsert_log(&meta(1)).await?;
-    assert_eq!(store.verified_frontier(&id).await?, (0, None));
+    assert_eq!(store.verified_frontier(&id.into()).await?, (0, None));
     let f5 = vec![[5u8; 32], [1u8; 32]]; // popcount(5) = 2
     store
         .commit(
-            Commit::new(&id, 10, &root(10))
+            Commit::new(&id.into(), 10, &root(10))
                 .entries(&entries(1, 0..5, LATER))
                 .frontier(&f5)
                 .now_s(NOW),
         )
         .await?;
-    assert_eq!(store.verified_frontier(&id).await?, (5, Some(f5.clone())));
+    assert_eq!(
+        store.verified_frontier(&id.into()).await?,
+        (5, Some(f5.clone()))
+    );
     // Wrong number of roots: refused, nothing written.
     let err = store
         .commit(
-            Commit::new(&id, 10, &root(10))
+            Commit::new(&id.into(), 10, &root(10))
                 .entries(&entries(1, 5..8, LATER))
                 .frontier(&f5)
                 .now_s(NOW),
@@ -971,21 +986,27 @@ async fn frontier_with_position_case(store: &Store, _db: &TestDb) -> TestResult 
             found: 2
         }
     ));
-    assert_eq!(store.verified_frontier(&id).await?, (5, Some(f5.clone())));
+    assert_eq!(
+        store.verified_frontier(&id.into()).await?,
+        (5, Some(f5.clone()))
+    );
     // A replay that does not move the position keeps the frontier.
     store
         .commit(
-            Commit::new(&id, 10, &root(10))
+            Commit::new(&id.into(), 10, &root(10))
                 .entries(&entries(1, 0..3, LATER))
                 .frontier(&[[3u8; 32]])
                 .now_s(NOW),
         )
         .await?;
-    assert_eq!(store.verified_frontier(&id).await?, (5, Some(f5.clone())));
+    assert_eq!(
+        store.verified_frontier(&id.into()).await?,
+        (5, Some(f5.clone()))
+    );
     // Crash before COMMIT: neither position nor frontier move.
     let err = store
         .commit(
-            Commit::new(&id, 10, &root(10))
+            Commit::new(&id.into(), 10, &root(10))
                 .entries(&entries(1, 5..8, LATER))
                 .frontier(&[[8u8; 32]])
                 .now_s(NOW)
@@ -997,28 +1018,28 @@ async fn frontier_with_position_case(store: &Store, _db: &TestDb) -> TestResult 
         matches!(err, StoreError::InjectedFault { outcome, .. } if outcome.verified_position == 8),
         "{err}"
     );
-    assert_eq!(store.verified_frontier(&id).await?, (5, Some(f5)));
+    assert_eq!(store.verified_frontier(&id.into()).await?, (5, Some(f5)));
     store
         .commit(
-            Commit::new(&id, 10, &root(10))
+            Commit::new(&id.into(), 10, &root(10))
                 .entries(&entries(1, 5..8, LATER))
                 .frontier(&[[8u8; 32]])
                 .now_s(NOW),
         )
         .await?;
     assert_eq!(
-        store.verified_frontier(&id).await?,
+        store.verified_frontier(&id.into()).await?,
         (8, Some(vec![[8u8; 32]]))
     );
     // A commit without a frontier that moves the position clears it.
     store
         .commit(
-            Commit::new(&id, 10, &root(10))
+            Commit::new(&id.into(), 10, &root(10))
                 .entries(&entries(1, 8..9, LATER))
                 .now_s(NOW),
         )
         .await?;
-    assert_eq!(store.verified_frontier(&id).await?, (9, None));
+    assert_eq!(store.verified_frontier(&id.into()).await?, (9, None));
     Ok(())
 }
 on_all_backends!(frontier_with_position, frontier_with_position_case);
@@ -1052,7 +1073,7 @@ async fn bulk_insert_throughput_case(store: &Store, db: &TestDb) -> TestResult {
             build += t.elapsed();
             let out = store
                 .commit(
-                    Commit::new(&log_id(log), per_log, &root(per_log))
+                    Commit::new(&log_id(log).into(), per_log, &root(per_log))
                         .entries(&batch)
                         .ingested_until_ms(end)
                         .now_s(NOW),

@@ -370,11 +370,7 @@ async fn tile(State(s): State<App>, uri: Uri) -> Response {
 
 async fn issuer(State(s): State<App>, uri: Uri) -> Response {
     let fp = uri.path().trim_start_matches("/issuer/");
-    let ours: String =
-        s.ca.fingerprint
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
+    let ours = ct_core::hex::encode(&s.ca.fingerprint);
     if fp.len() != 64
         || !fp
             .bytes()

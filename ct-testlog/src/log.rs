@@ -13,6 +13,7 @@ use tokio::task::JoinHandle;
 use ct_core::merkle::Hash;
 use ct_core::sth::{LogKey, SignedTreeHead};
 use ct_core::tls::Writer;
+use ct_core::LogId;
 
 use crate::ca;
 use crate::config::{Misbehaviour, StartOptions, TestLogConfig};
@@ -156,7 +157,7 @@ impl TestLog {
     }
 
     /// The log ID, `SHA-256` of the SubjectPublicKeyInfo.
-    pub fn log_id(&self) -> [u8; 32] {
+    pub fn log_id(&self) -> LogId {
         self.shared.signer.log_id()
     }
 

@@ -6,6 +6,7 @@ use std::sync::{Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use ct_core::leaf::{encode_leaf_index_extension, PreCert, SignedEntry, TileLeaf};
 use ct_core::sth::SignedCertificateTimestamp;
+use ct_core::LeafHash;
 
 use crate::ca;
 use crate::config::{Misbehaviour, TestLogConfig};
@@ -33,7 +34,7 @@ pub struct IssuedEntry {
     /// Whether the SCT is embedded (precert-based entry).
     pub embedded: bool,
     /// RFC 6962 leaf hash of the `MerkleTreeLeaf` the SCT promises.
-    pub leaf_hash: [u8; 32],
+    pub leaf_hash: LeafHash,
     /// The SCT timestamp, milliseconds since the Unix epoch.
     pub timestamp_ms: u64,
     /// `notAfter` of the certificate, Unix seconds.

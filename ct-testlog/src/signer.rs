@@ -21,6 +21,7 @@ use ct_core::sth::{
     sct_signature_input, tree_head_signature_input, DigitallySigned, LogKey,
     SignedCertificateTimestamp, SignedTreeHead, HASH_ALGORITHM_SHA256, SIGNATURE_ALGORITHM_ECDSA,
 };
+use ct_core::LogId;
 
 /// A CT log's ECDSA P-256 private key with its public [`LogKey`].
 #[derive(Clone)]
@@ -83,7 +84,7 @@ impl LogSigner {
     }
 
     /// The log ID, `SHA-256(SubjectPublicKeyInfo)`.
-    pub fn log_id(&self) -> [u8; 32] {
+    pub fn log_id(&self) -> LogId {
         self.log_key.log_id()
     }
 

@@ -5,6 +5,7 @@ use crate::error::Result;
 use ct_core::leaf::{encode_leaf_index_extension, TileLeaf};
 use ct_core::merkle::Hash;
 use ct_core::sth::SignedTreeHead;
+use ct_core::LeafHash;
 
 use crate::config::Misbehaviour;
 use crate::signer::LogSigner;
@@ -63,9 +64,9 @@ pub(crate) struct Ledger {
 }
 
 impl Ledger {
-    pub(crate) fn push(&mut self, entry: StoredEntry, leaf_hash: Hash) {
+    pub(crate) fn push(&mut self, entry: StoredEntry, leaf_hash: LeafHash) {
         self.entries.push(entry);
-        self.tree.push(leaf_hash);
+        self.tree.push(leaf_hash.to_bytes());
     }
 
     pub(crate) fn size(&self) -> u64 {

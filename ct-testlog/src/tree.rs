@@ -172,7 +172,9 @@ mod tests {
     };
 
     fn tree(n: u64) -> (Tree, Vec<Hash>) {
-        let leaves: Vec<Hash> = (0..n).map(|i| leaf_hash(&i.to_be_bytes())).collect();
+        let leaves: Vec<Hash> = (0..n)
+            .map(|i| leaf_hash(&i.to_be_bytes()).to_bytes())
+            .collect();
         let mut t = Tree::default();
         for l in &leaves {
             t.push(*l);
@@ -188,7 +190,7 @@ mod tests {
             assert_eq!(root, root_from_leaf_hashes(&leaves[..size as usize]));
             for i in 0..size {
                 let p = t.inclusion_proof(i, size).unwrap();
-                verify_inclusion(&leaves[i as usize], i, size, &p, &root).unwrap();
+                verify_inclusion(&leaves[i as usize].into(), i, size, &p, &root).unwrap();
             }
             for first in 0..=size {
                 let p = t.consistency_proof(first, size).unwrap();

@@ -171,7 +171,7 @@ async fn writes_a_corpus_that_matches_the_log() {
     let entries: GetEntries =
         serde_json::from_slice(&get(format!("{url}ct/v1/get-entries?start=0&end=9")).await)
             .unwrap();
-    let logged: HashSet<[u8; 32]> = entries
+    let logged: HashSet<ct_core::LeafHash> = entries
         .entries
         .iter()
         .map(|e| ct_core::merkle::leaf_hash(&b64(&e.leaf_input)))

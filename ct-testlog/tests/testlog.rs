@@ -140,7 +140,7 @@ fn leaf_hash_of(leaf_input: &[u8]) -> Hash {
     let leaf = MerkleTreeLeaf::decode(leaf_input).expect("leaf_input parses");
     let h = leaf.leaf_hash().unwrap();
     assert_eq!(h, ct_core::merkle::leaf_hash(leaf_input));
-    h
+    h.to_bytes()
 }
 
 /// Parses `ASN.1Cert chain<0..2^24-1>` into certificates.
@@ -239,7 +239,7 @@ async fn rfc6962_api_verifies() {
         let p: ProofByHash = serde_json::from_slice(&body).unwrap();
         assert_eq!(p.leaf_index, i);
         let path: Vec<Hash> = p.audit_path.iter().map(|h| hash(h)).collect();
-        verify_inclusion(&hashes[i as usize], i, 300, &path, &sth.root_hash).unwrap();
+        verify_inclusion(&hashes[i as usize].into(), i, 300, &path, &sth.root_hash).unwrap();
         let v: serde_json::Value = serde_json::from_slice(
             &http
                 .ok(&format!(
@@ -256,7 +256,7 @@ async fn rfc6962_api_verifies() {
             .iter()
             .map(|h| hash(h.as_str().unwrap()))
             .collect();
-        verify_inclusion(&hashes[i as usize], i, 300, &path, &sth.root_hash).unwrap();
+        verify_inclusion(&hashes[i as usize].into(), i, 300, &path, &sth.root_hash).unwrap();
     }
 
     // Growth: a consistency proof between the two heads verifies.
@@ -304,7 +304,7 @@ async fn static_ct_api_verifies() {
         );
         let leaves = parse_data_tile_checked(tile, &r.body).expect("data tile");
         let level0 = parse_hash_tile(&http.ok(&tile.path()).await, tile.width()).unwrap();
-        let hashes: Vec<Hash> = leaves.iter().map(|l| l.leaf_hash()).collect();
+        let hashes: Vec<Hash> = leaves.iter().map(|l| l.leaf_hash().to_bytes()).collect();
         assert_eq!(hashes, level0);
         for l in &leaves {
             assert_eq!(l.certificate_chain(), &[log.issuer_fingerprint()]);
@@ -346,11 +346,7 @@ async fn static_ct_api_verifies() {
     assert_eq!(parse_data_tile_checked(old, &r.body).unwrap().len(), 10);
 
     // The issuer endpoint serves the chain's fingerprint.
-    let fp: String = log
-        .issuer_fingerprint()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
+    let fp = ct_core::hex::encode(&log.issuer_fingerprint());
     assert_eq!(http.ok(&format!("issuer/{fp}")).await, log.issuer_der());
     assert_eq!(
         http.get(&format!("issuer/{}", "0".repeat(64))).await.status,
@@ -657,7 +653,7 @@ async fn unlogged_sct_is_not_in_the_tree() {
     let r = http
         .get(&format!(
             "ct/v1/get-proof-by-hash?hash={}&tree_size=8",
-            url_b64(&e.leaf_hash)
+            url_b64(e.leaf_hash.as_bytes())
         ))
         .await;
     assert_eq!(r.status, 404);
@@ -667,7 +663,7 @@ async fn unlogged_sct_is_not_in_the_tree() {
         .iter()
         .map(|(l, _)| leaf_hash_of(l))
         .collect();
-    assert!(!hashes.contains(&e.leaf_hash));
+    assert!(!hashes.contains(e.leaf_hash.as_bytes()));
     // An auditor checking the promised index finds a different leaf.
     let v: serde_json::Value = serde_json::from_slice(
         &http
@@ -696,7 +692,7 @@ async fn unlogged_sct_is_not_in_the_tree() {
 async fn bad_requests_are_json_errors() {
     let (log, issued) = started(3, 0.5).await;
     let http = Http::new(&log);
-    let h = url_b64(&issued[0].leaf_hash);
+    let h = url_b64(issued[0].leaf_hash.as_bytes());
     let cases: Vec<(String, u16)> = vec![
         ("ct/v1/get-entries".into(), 400),
         ("ct/v1/get-entries?start=0".into(), 400),
@@ -811,13 +807,8 @@ async fn bad_requests_are_json_errors() {
         "tree_size",
         "leaf_index",
     ];
-    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
-    let mut next = |n: usize| {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        (seed % n as u64) as usize
-    };
+    let mut rng = ct_core::splitmix::SplitMix64(7);
+    let mut next = |n: usize| rng.below(n as u64) as usize;
     for _ in 0..400 {
         let mut url = paths[next(paths.len())].to_string();
         if url.ends_with('/') {

@@ -11,6 +11,7 @@
 use ct_core::merkle::{
     root_from_inclusion_proof, verify_consistency, verify_inclusion, Hash, MAX_PROOF_LEN,
 };
+use ct_core::LeafHash;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -35,11 +36,13 @@ fuzz_target!(|data: &[u8]| {
         }
     }
     // The same bytes as an inclusion proof of leaf `size1` in `size2`.
-    match root_from_inclusion_proof(&root1, size1, size2, &proof) {
+    match root_from_inclusion_proof(&LeafHash::new(root1), size1, size2, &proof) {
         Ok(root) => {
             assert!(size1 < size2 && proof.len() <= MAX_PROOF_LEN);
-            assert!(verify_inclusion(&root1, size1, size2, &proof, &root).is_ok());
+            assert!(verify_inclusion(&LeafHash::new(root1), size1, size2, &proof, &root).is_ok());
         }
-        Err(_) => assert!(verify_inclusion(&root1, size1, size2, &proof, &root2).is_err()),
+        Err(_) => {
+            assert!(verify_inclusion(&LeafHash::new(root1), size1, size2, &proof, &root2).is_err())
+        }
     }
 });

@@ -56,7 +56,7 @@ fuzz_target!(|data: &[u8]| {
             });
             for (ch, sct) in checked.iter().zip(&scts) {
                 let leaf = MerkleTreeLeaf::new(sct.timestamped_entry(entry.clone()));
-                assert_eq!(*ch.leaf_hash.as_bytes(), leaf.leaf_hash().expect("hashes"));
+                assert_eq!(ch.leaf_hash, leaf.leaf_hash().expect("hashes"));
                 if ch.signature == Signature::Valid {
                     let SignedEntry::Precert(p) = &entry else {
                         unreachable!()
@@ -70,7 +70,7 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(ch) = delivered_sct(cert, sct, &c.list) {
         let s = SignedCertificateTimestamp::decode(sct).expect("accepted above");
         let leaf = MerkleTreeLeaf::new(s.timestamped_entry(SignedEntry::X509(cert.to_vec())));
-        assert_eq!(*ch.leaf_hash.as_bytes(), leaf.leaf_hash().expect("hashes"));
+        assert_eq!(ch.leaf_hash, leaf.leaf_hash().expect("hashes"));
         if ch.signature == Signature::Valid {
             assert_eq!(cert, &c.tls_cert[..], "forged x509 entry");
             assert_eq!(

@@ -20,7 +20,7 @@ fuzz_target!(|data: &[u8]| {
     let back = Manifest::from_json(&json).expect("a manifest's own JSON parses");
     assert_eq!(back, m, "JSON round trip changed the manifest");
     assert_eq!(back.to_json(), json);
-    let leaf = [0x5a; 32];
+    let leaf = audit_proto::LeafHash::new([0x5a; 32]);
     for f in [0, m.filter.a / 2, m.filter.a - 1, m.filter.a] {
         match m.probe(f, &leaf) {
             Ok(p) => {
@@ -32,7 +32,7 @@ fuzz_target!(|data: &[u8]| {
         }
     }
     let _ = m.locate(0, m.filter.bits);
-    let _ = m.coverage(&[0; 32]);
+    let _ = m.coverage(&audit_proto::LogId::new([0; 32]));
     if m.pir.param_set == pir_core::params::TOY.id {
         let prober = Prober::new(Arc::new(m));
         if let Ok(q) = prober.prepare_in(0, &leaf) {

@@ -8,7 +8,7 @@
 use std::sync::OnceLock;
 
 use audit_proto::filter::FilterSpec;
-use audit_proto::manifest::{encode_log_id, DbLayout, LogCoverage, ManifestParts, PirSpec};
+use audit_proto::manifest::{DbLayout, LogCoverage, ManifestParts, PirSpec};
 use audit_proto::Manifest;
 use browser_client::policy::{readiness, AuditResult, PendingQueue, Recorded};
 use libfuzzer_sys::fuzz_target;
@@ -17,8 +17,8 @@ use libfuzzer_sys::fuzz_target;
 fn manifest() -> &'static Manifest {
     static M: OnceLock<Manifest> = OnceLock::new();
     M.get_or_init(|| {
-        let log_id: [u8; 32] =
-            audit_proto::manifest::decode_log_id("xpiyBw5JgcINhzd7Ii6X0tgs0j5YpwSQei6bXa4WIs0=")
+        let log_id =
+            audit_proto::LogId::from_base64("xpiyBw5JgcINhzd7Ii6X0tgs0j5YpwSQei6bXa4WIs0=")
                 .expect("fixture log id");
         let filter = FilterSpec::new(4, 8, 24, [1; 32]).expect("filter");
         let pir = PirSpec {
@@ -29,7 +29,7 @@ fn manifest() -> &'static Manifest {
             seed: [2; 32],
         };
         let logs = vec![LogCoverage {
-            log_id: encode_log_id(&log_id),
+            log_id,
             verified_tree_size: 100,
             verified_position: 100,
             ingested_until_ms: 1_795_319_100_000,

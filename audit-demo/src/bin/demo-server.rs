@@ -52,7 +52,7 @@ struct Args {
 fn write_https_sites(path: &std::path::Path, issued: &audit_demo::Issued) -> anyhow::Result<()> {
     let site = |e: &IssuedEntry| {
         let b64 = base64::engine::general_purpose::STANDARD;
-        let hex: String = e.leaf_hash.iter().map(|b| format!("{b:02x}")).collect();
+        let hex = e.leaf_hash.to_hex();
         serde_json::json!({
             "cert": b64.encode(&e.cert_der),
             "issuer": b64.encode(&e.issuer_der),
@@ -86,12 +86,7 @@ fn stdin_closed() -> tokio::sync::oneshot::Receiver<()> {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    bin_support::init_tracing("warn");
     let a = Args::parse();
     if a.out.exists() && std::fs::read_dir(&a.out)?.next().is_some() {
         anyhow::bail!("{} exists and is not empty", a.out.display());
@@ -124,11 +119,9 @@ async fn main() -> anyhow::Result<()> {
         stdout.flush()?;
     }
 
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     let why = tokio::select! {
         _ = stdin_closed() => "stdin closed",
-        _ = term.recv() => "SIGTERM",
-        _ = tokio::signal::ctrl_c() => "SIGINT",
+        signal = bin_support::stop_requested() => signal,
     };
     eprintln!("demo-server: {why}, shutting down");
     auditor.stop().await?;

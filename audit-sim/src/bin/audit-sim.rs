@@ -317,13 +317,7 @@ fn print_summary(r: &SimReport) {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+    bin_support::init_tracing("warn");
     match Cli::parse().cmd {
         Cmd::Simulate(a) => {
             let r = simulate(&a).await?;

@@ -286,7 +286,7 @@ pub fn internet_scale_manifest_bytes() -> Result<u64> {
         .collect();
     let logs = (0..INTERNET_SCALE_LOGS)
         .map(|i| LogCoverage {
-            log_id: audit_proto::manifest::encode_log_id(&[i as u8 | 0x80; 32]),
+            log_id: audit_proto::LogId::new([i as u8 | 0x80; 32]),
             verified_tree_size: 1_234_567_890,
             verified_position: 1_234_567_890,
             ingested_until_ms: 1_767_225_600_000,

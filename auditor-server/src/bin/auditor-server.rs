@@ -270,13 +270,7 @@ fn load_coordinator_config(
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+    bin_support::init_tracing("info");
     let cli = Cli::parse();
     // Every database URL the error could mention, for redaction.
     let mut urls: Vec<String> = cli.database_url.iter().cloned().collect();
@@ -656,23 +650,6 @@ fn next_epoch_id(out: &std::path::Path, config: &Config) -> anyhow::Result<u64> 
 /// Resolves on the first Ctrl-C or (on Unix) SIGTERM, what `docker stop`
 /// and systemd send.
 async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        _ = ctrl_c => {}
-        _ = term => {}
-    }
-    tracing::info!("shutdown requested: draining requests");
+    let signal = bin_support::stop_requested().await;
+    tracing::info!(signal, "shutdown requested: draining requests");
 }

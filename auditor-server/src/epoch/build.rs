@@ -8,9 +8,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use audit_proto::filter::FilterSpec;
-use audit_proto::manifest::{
-    encode_log_id, DbLayout, FillRatio, LogCoverage, Manifest, ManifestParts, PirSpec,
-};
+use audit_proto::manifest::{DbLayout, FillRatio, LogCoverage, Manifest, ManifestParts, PirSpec};
 use indicatif::{ProgressBar, ProgressStyle};
 use pir_core::db::BitDatabase;
 use pir_core::params::DbShape;
@@ -76,7 +74,7 @@ pub fn plan_manifest(input: PlanInput, bp: &BuildParams) -> Result<Manifest> {
         .coverage
         .iter()
         .map(|c| LogCoverage {
-            log_id: encode_log_id(&c.log_id),
+            log_id: c.log_id,
             verified_tree_size: c.verified_tree_size,
             verified_position: c.verified_position,
             ingested_until_ms: c.ingested_until_ms,

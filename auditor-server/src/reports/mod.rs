@@ -36,7 +36,6 @@ use std::time::{Duration, Instant};
 
 use audit_proto::api::ErrorCode;
 use audit_proto::report::{MisbehaviourReport, ReportReceipt, MAX_REPORT_BYTES};
-use audit_proto::LeafHash;
 use axum::body::Body;
 use axum::extract::{ConnectInfo, State};
 use axum::http::{header, HeaderMap, StatusCode};
@@ -329,7 +328,7 @@ async fn receive(
         ReportReceipt {
             status: "received".into(),
             duplicate: !inserted,
-            leaf_hash: LeafHash::new(new.leaf_hash),
+            leaf_hash: new.leaf_hash,
         },
     ))
 }
@@ -353,8 +352,8 @@ pub async fn list(
                 id = r.id,
                 status = r.status,
                 received = ct_core::civil::format_rfc3339((rep.received_at_ms / 1000) as i64),
-                log = audit_proto::LogId::new(rep.log_id),
-                leaf = audit_proto::hex::encode(&rep.leaf_hash),
+                log = rep.log_id,
+                leaf = rep.leaf_hash,
                 ts = rep.sct_timestamp_ms,
                 kind = rep.kind,
                 epochs = epochs.join(","),
@@ -371,6 +370,7 @@ mod tests {
     use crate::routes::{app, AppState, Limits};
     use crate::state::Registry;
     use audit_proto::api::ErrorBody;
+    use audit_proto::LeafHash;
     use tower::ServiceExt as _;
 
     fn state(dir: &std::path::Path, reports: ReportsConfig) -> AppState {

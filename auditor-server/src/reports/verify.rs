@@ -35,6 +35,7 @@ use audit_proto::api::ErrorCode;
 use audit_proto::report::{CheckedReport, EntryKind};
 use ct_core::leaf::{MerkleTreeLeaf, SignedEntry};
 use ct_core::sth::{DigitallySigned, LogKey, SignedCertificateTimestamp};
+use ct_core::{LeafHash, LogId};
 use ct_store::{NewReport, Store, StoreError};
 use x509_parser::prelude::{FromDer, X509Certificate};
 
@@ -64,7 +65,7 @@ pub async fn verify(
     r: &CheckedReport,
     now_ms: u64,
 ) -> Result<NewReport, Refusal> {
-    let log_id = *r.log_id.as_bytes();
+    let log_id = r.log_id;
     // 1. The log and its key.
     let key = match store.log_key(&log_id).await {
         Ok(Some(k)) => k,
@@ -161,13 +162,12 @@ pub async fn verify(
                 format!("the leaf cannot be encoded: {e}"),
             )
         })?;
-    if &rebuilt != r.leaf_hash.as_bytes() {
+    if rebuilt != r.leaf_hash {
         return Err(refuse(
             ErrorCode::LeafHashMismatch,
             format!(
                 "the leaf rebuilt from the chain and SCT hashes to {}, the report states {}",
-                audit_proto::hex::encode(&rebuilt),
-                r.leaf_hash
+                rebuilt, r.leaf_hash
             ),
         ));
     }
@@ -290,8 +290,8 @@ fn issuer_signed(
 fn check_epochs(
     dir: &EpochDir,
     claimed: &[u64],
-    log_id: &[u8; 32],
-    leaf_hash: &[u8; 32],
+    log_id: &LogId,
+    leaf_hash: &LeafHash,
     sct_timestamp_ms: u64,
 ) -> Result<Vec<u64>, Refusal> {
     let held = dir
@@ -371,7 +371,7 @@ fn check_epochs(
 fn absent_in(
     dir: &std::path::Path,
     m: &audit_proto::Manifest,
-    leaf_hash: &[u8; 32],
+    leaf_hash: &LeafHash,
 ) -> crate::Result<Option<bool>> {
     let mut any = false;
     for filter in 0..m.filter.a {

@@ -68,7 +68,7 @@ impl Pipeline {
 
     /// The leaf hashes of every issued entry.
     pub(crate) fn hashes(&self) -> Vec<[u8; 32]> {
-        self.issued.iter().map(|e| e.leaf_hash).collect()
+        self.issued.iter().map(|e| e.leaf_hash.to_bytes()).collect()
     }
 }
 
@@ -87,12 +87,12 @@ pub(crate) async fn same_bits(
     for f in filters {
         let mut clear = vec![false; m.filter.bits as usize];
         for h in hashes {
-            clear[m.filter.bit(f, h)? as usize] = true;
+            clear[m.filter.bit(f, &(*h).into())? as usize] = true;
         }
         let mut bits: Vec<u64> = hashes
             .iter()
             .take(8)
-            .map(|h| m.filter.bit(f, h))
+            .map(|h| m.filter.bit(f, &(*h).into()))
             .collect::<Result<_, _>>()?;
         bits.extend((0..6).map(|i| (i * 53 + u64::from(f)) % m.filter.bits));
         for bit in bits {

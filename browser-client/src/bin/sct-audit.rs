@@ -294,9 +294,7 @@ async fn main() -> anyhow::Result<()> {
             };
             for o in &outcomes {
                 let log_id = o.log_id();
-                let name = list
-                    .find_by_log_id(log_id.as_bytes())
-                    .map(|l| l.description.as_str());
+                let name = list.find_by_log_id(&log_id).map(|l| l.description.as_str());
                 let leaf = match o {
                     Outcome::Pending { leaf_hash, .. }
                     | Outcome::Logged { leaf_hash, .. }

@@ -12,9 +12,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use audit_proto::filter::FilterSpec;
-use audit_proto::manifest::{
-    encode_log_id, DbLayout, FillRatio, LogCoverage, Manifest, ManifestParts, PirSpec,
-};
+use audit_proto::manifest::{DbLayout, FillRatio, LogCoverage, Manifest, ManifestParts, PirSpec};
 use axum::body::Bytes;
 use axum::http::{Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
@@ -133,7 +131,7 @@ pub(crate) fn epoch(epoch: u64, seed: u8, claimed: f64, fill: Fill) -> (Manifest
         snapshot_at: now,
         entries: N,
         logs: vec![LogCoverage {
-            log_id: encode_log_id(&LOG),
+            log_id: audit_proto::LogId::new(LOG),
             verified_tree_size: N,
             verified_position: N,
             ingested_until_ms: now_ms,

@@ -49,5 +49,5 @@ pub(crate) fn b64_hash(s: &str) -> [u8; 32] {
 
 /// Lowercase hex.
 pub(crate) fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
+    ct_core::hex::encode(b)
 }

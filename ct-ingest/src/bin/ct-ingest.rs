@@ -230,14 +230,7 @@ use ct_core::civil::unix_now_s as unix_now;
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+    bin_support::init_tracing("info");
     match run_command(Cli::parse().cmd).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -344,7 +337,7 @@ async fn run_loop(config: &Config, schedule: Schedule, metrics_file: Option<&Pat
     // One stop signal (Ctrl-C or SIGTERM) for the whole loop: during a run
     // it abandons the run (nothing is lost: the next one resumes from the
     // last verified commit), between runs it ends the wait.
-    let stop = ct_ingest::signal::stop_requested();
+    let stop = bin_support::stop_requested();
     tokio::pin!(stop);
     let mut failures = 0u32;
     loop {

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 use audit_proto::api::{ErrorBody, ErrorCode};
 use audit_proto::filter::FilterSpec;
-use audit_proto::manifest::{encode_log_id, DbLayout, LogCoverage, ManifestParts, PirSpec};
+use audit_proto::manifest::{DbLayout, LogCoverage, ManifestParts, PirSpec};
 use audit_proto::Manifest;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine as _;
@@ -117,11 +117,10 @@ fn main() {
         "tiny-epoch-pretty",
         serde_json::to_vec_pretty(m).expect("serializes"),
     );
-    let log_id: [u8; 32] =
-        audit_proto::manifest::decode_log_id("xpiyBw5JgcINhzd7Ii6X0tgs0j5YpwSQei6bXa4WIs0=")
-            .expect("fixture");
+    let log_id = audit_proto::LogId::from_base64("xpiyBw5JgcINhzd7Ii6X0tgs0j5YpwSQei6bXa4WIs0=")
+        .expect("fixture");
     let logs = vec![LogCoverage {
-        log_id: encode_log_id(&log_id),
+        log_id,
         verified_tree_size: 2000,
         verified_position: 2000,
         ingested_until_ms: 1_795_319_100_000,
@@ -376,7 +375,7 @@ fn main() {
             .expect("fixture")
             .to_be_bytes(),
     );
-    p.extend(ct_core::leaf_hash(&icarus_leaf));
+    p.extend(ct_core::leaf_hash(&icarus_leaf).to_bytes());
     p.extend(hash(&icarus["sth2"]["sha256_root_hash"]));
     for h in icarus["inclusion"]["audit_path"]
         .as_array()
