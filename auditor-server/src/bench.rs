@@ -92,6 +92,10 @@ pub enum BenchCmd {
         /// Parameter set (default the configuration's, Table 1).
         #[arg(long)]
         param_set: Option<String>,
+        /// Bits per database (with `--prepare`; default the
+        /// configuration's).
+        #[arg(long)]
+        db_bits_target: Option<u64>,
     },
 }
 
@@ -124,9 +128,13 @@ pub async fn run(cmd: &BenchCmd) -> Result<serde_json::Value> {
             shards,
             shard,
             param_set,
+            db_bits_target,
         } => {
             let mut config = Config::default();
             config.epoch.filters = *filters;
+            if let Some(t) = db_bits_target {
+                config.epoch.db_bits_target = *t;
+            }
             if let Some(p) = param_set {
                 config.epoch.param_set = p.clone();
                 config.epoch.allow_insecure_params = true;

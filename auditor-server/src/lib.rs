@@ -17,9 +17,10 @@
 //!   batching of queries per database on a rayon pool.
 //! * [`epoch`]: snapshot → salts → filters → PIR databases → DBSetup →
 //!   persisted artifacts; loading them back.
-//! * [`plan`], [`objstore`]: epoch specs, the seeds and snapshot the shards
-//!   of an epoch share; the prepared snapshot and spec in object storage,
-//!   shards' ready reports, publication.
+//! * [`plan`], [`objstore`], [`snapshot`]: epoch specs, the seeds and
+//!   snapshot the shards of an epoch share; the prepared snapshot and spec
+//!   in object storage, shards' ready reports, publication; the
+//!   snapshot's format (an index and parts, each checked).
 //! * `state`: the served epochs (current + previous during a grace
 //!   period), atomic swap.
 //! * `http`, [`reports`], `routes`: HTTP errors and bodies;

@@ -58,6 +58,11 @@ pub struct Need {
     /// The scratch of filling the filters beside the bitmaps, and the
     /// snapshot parts in flight of a streamed build (0 when loading).
     pub fill: u64,
+    /// The part of the fill's scratch the allocator may keep resident
+    /// after the fill (pieces below glibc's 32 MiB mmap threshold are
+    /// freed to its heap, not to the kernel): counted while the databases
+    /// are set up (0 when loading).
+    pub kept: u64,
 }
 
 impl Need {
@@ -69,9 +74,10 @@ impl Need {
     /// The most held at once while building or loading: filling (every
     /// bitmap, i.e. the records, beside the leaf hashes held and the
     /// fill's scratch) or setting up (everything served, the leaf hashes
-    /// held, one database's transients).
+    /// held, one database's transients, the fill scratch the allocator
+    /// kept).
     pub fn peak(&self) -> u64 {
-        let setting_up = self.serving() + self.transient + self.snapshot;
+        let setting_up = self.serving() + self.transient + self.snapshot + self.kept;
         let filling = self.records + self.snapshot + self.fill;
         setting_up.max(filling)
     }
@@ -139,12 +145,14 @@ fn add_build(n: &mut Need, m: &Manifest, filters: u64, how: How) {
         How::Memory => {
             n.snapshot = m.entries.saturating_mul(32);
             n.fill = scratch;
+            n.kept = scratch;
         }
         How::Stream => {
             let part =
                 crate::snapshot::part_len(m.entries.min(u64::from(crate::snapshot::PART_ENTRIES)));
             let parts = crate::objstore::PARTS_IN_FLIGHT as u64 + 2;
             n.fill = scratch + parts * part;
+            n.kept = scratch;
         }
     }
 }
@@ -472,7 +480,7 @@ mod tests {
             .to_string();
         assert_eq!(
             e,
-            "not enough memory: epoch 9: shard 0 of 1 needs ≈ 81.3 GB to build its 768 of \
+            "not enough memory: epoch 9: shard 0 of 1 needs ≈ 81.5 GB to build its 768 of \
              768 databases (805 MB of records, 80.4 GB of YPIR state — at least 101 MB per \
              database, the packing precomputation, plus 34 MB of leaf hashes), but 24.0 GB is \
              available (max_memory_bytes); refused rather than running out of memory. It \

@@ -58,9 +58,8 @@ fn hold(what: &str, peak: u64, need: &memory::Need) {
         peak >= model / 2,
         "{what}: the build allocated {peak} bytes, far below the model's {model}"
     );
-    // The fill phase is the larger one here, and without its bitmaps the
-    // model would not cover what the build allocates.
-    assert_eq!(model, need.records + need.snapshot + need.fill, "{what}");
+    // Without its bitmaps the model would not cover what the build
+    // allocates.
     assert!(
         peak > model - need.records + (4 << 20),
         "{what}: {peak} bytes measured; an estimate without the bitmaps would allow them"
