@@ -7,10 +7,12 @@
 //! auditor-server build-epoch --config auditor.toml --shard-index 2 --epoch-spec specs/next.json
 //! auditor-server epoch prepare --object-store s3://bucket/prefix        # coordinator
 //! auditor-server serve --shard-index 2 --object-store s3://bucket/prefix
+//! auditor-server epoch build-shard --shard-index 2 --object-store s3://bucket/prefix  # once
 //! auditor-server epoch publish --object-store s3://bucket/prefix --timeout-seconds 14400
 //! auditor-server reports list --status received   # misbehaviour reports in the store
 //! auditor-server bench load --db-bits 30 --clients 1,4,16   # with --features bench
 //! auditor-server bench build --entries 100000,1000000
+//! auditor-server bench rehearse --entries 20000000 --filters 32 --shards 4 --json
 //! ```
 //!
 //! `bench` exists only in a build with the `bench` feature (it brings in an
@@ -163,6 +165,16 @@ enum EpochCmd {
         /// deleted, never the newest published one).
         #[arg(long, default_value_t = 3)]
         keep: usize,
+    },
+    /// Shard, once: build this shard's databases of the newest prepared
+    /// epoch in the object store (or download them if another replica of
+    /// the group built them), persist them beside the epoch directory,
+    /// upload them, report ready and exit. A later `serve` with the same
+    /// epoch directory and object store serves them once the epoch is
+    /// published, without building again. Prints the build report.
+    BuildShard {
+        #[command(flatten)]
+        shard: ShardArgs,
     },
     /// Coordinator: mark the newest prepared epoch published once every
     /// shard has reported ready, waiting up to --timeout-seconds. Exit
@@ -417,6 +429,40 @@ async fn run(cli: &Cli, urls: &mut Vec<String>) -> anyhow::Result<()> {
             eprintln!("prepared epoch {id} in {objects}");
         }
         Cmd::Epoch {
+            which: EpochCmd::BuildShard { shard },
+        } => {
+            let mut config = load_config(cli)?;
+            shard.apply(&mut config);
+            config.validate()?;
+            let index = config.shard.index;
+            let svc = Service::new(config)?;
+            let objects = svc.objects().context(
+                "no object store: pass --object-store file:///dir or s3://bucket/prefix \
+                 (or set AUDITOR_OBJECT_STORE, or [shard] object_store)",
+            )?;
+            let id = objects
+                .newest_prepared()
+                .await?
+                .with_context(|| format!("no prepared epoch in {objects}"))?;
+            svc.sync_objects().await?;
+            let staged = svc.staged_epoch();
+            let served = svc.epoch_dir().list()?.contains(&id);
+            if staged != Some(id) && !served {
+                anyhow::bail!("shard {index}: epoch {id} was not built (see the log above)");
+            }
+            let report = svc.staged_report();
+            println!(
+                "{}",
+                serde_json::json!({
+                    "epoch": id,
+                    "shard": index,
+                    "ready": true,
+                    "report": report,
+                })
+            );
+            eprintln!("shard {index}: epoch {id} built and reported ready");
+        }
+        Cmd::Epoch {
             which:
                 EpochCmd::Publish {
                     epoch: id,
@@ -445,6 +491,23 @@ async fn run(cli: &Cli, urls: &mut Vec<String>) -> anyhow::Result<()> {
                 println!("{l}");
             }
             eprintln!("{} report(s)", lines.len());
+        }
+        #[cfg(feature = "bench")]
+        Cmd::Bench {
+            which: bench::BenchCmd::Rehearse(args),
+        } => {
+            let r = auditor_server::rehearse::run(args).await?;
+            if args.json {
+                println!("{}", serde_json::to_string(&r)?);
+            } else {
+                println!("{}", auditor_server::rehearse::summary(&r));
+            }
+            if !r.violations.is_empty() {
+                anyhow::bail!(
+                    "the rehearsal broke a bound of the bounded-memory build: {}",
+                    r.violations.join("; ")
+                );
+            }
         }
         #[cfg(feature = "bench")]
         Cmd::Bench { which } => {
