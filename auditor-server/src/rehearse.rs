@@ -471,8 +471,8 @@ impl Work {
         let members_found = sum(|s| s.members_found);
         let non_members_audited = sum(|s| s.non_members_audited);
         let non_member_positives = sum(|s| s.non_member_positives);
-        let fp_ok = (f64::from(non_member_positives) - expected).abs()
-            <= FP_SIGMAS * variance.sqrt() + 1.0;
+        let fp_ok =
+            (f64::from(non_member_positives) - expected).abs() <= FP_SIGMAS * variance.sqrt() + 1.0;
         let all_correct = members_audited > 0 && members_found == members_audited && fp_ok;
 
         let worst = shards
@@ -609,15 +609,26 @@ impl Work {
 
     /// Serves shard `run.shard` and audits the members and non-members
     /// whose probed filter it holds.
-    async fn audit_shard(&self, m: &Manifest, run: &mut ShardRun, args: &RehearseArgs) -> Result<()> {
+    async fn audit_shard(
+        &self,
+        m: &Manifest,
+        run: &mut ShardRun,
+        args: &RehearseArgs,
+    ) -> Result<()> {
         use browser_client::net::Auditor;
         use browser_client::probe::Prober;
         let i = run.shard;
         let bar = phase_bar(&format!("shard {i}: serve and audit"));
         let name = format!("serve-{i}");
         let mut c = self.command(&name, &format!("shard-{i}"))?;
-        c.args(["serve", "--bind", "127.0.0.1:0", "--shard-index", &i.to_string()])
-            .args(["--shard-count", &args.shards.to_string()]);
+        c.args([
+            "serve",
+            "--bind",
+            "127.0.0.1:0",
+            "--shard-index",
+            &i.to_string(),
+        ])
+        .args(["--shard-count", &args.shards.to_string()]);
         let child = spawn(c, &name)?;
         let served = Served::watch(child);
         let result = async {

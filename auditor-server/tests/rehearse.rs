@@ -16,7 +16,14 @@ fn tiny_rehearsal_builds_publishes_and_audits() {
     // 8 filters of 16,000 bits, two per database: 4 databases, 2 shards.
     let out = Command::new(BIN)
         .args(["bench", "rehearse", "--entries", "2000", "--filters", "8"])
-        .args(["--shards", "2", "--audits", "16", "--db-bits-target", "32000"])
+        .args([
+            "--shards",
+            "2",
+            "--audits",
+            "16",
+            "--db-bits-target",
+            "32000",
+        ])
         .args(["--param-set", "toy-insecure-d64", "--json", "--work-dir"])
         .arg(tmp.path())
         .env_remove("RUST_LOG")
