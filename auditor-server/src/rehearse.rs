@@ -81,6 +81,10 @@ pub struct RehearseArgs {
     /// each process's log) is made (default: $TMPDIR).
     #[arg(long)]
     pub work_dir: Option<PathBuf>,
+    /// Delete the store once the coordinator has prepared the epoch (it
+    /// is not read again; frees its disk before the shards build).
+    #[arg(long)]
+    pub drop_store: bool,
     /// Keep the work directory (its path is in the report).
     #[arg(long)]
     pub keep: bool,
@@ -383,6 +387,14 @@ impl Work {
             "prepared"
         );
 
+        if args.drop_store {
+            for f in ["store.db", "store.db-wal", "store.db-shm"] {
+                let p = self.dir.join(f);
+                if p.exists() {
+                    std::fs::remove_file(&p).map_err(crate::error::io(&p))?;
+                }
+            }
+        }
         let objects = Objects::open(&self.objects_url)?;
         let spec = objects
             .spec(id)
