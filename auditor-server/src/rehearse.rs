@@ -81,6 +81,12 @@ pub struct RehearseArgs {
     /// each process's log) is made (default: $TMPDIR).
     #[arg(long)]
     pub work_dir: Option<PathBuf>,
+    /// The coordinator's epoch directory, where `epoch prepare` sorts the
+    /// snapshot on disk (64 B per entry at most while it runs; default:
+    /// in the work directory). A directory of its own, created and removed
+    /// by the rehearsal, e.g. on another disk.
+    #[arg(long)]
+    pub coordinator_dir: Option<PathBuf>,
     /// Delete the store once the coordinator has prepared the epoch (it
     /// is not read again; frees its disk before the shards build).
     #[arg(long)]
@@ -261,6 +267,9 @@ struct Work {
     config: PathBuf,
     db_url: String,
     objects_url: String,
+    /// The coordinator's epoch directory, and whether the rehearsal made
+    /// it outside the work directory (then it removes it).
+    coordinator: (PathBuf, Option<tempfile::TempDir>),
 }
 
 impl Work {
@@ -289,7 +298,19 @@ impl Work {
         );
         let config = dir.join("auditor.toml");
         std::fs::write(&config, toml).map_err(crate::error::io(&config))?;
+        let coordinator = match &args.coordinator_dir {
+            Some(base) => {
+                std::fs::create_dir_all(base).map_err(crate::error::io(base))?;
+                let t = tempfile::Builder::new()
+                    .prefix("rehearse-coordinator-")
+                    .tempdir_in(base)
+                    .map_err(crate::error::io(base))?;
+                (t.path().to_owned(), Some(t))
+            }
+            None => (dir.join("coordinator"), None),
+        };
         Ok(Work {
+            coordinator,
             exe,
             config,
             db_url: format!("sqlite://{}?mode=rwc", dir.join("store.db").display()),
@@ -300,7 +321,7 @@ impl Work {
 
     /// A command of this binary with the rehearsal's configuration; its
     /// stdout and stderr go to `logs/<name>.out` and `logs/<name>.log`.
-    fn command(&self, name: &str, epoch_dir: &str) -> Result<Command> {
+    fn command(&self, name: &str, epoch_dir: &Path) -> Result<Command> {
         let out = self.dir.join(format!("logs/{name}.out"));
         let log = self.dir.join(format!("logs/{name}.log"));
         let mut c = Command::new(&self.exe);
@@ -309,7 +330,7 @@ impl Work {
             .arg(&self.config)
             .args(["--object-store", &self.objects_url])
             .arg("--epoch-dir")
-            .arg(self.dir.join(epoch_dir))
+            .arg(epoch_dir)
             .env("RUST_LOG", "info")
             .env("NO_COLOR", "1")
             .env_remove("AUDITOR_SHARD_URLS")
@@ -370,7 +391,7 @@ impl Work {
                 .sum::<u64>();
 
         let bar = phase_bar("epoch prepare (coordinator)");
-        let mut c = self.command("prepare", "coordinator")?;
+        let mut c = self.command("prepare", &self.coordinator.0)?;
         c.args(["--database-url", &self.db_url, "epoch", "prepare"])
             .args(["--shard-count", &args.shards.to_string()]);
         let prepare = self.measured("prepare", c).await?;
@@ -417,7 +438,7 @@ impl Work {
             let filters: u32 = own.iter().map(|&d| m.dbs[d as usize].filters).sum();
             let bar = phase_bar(&format!("shard {i}: epoch build-shard"));
             let name = format!("build-{i}");
-            let mut c = self.command(&name, &format!("shard-{i}"))?;
+            let mut c = self.command(&name, &self.dir.join(format!("shard-{i}")))?;
             c.args(["epoch", "build-shard", "--shard-index", &i.to_string()])
                 .args(["--shard-count", &args.shards.to_string()]);
             let built = self.measured(&name, c).await?;
@@ -460,7 +481,7 @@ impl Work {
         }
 
         let bar = phase_bar("epoch publish");
-        let mut c = self.command("publish", "coordinator")?;
+        let mut c = self.command("publish", &self.coordinator.0)?;
         c.args(["epoch", "publish", "--timeout-seconds", "0"]);
         let publish = self.measured("publish", c).await?;
         bar.finish();
@@ -632,7 +653,7 @@ impl Work {
         let i = run.shard;
         let bar = phase_bar(&format!("shard {i}: serve and audit"));
         let name = format!("serve-{i}");
-        let mut c = self.command(&name, &format!("shard-{i}"))?;
+        let mut c = self.command(&name, &self.dir.join(format!("shard-{i}")))?;
         c.args([
             "serve",
             "--bind",
