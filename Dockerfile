@@ -33,7 +33,7 @@ FROM source AS builder
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/usr/local/cargo/git \
     --mount=type=cache,target=/src/target \
-    cargo build --release --locked -p ct-ingest -p auditor-server --bins \
+    cargo build --release --locked -p ct-ingest -p auditor-server --bins --features auditor-server/s3 \
  && mkdir -p /out \
  && cp target/release/ct-ingest target/release/auditor-server /out/
 

@@ -158,6 +158,7 @@ async fn main() -> anyhow::Result<()> {
         queue_dir: Some(sim_dir.clone()),
         progress: std::io::IsTerminal::is_terminal(&std::io::stderr()),
         retry: RetryPolicy::default(),
+        fallback: browser_client::fallback::FallbackPolicy::default(),
     };
     let report = sim::simulate(cfg, issued.corpus.clone(), list).await?;
     std::fs::write(

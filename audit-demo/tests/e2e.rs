@@ -176,6 +176,7 @@ async fn private_audits_find_logged_and_catch_omitted_scts() -> TestResult {
         queue_dir: Some(dir.path().join("sim")),
         progress: false,
         retry: browser_client::net::RetryPolicy::default(),
+        fallback: browser_client::fallback::FallbackPolicy::default(),
     };
     let r = simulate(cfg, issued.corpus.clone(), list.clone()).await?;
     let d = &r.detection;

@@ -12,11 +12,15 @@
 //! a later epoch: at the end the simulator waits (up to
 //! `recheck_timeout`) for the auditor to publish one and re-checks.
 //!
-//! An overloaded auditor answers 503 or 429 with `Retry-After`: the
-//! clients wait as told and retry per [`SimConfig::retry`] (capped waits, a
-//! bounded number of retries per request); the report counts the retries
-//! and the waiting. A request still refused after the last retry ends the
-//! simulation with that error.
+//! An overloaded auditor answers 503 or 429 with `Retry-After`: manifest
+//! fetches wait as told and retry per [`SimConfig::retry`] (capped waits, a
+//! bounded number of retries per request). Queries fall back as the
+//! clients do ([`SimConfig::fallback`], docs/protocol.md §7.1): when a
+//! query's group is unreachable, times out or answers 5xx, a fresh query
+//! for a fresh random database is sent instead; the report counts the
+//! fallbacks by reason ([`SimReport::fallback`]). An audit that still
+//! fails stays queued (tried again the next simulated day) and is counted
+//! in [`SimReport::audits_failed`] with its reason; the simulation goes on.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -31,7 +35,8 @@ use rand_core::{RngCore, SeedableRng};
 use serde::{Deserialize, Serialize};
 
 use browser_client::audit::{self, Outcome};
-use browser_client::net::{Auditor, RetryPolicy};
+use browser_client::fallback::{FallbackPolicy, FallbackStats};
+use browser_client::net::{Auditor, Clock, RetryPolicy};
 use browser_client::policy::{AuditPolicy, MisbehaviourReport, PendingAudit, PendingQueue};
 use browser_client::probe::Prober;
 use browser_client::sct;
@@ -115,8 +120,12 @@ pub struct SimConfig {
     pub queue_dir: Option<PathBuf>,
     /// Show a progress bar.
     pub progress: bool,
-    /// Retries of 503/429 answers (`Retry-After`, capped).
+    /// Retries of 503/429 answers to manifest fetches (`Retry-After`,
+    /// capped).
     pub retry: RetryPolicy,
+    /// The queries' fallback to fresh draws (it waits with `retry`'s
+    /// sleeper).
+    pub fallback: FallbackPolicy,
 }
 
 /// Detection results.
@@ -184,6 +193,21 @@ pub struct SimReport {
     /// Time the clients spent waiting before those retries (s).
     #[serde(default)]
     pub retry_wait_seconds: f64,
+    /// What the queries' fallback did: attempts, fallbacks taken, queries
+    /// that gave up, failed attempts by reason.
+    #[serde(default)]
+    pub fallback: FallbackStats,
+    /// Audit attempts whose query failed (the audit stayed queued and was
+    /// tried again the next simulated day).
+    #[serde(default)]
+    pub audits_failed: u64,
+    /// Those failures by reason (`fallback_exhausted`, `http_400_…`, …).
+    #[serde(default)]
+    pub audit_failures: std::collections::BTreeMap<String, u64>,
+    /// Fill-ratio probes whose query failed (not counted in
+    /// `fill_probes`' answers).
+    #[serde(default)]
+    pub fill_probes_failed: u64,
     /// Wall time of the simulation (s).
     pub wall_seconds: f64,
     /// Misbehaviour reports written (paths).
@@ -204,6 +228,8 @@ struct Totals {
     det: Detection,
     reports: Vec<MisbehaviourReport>,
     epochs: Vec<u64>,
+    audits_failed: u64,
+    audit_failures: std::collections::BTreeMap<String, u64>,
 }
 
 struct Shared {
@@ -322,6 +348,13 @@ impl Shared {
         let mut prober = prober.clone();
         for attempt in 0..=audit::EPOCH_RETRIES {
             let run = audit::run_ready(&self.auditor, &prober, queue, sim_now).await?;
+            if !run.failed.is_empty() {
+                let mut t = self.totals.lock().unwrap_or_else(|p| p.into_inner());
+                for f in &run.failed {
+                    t.audits_failed += 1;
+                    *t.audit_failures.entry(f.reason()).or_default() += 1;
+                }
+            }
             self.score(run.ran, first_audits);
             if !run.epoch_retired || attempt == audit::EPOCH_RETRIES {
                 break;
@@ -436,7 +469,11 @@ pub async fn simulate(
         ));
     }
     let started = Instant::now();
-    let auditor = Auditor::new(&cfg.server)?.with_retry(cfg.retry.clone());
+    // The fallback waits with the retries' sleeper (tests record them).
+    let auditor = Auditor::new(&cfg.server)?
+        .with_retry(cfg.retry.clone())
+        .with_fallback(cfg.fallback.clone())
+        .with_timer(Clock::system(), cfg.retry.sleeper.clone());
     // Ground truth by leaf hash (for scoring only).
     let mut pools: [Vec<CorpusEntry>; 3] = Default::default();
     let mut truth_by_leaf = std::collections::HashMap::new();
@@ -510,14 +547,24 @@ pub async fn simulate(
     let mut retired = 0;
     let mut rng = ChaCha20Rng::seed_from_u64(cfg.seed ^ 0xF111);
     let mut probe = 0;
+    let mut fill_failed = 0u64;
+    let mut answered = 0u64;
     while probe < cfg.fill_probes {
-        let m = prober.manifest();
-        let f = (rng.next_u64() % u64::from(m.filter.a)) as u32;
-        let bit = rng.next_u64() % m.filter.bits;
-        let q = prober.prepare_bit(f, bit)?;
-        match shared.auditor.query(&q).await {
-            Ok((b, _)) => {
-                ones += u64::from(b);
+        // A uniformly random bit of a uniformly random filter, drawn
+        // afresh for each fallback attempt.
+        let drawn = shared
+            .auditor
+            .query_with_fallback(|| {
+                let m = prober.manifest();
+                let f = (rng.next_u64() % u64::from(m.filter.a)) as u32;
+                let bit = rng.next_u64() % m.filter.bits;
+                prober.prepare_bit(f, bit)
+            })
+            .await;
+        match drawn {
+            Ok(a) => {
+                ones += u64::from(a.bit);
+                answered += 1;
                 probe += 1;
                 retired = 0;
             }
@@ -526,16 +573,20 @@ pub async fn simulate(
                 retired += 1;
                 prober = shared.fetch_prober().await?;
             }
-            Err(e) => return Err(e.into()),
+            Err(e) if audit::is_epoch_retired(&e) => return Err(e.into()),
+            Err(_) => {
+                fill_failed += 1;
+                probe += 1;
+            }
         }
     }
-    let fill = if cfg.fill_probes > 0 {
-        ones as f64 / cfg.fill_probes as f64
+    let fill = if answered > 0 {
+        ones as f64 / answered as f64
     } else {
         f64::NAN
     };
-    let fill_se = if cfg.fill_probes > 0 {
-        (fill * (1.0 - fill) / cfg.fill_probes as f64).sqrt()
+    let fill_se = if answered > 0 {
+        (fill * (1.0 - fill) / answered as f64).sqrt()
     } else {
         f64::NAN
     };
@@ -619,6 +670,10 @@ pub async fn simulate(
         round_trip_seconds_mean: t.round_trip_s / q,
         retries: retry.retries,
         retry_wait_seconds: retry.wait_seconds,
+        fallback: shared.auditor.fallback_stats(),
+        audits_failed: t.audits_failed,
+        audit_failures: t.audit_failures,
+        fill_probes_failed: fill_failed,
         wall_seconds: started.elapsed().as_secs_f64(),
         report_files: write_reports(&t.reports, cfg.queue_dir.as_deref())?,
     })

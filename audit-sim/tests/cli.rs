@@ -35,6 +35,10 @@ fn sim_report(dir: &Path) -> std::path::PathBuf {
         round_trip_seconds_mean: 0.02,
         retries: 0,
         retry_wait_seconds: 0.0,
+        fallback: Default::default(),
+        audits_failed: 0,
+        audit_failures: Default::default(),
+        fill_probes_failed: 0,
         wall_seconds: 20.0,
         report_files: Vec::new(),
     };

@@ -17,6 +17,7 @@ use audit_sim::sim::{simulate, SimConfig};
 use axum::body::Bytes;
 use axum::http::{Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
+use browser_client::fallback::FallbackPolicy;
 use browser_client::net::{RetryPolicy, Sleeper};
 use browser_client::policy::AuditPolicy;
 use ct_core::loglist::LogList;
@@ -218,6 +219,7 @@ fn config(
                 std::future::ready(())
             }),
         },
+        fallback: FallbackPolicy::default(),
     };
     (cfg, waits)
 }
@@ -242,7 +244,8 @@ async fn simulated_clients_wait_out_503_and_429_as_retry_after_says() {
     assert_eq!(fake.manifest_requests.load(Ordering::SeqCst), 16);
     assert_eq!(fake.query_requests.load(Ordering::SeqCst), 4);
 
-    // Queries refused twice with 429 + Retry-After: 2.
+    // Queries refused twice with 429 + Retry-After: 2: the fallback draws
+    // afresh; the one group (unsharded) is asked again after its rest.
     let (url, fake) = start(Refuse {
         manifests: 0,
         queries: 2,
@@ -252,10 +255,54 @@ async fn simulated_clients_wait_out_503_and_429_as_retry_after_says() {
     .await;
     let (cfg, waits) = config(&url, 3, 3);
     let report = simulate(cfg, Vec::new(), no_logs()).await.unwrap();
-    assert_eq!(*waits.lock().unwrap(), [Duration::from_secs(2); 2]);
-    assert_eq!((report.retries, report.retry_wait_seconds), (2, 4.0));
+    // The rest is measured on the real clock: the wait is what is left of
+    // the 2 s after the next query was drawn.
+    let waits = waits.lock().unwrap().clone();
+    assert_eq!(waits.len(), 2);
+    assert!(waits
+        .iter()
+        .all(|w| *w > Duration::ZERO && *w <= Duration::from_secs(2)));
+    assert_eq!(report.retries, 0);
+    let fb = &report.fallback;
+    assert_eq!(
+        (fb.queries, fb.attempts, fb.fallbacks, fb.gave_up),
+        (3, 5, 2, 0)
+    );
+    assert_eq!(fb.failures["overloaded"], 2);
+    let waited: f64 = waits.iter().map(Duration::as_secs_f64).sum();
+    assert!(
+        (fb.wait_seconds - waited).abs() < 0.01,
+        "{} vs {waited}",
+        fb.wait_seconds
+    );
     assert_eq!((report.fill_probes, report.fill_ratio), (3, 1.0));
     assert_eq!(fake.query_requests.load(Ordering::SeqCst), 5);
+}
+
+/// Queries that every attempt fails are counted in the report, and the
+/// simulation runs to its end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_queries_are_reported_not_fatal() {
+    let (url, fake) = start(Refuse {
+        manifests: 0,
+        queries: usize::MAX,
+        status: 500,
+        retry_after: "0",
+    })
+    .await;
+    let (cfg, _) = config(&url, 2, 3);
+    let report = simulate(cfg, Vec::new(), no_logs()).await.unwrap();
+    let fb = &report.fallback;
+    let k = u64::from(browser_client::fallback::MAX_REDRAWS);
+    assert_eq!((fb.queries, fb.gave_up), (2, 2));
+    assert_eq!((fb.attempts, fb.fallbacks), (2 * (k + 1), 2 * k));
+    assert_eq!(fb.failures["server_error"], 2 * (k + 1));
+    assert_eq!(report.fill_probes_failed, 2);
+    assert!(report.fill_ratio.is_nan());
+    assert_eq!(
+        fake.query_requests.load(Ordering::SeqCst),
+        2 * (k as usize + 1)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -69,6 +69,34 @@ pub enum BenchCmd {
         #[arg(long)]
         filters: Option<u32>,
     },
+    /// One shard's build streamed from an object store, in a process of
+    /// its own: its peak resident set against its databases' memory. Run
+    /// once with `--prepare` (a synthetic snapshot of `--entries` leaf
+    /// hashes, sorted on disk and prepared as `epoch prepare` does), then
+    /// once per shard measured.
+    ShardBuild {
+        /// The object store (`file:///dir` or `s3://…`).
+        #[arg(long)]
+        object_store: String,
+        /// Prepare the snapshot and spec instead of building.
+        #[arg(long)]
+        prepare: bool,
+        /// |S| (with `--prepare`).
+        #[arg(long, default_value_t = 1_000_000)]
+        entries: u64,
+        /// Filters a (with `--prepare`).
+        #[arg(long, default_value_t = 16)]
+        filters: u32,
+        /// Shard count.
+        #[arg(long, default_value_t = 4)]
+        shards: u32,
+        /// The shard built.
+        #[arg(long, default_value_t = 0)]
+        shard: u32,
+        /// Parameter set (default the configuration's, Table 1).
+        #[arg(long)]
+        param_set: Option<String>,
+    },
     /// The sharded pipeline at scale on this machine: a synthetic store,
     /// `epoch prepare`, every shard's build and `epoch publish` as
     /// separate processes (peak memory of each), then audits of members
@@ -96,6 +124,33 @@ pub async fn run(cmd: &BenchCmd) -> Result<serde_json::Value> {
             let report = crate::soak::run(args).await?;
             eprintln!("{}", crate::soak::summary(&report));
             serde_json::to_value(report)
+        }
+        BenchCmd::ShardBuild {
+            object_store,
+            prepare,
+            entries,
+            filters,
+            shards,
+            shard,
+            param_set,
+        } => {
+            let mut config = Config::default();
+            config.epoch.filters = *filters;
+            if let Some(p) = param_set {
+                config.epoch.param_set = p.clone();
+                config.epoch.allow_insecure_params = true;
+            }
+            config.shard.count = *shards;
+            config.shard.index = *shard;
+            config.shard.urls = (0..*shards)
+                .map(|i| format!("http://s{i}.invalid"))
+                .collect();
+            let objects = crate::objstore::Objects::open(object_store)?;
+            Ok(if *prepare {
+                shard_prepare(&objects, &config, *entries).await?
+            } else {
+                shard_build(&objects, &config).await?
+            })
         }
         BenchCmd::Build { entries, filters } => {
             let mut out = Vec::new();
@@ -542,4 +597,143 @@ async fn build(n: u64, filters: Option<u32>) -> Result<BuildBench> {
         reload_s,
         build: report,
     })
+}
+
+/// `bench shard-build --prepare`: a snapshot of `n` synthetic leaf hashes
+/// sorted on disk, planned and prepared as `epoch prepare` does.
+async fn shard_prepare(
+    objects: &crate::objstore::Objects,
+    config: &Config,
+    n: u64,
+) -> Result<serde_json::Value> {
+    let run = async {
+        let tmp = tempfile::tempdir().map_err(crate::error::io(std::path::Path::new("tmp")))?;
+        let t = Instant::now();
+        let hashes = (0..n).map(|i| -> [u8; 32] {
+            Sha256::new()
+                .chain_update(b"bench-shard-build")
+                .chain_update(i.to_le_bytes())
+                .finalize()
+                .into()
+        });
+        let snap = epoch::SortedSnapshot::from_hashes(
+            hashes,
+            epoch::unix_now_s(),
+            tmp.path(),
+            epoch::DEFAULT_MAX_RUN,
+        )?;
+        let id = objects.epoch_ids().await?.last().map_or(1, |l| l + 1);
+        let spec = crate::plan::plan_sorted(&snap, config, id)?;
+        let bytes = objects.prepare_sorted(&spec, &snap).await?;
+        Ok::<_, Error>(serde_json::json!({
+            "bench": "auditor-shard-prepare",
+            "epoch": id,
+            "entries": n,
+            "filters": spec.manifest.filter.a,
+            "filter_bits": spec.manifest.filter.bits,
+            "databases": spec.manifest.dbs.len(),
+            "shards": crate::objstore::shard_count(&spec.manifest),
+            "snapshot_bytes": bytes,
+            "seconds": t.elapsed().as_secs_f64(),
+            "peak_rss_bytes": peak_rss_bytes(),
+        }))
+    };
+    run.await
+}
+
+/// `bench shard-build`: shard `config.shard.index`'s databases of the
+/// newest prepared epoch, built as a shard builds them (the snapshot
+/// streamed and verified part by part) into a temporary directory; its
+/// peak resident set against what `Server::memory` states for them.
+async fn shard_build(
+    objects: &crate::objstore::Objects,
+    config: &Config,
+) -> Result<serde_json::Value> {
+    let run = async {
+        let id = objects
+            .newest_prepared()
+            .await?
+            .ok_or_else(|| Error::Config("no prepared epoch: run with --prepare first".into()))?;
+        let spec = objects
+            .spec(id)
+            .await?
+            .ok_or_else(|| Error::Config(format!("epoch {id} has no spec")))?;
+        let mut bp = BuildParams::from_config(config)?;
+        bp.params = pir_core::params::by_id(spec.manifest.pir.param_set)?;
+        let own = crate::plan::check_spec_streamed(&spec, &config.shard, &bp)?;
+        let need = crate::memory::need_streamed(&spec.manifest, &own)?;
+        let tmp = tempfile::tempdir().map_err(crate::error::io(std::path::Path::new("tmp")))?;
+        let rss_before = current_rss_bytes();
+        let (t, cpu) = (Instant::now(), crate::fill::cpu_seconds());
+        let stream = objects.open_snapshot(&spec).await?;
+        let built = epoch::build_streamed(
+            stream,
+            spec.manifest.clone(),
+            own.clone(),
+            bp,
+            tmp.path().to_owned(),
+            t,
+        )
+        .await?;
+        let seconds = t.elapsed().as_secs_f64();
+        let cpu_s = cpu
+            .zip(crate::fill::cpu_seconds())
+            .map_or(0.0, |(a, b)| b - a);
+        let report = built.report.clone().unwrap_or_default();
+        let own_filters: u64 = own
+            .iter()
+            .map(|&d| u64::from(spec.manifest.dbs[d as usize].filters))
+            .sum();
+        let inserts = (own_filters * spec.manifest.entries).max(1) as f64;
+        Ok::<_, Error>(serde_json::json!({
+            "bench": "auditor-shard-build",
+            "epoch": id,
+            "entries": spec.manifest.entries,
+            "filters": spec.manifest.filter.a,
+            "filter_bits": spec.manifest.filter.bits,
+            "shards": crate::objstore::shard_count(&spec.manifest),
+            "shard": config.shard.index,
+            "databases": own.len(),
+            "snapshot_parts": crate::snapshot::part_count(spec.manifest.entries, crate::snapshot::PART_ENTRIES),
+            "shard_database_bytes": need.serving(),
+            "shard_records_bytes": need.records,
+            "model_peak_bytes": need.peak(),
+            "rss_before_bytes": rss_before,
+            "peak_rss_bytes": peak_rss_bytes(),
+            "peak_rss_above_databases_bytes": peak_rss_bytes() as i64 - need.serving() as i64,
+            "seconds": seconds,
+            "cpu_seconds": cpu_s,
+            "fill_seconds": report.filters_s,
+            "fill_cpu_seconds": report.filters_cpu_s,
+            "fill_ns_per_entry_filter": report.filters_s * 1e9 / inserts,
+            "fill_cpu_ns_per_entry_filter": report.filters_cpu_s * 1e9 / inserts,
+            "setup_seconds": report.setup_s,
+            "threads": rayon::current_num_threads(),
+            "cpu": cpu_model(),
+        }))
+    };
+    run.await
+}
+
+/// The process's resident set now (`VmRSS`), bytes (0 where not readable).
+fn current_rss_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            let line = s.lines().find(|l| l.starts_with("VmRSS:"))?;
+            let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+            Some(kb * 1024)
+        })
+        .unwrap_or(0)
+}
+
+/// The CPU's model name (`/proc/cpuinfo`; empty where not readable).
+fn cpu_model() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            let line = s.lines().find(|l| l.starts_with("model name"))?;
+            Some(line.split_once(':')?.1.trim().to_owned())
+        })
+        .unwrap_or_default()
 }

@@ -1,20 +1,31 @@
 //! Setting the filters' bits: every entry of S into every filter a
 //! database holds (the first step of building an epoch's databases).
 //!
-//! Under [`HashVersion::V2`] the work is arranged around the hash: each
-//! entry's ChaCha20 key is computed once ([`EntryKeyer`], one SHA-256
-//! compression), stored 16 entries to a word-major [`KeyLanes`], and then
-//! every group of 8 consecutive filters (one keystream block, counter
-//! `filter / 8`) is one task that runs [`chacha20_lanes`] over all
-//! entries and sets the 8 bits each block yields. A task therefore writes
-//! into 8 filters only (8·k·N bits: 80 MB at |S| = 10^7, while all a
-//! filters are 7.7 GB), whose huge pages stay in the TLB, instead of
-//! touching all a filters per entry; within the task the bit indexes are
-//! partitioned by 1 MiB region before they are written
-//! ([`fill_block_v2`]).
+//! The entries arrive in chunks ([`Filler::add`]: a shard feeds the
+//! snapshot's parts as they are verified; an in-memory build feeds slices
+//! of its set), in any order — a bit is an OR, so the order does not
+//! matter — and each chunk is processed in rounds of at most [`ROUND`]
+//! entries, so the memory beside the bitmaps ([`fill_scratch`]) depends on
+//! the round, never on |S|.
 //!
-//! Under [`HashVersion::V1`] (epochs planned by an older server) each
-//! filter is one task with one SHA-256 compression per entry.
+//! A round goes through the filters one keystream block at a time (8
+//! filters: under [`HashVersion::V2`] one ChaCha20 block, counter
+//! `filter / 8`, yields the 8 filters' bit indexes of an entry), in two
+//! parallel steps:
+//!
+//! 1. *hash*, parallel over the round's entries: each task takes a slice
+//!    of the entries (their ChaCha20 keys computed once per round,
+//!    [`EntryKeyer`], [`chacha20_lanes`] over [`LANES`] entries at once;
+//!    under [`HashVersion::V1`] one SHA-256 per entry and filter) and
+//!    sorts their bit indexes by (filter, 1 MiB region) with a counting
+//!    sort into 32-bit offsets;
+//! 2. *set*, parallel over the disjoint 1 MiB regions of the 8 bitmaps
+//!    (`chunks_mut`): each region applies the offsets every task sorted
+//!    into it, so its random writes stay within one huge page that stays
+//!    in L2 and the TLB.
+//!
+//! So every core works in both steps whatever the shard owns, where one
+//! task per 8-filter block would use at most (own filters / 8) cores.
 
 use audit_proto::filter::{
     chacha20_lanes, mul_shift, EntryKeyer, FilterHasher, FilterSpec, HashVersion, KeyLanes, LANES,
@@ -25,24 +36,22 @@ use rayon::prelude::*;
 
 use crate::error::{Error, Result};
 
-/// A filter of one keystream block: its first word in the block, its
-/// bitmap.
-type BlockFilter<'a> = (usize, &'a mut [u8]);
-
 /// Filters per ChaCha20 block (16 words, two per filter).
 const PER_BLOCK: u32 = 8;
+/// Entries a round hashes before it sets their bits.
+pub(crate) const ROUND: usize = 1 << 20;
+/// log2 of a region's bits: 2^23 bits = 1 MiB, about half an L2 cache.
+const REGION_SHIFT: u32 = 23;
+/// Bytes of a region.
+const REGION_BYTES: usize = 1 << (REGION_SHIFT - 3);
+/// Fewest entries a hash task takes (fewer tasks for a small round).
+const MIN_TASK: usize = 1 << 12;
 
-/// The bitmaps of the databases `own` of `manifest`, filled with the
-/// leaf hashes `hashes` (`result[d]` is database d's bitmap, `None` for
-/// the databases of other shards). Each bitmap is zeroed and advised for
-/// huge pages before the filters write it, so the database needs no page
-/// collapse later. Advances `pb` by one per filter.
-pub(crate) fn fill_databases(
-    manifest: &Manifest,
-    own: &[u32],
-    hashes: &[[u8; 32]],
-    pb: &ProgressBar,
-) -> Result<Vec<Option<Vec<u8>>>> {
+/// Zeroed bitmaps of the databases `own` of `manifest` (`result[d]` is
+/// database d's bitmap, `None` for the databases of other shards), each
+/// advised for huge pages before the filters write it, so the database
+/// needs no page collapse later.
+pub(crate) fn own_bitmaps(manifest: &Manifest, own: &[u32]) -> Result<Vec<Option<Vec<u8>>>> {
     let mut maps: Vec<Option<Vec<u8>>> = (0..manifest.dbs.len()).map(|_| None).collect();
     for &d in own {
         let spec = manifest.dbs.get(d as usize).ok_or_else(|| {
@@ -54,8 +63,17 @@ pub(crate) fn fill_databases(
         })?;
         maps[d as usize] = Some(pir_core::mem::zeroed_huge::<u8>((spec.bits / 8) as usize));
     }
-    let chunk = (manifest.filter.bits / 8) as usize;
-    let mut filters: Vec<(u32, &mut [u8])> = Vec::new();
+    Ok(maps)
+}
+
+/// The filters of the bitmaps `maps` ([`own_bitmaps`]) as [`Filler`]
+/// takes them: (filter index, its bitmap), ascending.
+pub(crate) fn filters_of<'a>(
+    manifest: &Manifest,
+    maps: &'a mut [Option<Vec<u8>>],
+) -> Vec<(u32, &'a mut [u8])> {
+    let chunk = ((manifest.filter.bits / 8) as usize).max(1);
+    let mut filters = Vec::new();
     for (d, map) in maps.iter_mut().enumerate() {
         if let (Some(map), Some(spec)) = (map, manifest.dbs.get(d)) {
             for (j, f) in map.chunks_mut(chunk).enumerate() {
@@ -63,8 +81,7 @@ pub(crate) fn fill_databases(
             }
         }
     }
-    fill_filters(&manifest.filter, hashes, filters, pb)?;
-    Ok(maps)
+    filters
 }
 
 /// Sets, for every leaf hash in `hashes`, its bit in each filter of
@@ -77,63 +94,221 @@ pub(crate) fn fill_filters(
     filters: Vec<(u32, &mut [u8])>,
     pb: &ProgressBar,
 ) -> Result<()> {
-    fill_filters_in_rounds(spec, hashes, filters, pb, ROUND)
+    let n = filters.len() as u64;
+    let mut f = Filler::new(spec, filters)?;
+    f.add(hashes);
+    pb.inc(n);
+    Ok(())
 }
 
-/// [`fill_filters`] with V2 rounds of `round` entries.
-fn fill_filters_in_rounds(
-    spec: &FilterSpec,
-    hashes: &[[u8; 32]],
-    filters: Vec<(u32, &mut [u8])>,
-    pb: &ProgressBar,
+/// The filters of one keystream block: its counter, and (filter, bitmap).
+type Group<'a> = (u32, Vec<(u32, &'a mut [u8])>);
+
+/// Fills a set of filters from chunks of leaf hashes, as they arrive.
+pub(crate) struct Filler<'a> {
+    spec: &'a FilterSpec,
+    keyer: Option<EntryKeyer>,
+    groups: Vec<Group<'a>>,
+    regions: usize,
     round: usize,
-) -> Result<()> {
-    let bits = spec.bits;
-    if filters.windows(2).any(|w| w[0].0 >= w[1].0)
-        || filters.last().is_some_and(|(f, _)| *f >= spec.a)
-    {
-        return Err(Error::Internal(
-            "filters out of the spec's range or order".into(),
-        ));
-    }
-    if filters.iter().any(|(_, f)| f.len() as u64 * 8 != bits) {
-        return Err(Error::Internal("a filter bitmap of the wrong size".into()));
-    }
-    match spec.hash {
-        HashVersion::V1 => {
-            filters.into_par_iter().for_each(|(filter, words)| {
-                let hasher = FilterHasher::new(&spec.salts[filter as usize]);
-                for h in hashes {
-                    let b = hasher.bit(h, bits);
-                    words[(b / 8) as usize] |= 1 << (b % 8);
-                }
-                pb.inc(1);
-            });
+    entries: u64,
+}
+
+impl<'a> Filler<'a> {
+    /// A filler of `filters` (filter index in `spec`, its bitmap of
+    /// `spec.bits / 8` bytes), ascending.
+    pub(crate) fn new(spec: &'a FilterSpec, filters: Vec<(u32, &'a mut [u8])>) -> Result<Self> {
+        let bits = spec.bits;
+        if filters.windows(2).any(|w| w[0].0 >= w[1].0)
+            || filters.last().is_some_and(|(f, _)| *f >= spec.a)
+        {
+            return Err(Error::Internal(
+                "filters out of the spec's range or order".into(),
+            ));
         }
-        HashVersion::V2 => {
-            let key64 = spec
-                .entry_key
-                .as_ref()
-                .ok_or_else(|| Error::Internal("V2 spec without its entry key".into()))?;
-            let keys = entry_keys(&EntryKeyer::new(key64), hashes);
-            // Group the filters by keystream block: block g holds the
-            // words of filters 8g..8g+8.
-            let mut groups: Vec<(u32, Vec<BlockFilter<'_>>)> = Vec::new();
-            for (filter, map) in filters {
-                let (g, word) = (filter / PER_BLOCK, 2 * (filter % PER_BLOCK) as usize);
-                match groups.last_mut() {
-                    Some((last, v)) if *last == g => v.push((word, map)),
-                    _ => groups.push((g, vec![(word, map)])),
+        if filters.iter().any(|(_, f)| f.len() as u64 * 8 != bits) {
+            return Err(Error::Internal("a filter bitmap of the wrong size".into()));
+        }
+        let keyer = match spec.hash {
+            HashVersion::V1 => None,
+            HashVersion::V2 => {
+                Some(EntryKeyer::new(spec.entry_key.as_ref().ok_or_else(
+                    || Error::Internal("V2 spec without its entry key".into()),
+                )?))
+            }
+        };
+        let mut groups: Vec<Group<'a>> = Vec::new();
+        for (filter, map) in filters {
+            let g = filter / PER_BLOCK;
+            match groups.last_mut() {
+                Some((last, v)) if *last == g => v.push((filter, map)),
+                _ => groups.push((g, vec![(filter, map)])),
+            }
+        }
+        Ok(Filler {
+            spec,
+            keyer,
+            groups,
+            regions: bits.div_ceil(1 << REGION_SHIFT) as usize,
+            round: ROUND,
+            entries: 0,
+        })
+    }
+
+    /// Entries added so far.
+    pub(crate) fn entries(&self) -> u64 {
+        self.entries
+    }
+
+    /// Sets the bits of `hashes` (any chunk of the set, in any order).
+    pub(crate) fn add(&mut self, hashes: &[[u8; 32]]) {
+        for round in hashes.chunks(self.round.max(1)) {
+            self.add_round(round);
+        }
+        self.entries += hashes.len() as u64;
+    }
+
+    fn add_round(&mut self, hashes: &[[u8; 32]]) {
+        let n = hashes.len();
+        if n == 0 {
+            return;
+        }
+        let keys = match &self.keyer {
+            Some(k) => entry_keys(k, hashes),
+            None => Vec::new(),
+        };
+        let threads = rayon::current_num_threads().max(1);
+        let per_task = n
+            .div_ceil(threads)
+            .max(MIN_TASK)
+            .next_multiple_of(LANES)
+            .min(n.next_multiple_of(LANES));
+        let (spec, regions) = (self.spec, self.regions);
+        for (g, maps) in &mut self.groups {
+            let filters: Vec<u32> = maps.iter().map(|(f, _)| *f).collect();
+            let tasks: Vec<Buckets> = (0..n.div_ceil(per_task))
+                .into_par_iter()
+                .map(|t| {
+                    let range = t * per_task..(n.min((t + 1) * per_task));
+                    let bits = match spec.hash {
+                        HashVersion::V2 => bits_v2(&keys, range, *g, &filters, spec.bits),
+                        HashVersion::V1 => bits_v1(spec, &hashes[range], &filters),
+                    };
+                    Buckets::sort(&bits, filters.len(), regions)
+                })
+                .collect();
+            let mut jobs: Vec<(usize, usize, &mut [u8])> = Vec::with_capacity(maps.len() * regions);
+            for (j, (_, map)) in maps.iter_mut().enumerate() {
+                for (r, region) in map.chunks_mut(REGION_BYTES).enumerate() {
+                    jobs.push((j, r, region));
                 }
             }
-            let n = hashes.len();
-            groups.into_par_iter().for_each(|(g, mut maps)| {
-                fill_block_v2(&keys, n, g, &mut maps, bits, round);
-                pb.inc(maps.len() as u64);
+            jobs.into_par_iter().for_each(|(j, r, region)| {
+                let k = j * regions + r;
+                for b in &tasks {
+                    let (s, e) = (b.starts[k] as usize, b.starts[k + 1] as usize);
+                    for &off in &b.offs[s..e] {
+                        region[(off / 8) as usize] |= 1 << (off % 8);
+                    }
+                }
             });
         }
     }
-    Ok(())
+}
+
+/// One hash task's bit indexes, sorted by (filter, region): the offsets
+/// within the region of bucket k are `offs[starts[k]..starts[k + 1]]`,
+/// k = filter position · regions + region.
+struct Buckets {
+    starts: Vec<u32>,
+    offs: Vec<u32>,
+}
+
+impl Buckets {
+    /// Sorts `bits` (filter-major: `bits[j·m + e]`, m entries per filter)
+    /// by (filter, region).
+    fn sort(bits: &[u64], filters: usize, regions: usize) -> Buckets {
+        let m = bits.len() / filters.max(1);
+        let mut starts = vec![0u32; filters * regions + 1];
+        for (j, row) in bits.chunks(m.max(1)).enumerate() {
+            for &b in row {
+                starts[j * regions + (b >> REGION_SHIFT) as usize + 1] += 1;
+            }
+        }
+        for k in 1..starts.len() {
+            starts[k] += starts[k - 1];
+        }
+        let mut at = starts.clone();
+        let mut offs = vec![0u32; bits.len()];
+        let mask = (1u64 << REGION_SHIFT) - 1;
+        for (j, row) in bits.chunks(m.max(1)).enumerate() {
+            for &b in row {
+                let k = j * regions + (b >> REGION_SHIFT) as usize;
+                offs[at[k] as usize] = (b & mask) as u32;
+                at[k] += 1;
+            }
+        }
+        Buckets { starts, offs }
+    }
+}
+
+/// The V2 bit indexes of the entries `range` (keys in `keys`, [`LANES`]
+/// per [`KeyLanes`]; `range` starts at a multiple of [`LANES`]) in the
+/// `filters` of keystream block `g`, filter-major.
+fn bits_v2(
+    keys: &[KeyLanes],
+    range: std::ops::Range<usize>,
+    g: u32,
+    filters: &[u32],
+    bits: u64,
+) -> Vec<u64> {
+    let m = range.len();
+    let mut out = vec![0u64; m * filters.len()];
+    let first = range.start / LANES;
+    for (c, lanes) in keys[first..range.end.div_ceil(LANES)].iter().enumerate() {
+        let valid = (m - c * LANES).min(LANES);
+        let block = chacha20_lanes(lanes, g);
+        for (j, &f) in filters.iter().enumerate() {
+            let w = 2 * (f % PER_BLOCK) as usize;
+            let (lo, hi) = (&block[w], &block[w + 1]);
+            let row = &mut out[j * m + c * LANES..j * m + c * LANES + valid];
+            for (l, b) in row.iter_mut().enumerate() {
+                *b = mul_shift(u64::from(lo[l]) | u64::from(hi[l]) << 32, bits);
+            }
+        }
+    }
+    out
+}
+
+/// The V1 bit indexes of `hashes` in `filters`, filter-major.
+fn bits_v1(spec: &FilterSpec, hashes: &[[u8; 32]], filters: &[u32]) -> Vec<u64> {
+    let mut out = Vec::with_capacity(hashes.len() * filters.len());
+    for &f in filters {
+        let hasher = FilterHasher::new(&spec.salts[f as usize]);
+        out.extend(hashes.iter().map(|h| hasher.bit(h, spec.bits)));
+    }
+    out
+}
+
+/// The most scratch memory filling takes beside the bitmaps and the
+/// chunk being added: a round's keys (32 bytes an entry), and for the 8
+/// filters of one keystream block each task's bit indexes (8 bytes) and
+/// their sorted offsets (4 bytes) per entry and filter, its bucket starts
+/// (two 4-byte counters per filter and region) and the region list, with
+/// 1/4 headroom. `entries` is the most a round holds (|S| or less).
+pub(crate) fn fill_scratch(entries: u64, filter_bits: u64, own_filters: u64) -> u64 {
+    if own_filters == 0 {
+        return 0;
+    }
+    let round = entries.min(ROUND as u64).next_multiple_of(LANES as u64);
+    let f = own_filters.min(u64::from(PER_BLOCK));
+    let regions = filter_bits.div_ceil(1 << REGION_SHIFT);
+    let tasks = rayon::current_num_threads() as u64;
+    let keys = 32 * round;
+    let bits = 12 * f * round;
+    let starts = tasks * 2 * 4 * (f * regions + 1);
+    let jobs = f * regions * 40;
+    (keys + bits + starts + jobs) * 5 / 4
 }
 
 /// CPU seconds this process has used (user + system, all threads), from
@@ -240,74 +415,6 @@ pub(crate) fn fill_window(
     Ok(())
 }
 
-/// Entries a task hashes before it sets their bits (one round).
-const ROUND: usize = 1 << 20;
-
-/// The most scratch memory filling takes beside the bitmaps, the leaf
-/// hashes and their keys: each task in flight (one per 8-filter block, at
-/// most one per thread of the pool) holds the buckets of one round, a
-/// 4-byte offset per entry and filter of the round, with 1/4 headroom.
-pub(crate) fn fill_scratch(entries: u64, own_filters: u64) -> u64 {
-    let tasks = own_filters
-        .div_ceil(u64::from(PER_BLOCK))
-        .min(rayon::current_num_threads() as u64);
-    let per_task = u64::from(PER_BLOCK) * 4 * (entries.min(ROUND as u64)) * 5 / 4;
-    tasks * per_task
-}
-/// log2 of a region's bits: 2^23 bits = 1 MiB, about half an L2 cache.
-const REGION_SHIFT: u32 = 23;
-
-/// Sets the bits of the `n` entries (keys in `keys`) in the filters of
-/// keystream block `g`: `maps` holds (first word of the filter in the
-/// block, its bitmap).
-///
-/// Partitioned: a round of `round` ([`ROUND`]) entries is hashed first, each bit
-/// index appended to the bucket of its filter and 1 MiB region (a 32-bit
-/// offset, written sequentially); then the buckets are applied one region
-/// at a time, so the random writes of a bucket hit a region that stays
-/// in L2 (at |S| = 10^6 each region line takes ~64 writes per round, at
-/// 10^7 ~6) instead of missing the cache on nearly every write into the
-/// task's 8 filters.
-fn fill_block_v2(
-    keys: &[KeyLanes],
-    n: usize,
-    g: u32,
-    maps: &mut [BlockFilter<'_>],
-    bits: u64,
-    round: usize,
-) {
-    let regions = bits.div_ceil(1 << REGION_SHIFT) as usize;
-    let lanes_per_round = (round / LANES).max(1);
-    let cap = round.min(n) / regions * 5 / 4 + 64;
-    let mut buckets: Vec<Vec<u32>> = (0..maps.len() * regions)
-        .map(|_| Vec::with_capacity(cap))
-        .collect();
-    let mask = (1u64 << REGION_SHIFT) - 1;
-    for (r, round) in keys.chunks(lanes_per_round).enumerate() {
-        for (c, lanes) in round.iter().enumerate() {
-            let valid = (n - (r * lanes_per_round + c) * LANES).min(LANES);
-            let block = chacha20_lanes(lanes, g);
-            for (j, (w, _)) in maps.iter().enumerate() {
-                let (lo, hi) = (&block[*w], &block[*w + 1]);
-                let own = &mut buckets[j * regions..(j + 1) * regions];
-                for l in 0..valid {
-                    let b = mul_shift(u64::from(lo[l]) | u64::from(hi[l]) << 32, bits);
-                    own[(b >> REGION_SHIFT) as usize].push((b & mask) as u32);
-                }
-            }
-        }
-        for (i, bucket) in buckets.iter_mut().enumerate() {
-            let (j, region) = (i / regions, i % regions);
-            let start = region << (REGION_SHIFT - 3);
-            let map = &mut maps[j].1[start..];
-            for &off in bucket.iter() {
-                map[(off / 8) as usize] |= 1 << (off % 8);
-            }
-            bucket.clear();
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -346,6 +453,65 @@ mod tests {
                     }
                     assert_eq!(map, &want, "{version:?} n={n} filter {}", first + j as u32);
                 }
+            }
+        }
+    }
+
+    /// The bits `FilterSpec::bit` names for `hs` in `count` filters from
+    /// `first`: the naive reference.
+    fn reference(spec: &FilterSpec, hs: &[[u8; 32]], first: u32, count: u32) -> Vec<Vec<u8>> {
+        (first..first + count)
+            .map(|f| {
+                let mut want = vec![0u8; (spec.bits / 8) as usize];
+                for h in hs {
+                    let b = spec.bit(f, h).unwrap();
+                    want[(b / 8) as usize] |= 1 << (b % 8);
+                }
+                want
+            })
+            .collect()
+    }
+
+    /// Filled in chunks of 1, 7 or many entries, in rounds smaller than a
+    /// chunk or not, with chunks in reverse order: the same bits as the
+    /// reference, for both hashes, over filters of several regions and
+    /// two keystream blocks.
+    #[test]
+    fn streamed_fill_matches_spec_bits_in_any_chunking() {
+        let hs = hashes(300);
+        for version in [HashVersion::V1, HashVersion::V2] {
+            let spec =
+                FilterSpec::with_hash(version, 20, 1, (2 << REGION_SHIFT) + 40, [4; 32]).unwrap();
+            let (first, count) = (5u32, 6u32); // filters 5..11: blocks 0 and 1
+            let want = reference(&spec, &hs, first, count);
+            for (chunk, round, reverse) in [
+                (1usize, ROUND, false),
+                (7, ROUND, true),
+                (300, ROUND, false),
+                (128, 40, true),
+                (300, 17, false),
+            ] {
+                let mut maps = vec![vec![0u8; (spec.bits / 8) as usize]; count as usize];
+                let refs: Vec<(u32, &mut [u8])> = maps
+                    .iter_mut()
+                    .enumerate()
+                    .map(|(j, m)| (first + j as u32, m.as_mut_slice()))
+                    .collect();
+                let mut f = Filler::new(&spec, refs).unwrap();
+                f.round = round;
+                let mut chunks: Vec<&[[u8; 32]]> = hs.chunks(chunk).collect();
+                if reverse {
+                    chunks.reverse();
+                }
+                for c in chunks {
+                    f.add(c);
+                }
+                assert_eq!(f.entries(), 300);
+                drop(f);
+                assert!(
+                    maps == want,
+                    "{version:?}: chunks of {chunk}, rounds of {round}, reversed {reverse}"
+                );
             }
         }
     }
@@ -392,7 +558,9 @@ mod tests {
             .enumerate()
             .map(|(j, m)| (6 + j as u32, m.as_mut_slice()))
             .collect();
-        fill_filters_in_rounds(&spec, &hs, refs, &ProgressBar::hidden(), 48).unwrap();
+        let mut f = Filler::new(&spec, refs).unwrap();
+        f.round = 48;
+        f.add(&hs);
         for (j, map) in maps.iter().enumerate() {
             let mut want = vec![0u8; map.len()];
             for h in &hs {

@@ -56,6 +56,7 @@ pub mod rehearse;
 pub mod reports;
 mod routes;
 pub mod service;
+pub mod snapshot;
 #[cfg(feature = "bench")]
 pub mod soak;
 mod state;

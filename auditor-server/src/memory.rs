@@ -13,20 +13,24 @@
 //! allocated, and a build (or load) that does not fit is refused with the
 //! shard count or `db_bits_target` that would fit.
 //!
-//! While building, a server also holds the snapshot's leaf hashes (32
-//! bytes per entry of S, up to twice that while they are read, or while
-//! the filters are filled: then beside each hash its 32-byte ChaCha20 key
-//! of the filter hash) and, for
-//! the database being set up, DBSetup's transient buffers and the
-//! unrounded A1·D (released once the database's hint is written).
+//! While building, a server also fills its bitmaps from the snapshot's
+//! leaf hashes. A shard of a prepared epoch streams them from the object
+//! store ([`need_streamed`]): it holds a few verified snapshot parts
+//! ([`crate::objstore::PARTS_IN_FLIGHT`] fetched, one queued, one being
+//! filled, 32 MiB each) and the scratch of one fill round
+//! (`fill::fill_scratch`), whatever |S|. A build from hashes in memory
+//! ([`need`] with `building`: a single server, or a shard building from a
+//! spec file) also holds all of them, 32 bytes per entry of S, until its
+//! last database is set up. Setting up a database takes DBSetup's
+//! transient buffers and the unrounded A1·D (released once its hint is
+//! written).
 //!
 //! A build has two peaks ([`Need::peak`]): while the filters are filled,
 //! every bitmap of the shard (they become its databases' records, in
-//! place) beside the leaf hashes and their keys; and while the databases
-//! are set up one by one, the records and YPIR state of every database
-//! beside the leaf hashes and one database's transients. Filling also
-//! takes the partition buckets of the tasks in flight
-//! (`fill::fill_scratch`).
+//! place) beside the leaf hashes held and the fill's scratch; and while
+//! the databases are set up one by one, the records and YPIR state of
+//! every database beside the leaf hashes held and one database's
+//! transients.
 
 use audit_proto::Manifest;
 use pir_core::params::{DbShape, Params};
@@ -48,10 +52,11 @@ pub struct Need {
     /// The largest per-database transient of a build or load (DBSetup
     /// buffers, unrounded A1·D, the files read back).
     pub transient: u64,
-    /// The snapshot's leaf hashes while building (0 when loading).
+    /// The snapshot's leaf hashes held while building (0 when loading or
+    /// streaming).
     pub snapshot: u64,
-    /// The scratch of filling the filters beside the bitmaps (0 when
-    /// loading).
+    /// The scratch of filling the filters beside the bitmaps, and the
+    /// snapshot parts in flight of a streamed build (0 when loading).
     pub fill: u64,
 }
 
@@ -62,23 +67,51 @@ impl Need {
     }
 
     /// The most held at once while building or loading: filling (every
-    /// bitmap, i.e. the records, beside the leaf hashes and their keys)
-    /// or setting up (everything served, the leaf hashes, one database's
-    /// transients).
+    /// bitmap, i.e. the records, beside the leaf hashes held and the
+    /// fill's scratch) or setting up (everything served, the leaf hashes
+    /// held, one database's transients).
     pub fn peak(&self) -> u64 {
-        let setting_up = self.serving() + self.transient + self.snapshot / 2;
-        let filling = if self.snapshot > 0 {
-            self.records + self.snapshot + self.fill
-        } else {
-            0
-        };
+        let setting_up = self.serving() + self.transient + self.snapshot;
+        let filling = self.records + self.snapshot + self.fill;
         setting_up.max(filling)
     }
 }
 
+/// How an epoch's databases come to a server.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum How {
+    /// Loaded from its files.
+    Load,
+    /// Built from leaf hashes held in memory.
+    Memory,
+    /// Built from the object store's snapshot, streamed part by part.
+    Stream,
+}
+
+impl How {
+    fn of(building: bool) -> How {
+        if building {
+            How::Memory
+        } else {
+            How::Load
+        }
+    }
+}
+
 /// What the databases `own` of `m` need on one server; `building`: built
-/// from a snapshot of `m.entries` leaf hashes (else loaded from disk).
+/// from a snapshot of `m.entries` leaf hashes held in memory (else loaded
+/// from disk).
 pub fn need(m: &Manifest, own: &[u32], building: bool) -> Result<Need> {
+    need_how(m, own, How::of(building))
+}
+
+/// What building the databases `own` of `m` on one server needs when the
+/// snapshot streams from the object store: no term grows with |S|.
+pub fn need_streamed(m: &Manifest, own: &[u32]) -> Result<Need> {
+    need_how(m, own, How::Stream)
+}
+
+fn need_how(m: &Manifest, own: &[u32], how: How) -> Result<Need> {
     let params = pir_core::params::by_id(m.pir.param_set)?;
     let shapes = own
         .iter()
@@ -87,17 +120,33 @@ pub fn need(m: &Manifest, own: &[u32], building: bool) -> Result<Need> {
             ell1: usize::try_from(d.rows).unwrap_or(usize::MAX),
             ell2: usize::try_from(d.cols).unwrap_or(usize::MAX),
         });
-    let mut n = need_for_shapes(&params, shapes, building);
-    if building {
-        n.snapshot = m.entries.saturating_mul(64);
-        let filters: u64 = own
-            .iter()
-            .filter_map(|&d| m.dbs.get(d as usize))
-            .map(|d| u64::from(d.filters))
-            .sum();
-        n.fill = crate::fill::fill_scratch(m.entries, filters);
-    }
+    let mut n = need_for_shapes(&params, shapes, how != How::Load);
+    let filters: u64 = own
+        .iter()
+        .filter_map(|&d| m.dbs.get(d as usize))
+        .map(|d| u64::from(d.filters))
+        .sum();
+    add_build(&mut n, m, filters, how);
     Ok(n)
+}
+
+/// Adds to `n` what building `filters` filters of `m` holds beside the
+/// databases.
+fn add_build(n: &mut Need, m: &Manifest, filters: u64, how: How) {
+    let scratch = crate::fill::fill_scratch(m.entries, m.filter.bits, filters);
+    match how {
+        How::Load => {}
+        How::Memory => {
+            n.snapshot = m.entries.saturating_mul(32);
+            n.fill = scratch;
+        }
+        How::Stream => {
+            let part =
+                crate::snapshot::part_len(m.entries.min(u64::from(crate::snapshot::PART_ENTRIES)));
+            let parts = crate::objstore::PARTS_IN_FLIGHT as u64 + 2;
+            n.fill = scratch + parts * part;
+        }
+    }
 }
 
 fn need_for_shapes(params: &Params, shapes: impl Iterator<Item = DbShape>, building: bool) -> Need {
@@ -205,13 +254,34 @@ pub fn check(
     building: bool,
     budget: &Budget,
 ) -> Result<Need> {
+    check_how(m, own, (index, count), How::of(building), budget)
+}
+
+/// [`check`] of a build that streams the snapshot from the object store
+/// ([`need_streamed`]).
+pub fn check_streamed(
+    m: &Manifest,
+    own: &[u32],
+    (index, count): (u32, u32),
+    budget: &Budget,
+) -> Result<Need> {
+    check_how(m, own, (index, count), How::Stream, budget)
+}
+
+fn check_how(
+    m: &Manifest,
+    own: &[u32],
+    (index, count): (u32, u32),
+    how: How,
+    budget: &Budget,
+) -> Result<Need> {
     let Some(avail) = budget.available() else {
         tracing::warn!(
             "no memory limit known (no /proc/meminfo, no max_memory_bytes): not checked"
         );
-        return need(m, own, building);
+        return need_how(m, own, how);
     };
-    check_against(m, own, (index, count), building, &avail)
+    check_against_how(m, own, (index, count), how, &avail)
 }
 
 /// [`check`] against a given amount of available memory.
@@ -222,7 +292,18 @@ pub fn check_against(
     building: bool,
     avail: &Available,
 ) -> Result<Need> {
-    let n = need(m, own, building)?;
+    check_against_how(m, own, (index, count), How::of(building), avail)
+}
+
+fn check_against_how(
+    m: &Manifest,
+    own: &[u32],
+    (index, count): (u32, u32),
+    how: How,
+    avail: &Available,
+) -> Result<Need> {
+    let building = how != How::Load;
+    let n = need_how(m, own, how)?;
     if n.peak() <= avail.bytes {
         return Ok(n);
     }
@@ -240,20 +321,19 @@ pub fn check_against(
         gb(n.records),
         gb(n.state),
         format_args!("{:.0} MB", fixed as f64 / 1e6),
-        if building {
-            format!(", plus {} of leaf hashes", gb(n.snapshot / 2))
-        } else {
-            String::new()
+        match how {
+            How::Load => String::new(),
+            How::Memory => format!(", plus {} of leaf hashes", gb(n.snapshot)),
+            How::Stream => format!(", plus {} of snapshot parts and fill scratch", gb(n.fill)),
         },
         gb(avail.bytes),
         avail.source,
     );
     let mut fixes = Vec::new();
-    if let Some(shards) = shards_that_fit(m, &params, building, avail.bytes) {
+    if let Some(shards) = shards_that_fit(m, &params, how, avail.bytes) {
         fixes.push(format!("on {shards} shards ([shard] count = {shards})"));
     }
-    if let Some((target, per, dbs)) =
-        target_that_fits(m, &params, (index, count), building, avail.bytes)
+    if let Some((target, per, dbs)) = target_that_fits(m, &params, (index, count), how, avail.bytes)
     {
         fixes.push(format!(
             "with [epoch] db_bits_target = {target} ({per} filters per database, {dbs} databases)"
@@ -269,19 +349,19 @@ pub fn check_against(
 
 /// The fewest shards (rule `d mod n`, at least the epoch's planned count)
 /// whose largest share fits in `avail`.
-fn shards_that_fit(m: &Manifest, params: &Params, building: bool, avail: u64) -> Option<u32> {
+fn shards_that_fit(m: &Manifest, params: &Params, how: How, avail: u64) -> Option<u32> {
     let total = m.dbs.len() as u32;
     let planned = m.shards.as_ref().map_or(1, |s| s.count());
     (planned.max(1)..=total).find(|&n| {
         // shard 0 has the most databases under the rule
-        let share = m.dbs.iter().filter(|d| d.id % n == 0).map(|d| DbShape {
+        let share = m.dbs.iter().filter(|d| d.id % n == 0);
+        let filters = share.clone().map(|d| u64::from(d.filters)).sum();
+        let shapes = share.map(|d| DbShape {
             ell1: d.rows as usize,
             ell2: d.cols as usize,
         });
-        let mut need = need_for_shapes(params, share, building);
-        if building {
-            need.snapshot = m.entries.saturating_mul(64);
-        }
+        let mut need = need_for_shapes(params, shapes, how != How::Load);
+        add_build(&mut need, m, filters, how);
         need.peak() <= avail
     })
 }
@@ -293,7 +373,7 @@ fn target_that_fits(
     m: &Manifest,
     params: &Params,
     (index, count): (u32, u32),
-    building: bool,
+    how: How,
     avail: u64,
 ) -> Option<(u64, u32, usize)> {
     let (a, fb) = (m.filter.a, m.filter.bits);
@@ -310,15 +390,20 @@ fn target_that_fits(
         if shapes.iter().any(|&s| params.check_shape(s).is_err()) {
             return None;
         }
+        let mine = |d: usize| d as u32 % count.max(1) == index;
         let share = shapes
             .iter()
             .enumerate()
-            .filter(|(d, _)| *d as u32 % count.max(1) == index)
+            .filter(|(d, _)| mine(*d))
             .map(|(_, s)| *s);
-        let mut need = need_for_shapes(params, share, building);
-        if building {
-            need.snapshot = m.entries.saturating_mul(64);
-        }
+        let filters = plan
+            .iter()
+            .enumerate()
+            .filter(|(d, _)| mine(*d))
+            .map(|(_, &(_, c))| u64::from(c))
+            .sum();
+        let mut need = need_for_shapes(params, share, how != How::Load);
+        add_build(&mut need, m, filters, how);
         (need.peak() <= avail).then_some((target, per, plan.len()))
     })
 }

@@ -12,42 +12,40 @@
 //!
 //! | object | written by | content |
 //! |---|---|---|
-//! | `epochs/<id>/snapshot-<h>.bin` | `epoch prepare`, first; named after the spec's fresh seed ([`snapshot_object`]) | the leaf hashes ([`SNAPSHOT_MAGIC`] format below) |
+//! | `epochs/<id>/snapshot-<h>/part-<i>.bin`, `index.bin` | `epoch prepare`, first (the parts, then the index); named after the spec's fresh seed ([`snapshot_object`]) | the leaf hashes, in parts of 2^20 ([`crate::snapshot`], format version 2) |
 //! | `epochs/<id>/spec.json` | `epoch prepare`, last, created once (a conditional create): its presence makes the epoch *prepared* | the epoch spec |
 //! | `epochs/<id>/dbs/db-<d>.bits`, `.hint` | the shard that built database d, before its ready marker | the database's files as persisted ([`DbArtifact`]) |
 //! | `epochs/<id>/ready/<shard>` | each shard, after persisting and uploading its databases | [`ReadyMarker`], naming the spec's digest and its databases' files with their SHA-256 |
 //! | `epochs/<id>/published` | `epoch publish`, once every shard is ready | [`PublishedMarker`], naming the spec's and manifest's digests and every database's files |
 //! | `epochs/<id>/publish-timed-out` | `epoch publish`, when its deadline passes first | [`TimedOutMarker`] |
 //!
-//! Snapshot format, version 1 (all integers little-endian):
-//!
-//! ```text
-//! magic "CTAUSNAP" (8) ‖ version u32 = 1 ‖ epoch u64 ‖ count u64
-//! ‖ set digest (32: crate::plan::set_digest of the hashes)
-//! ‖ count × 32-byte leaf hashes, strictly ascending
-//! ‖ SHA-256 of every byte before it (32)
-//! ```
-//!
-//! The reader ([`SnapshotDecoder`]) is fed the object as it streams in; it
-//! checks the header against the spec (epoch, count — at most
-//! [`MAX_SNAPSHOT_ENTRIES`] — and set digest) before accepting any body,
-//! that every hash is greater than the one before (sorted, no
-//! duplicates), the set digest and the checksum, and that nothing follows
-//! the checksum. A shard builds nothing from a snapshot that fails any of
-//! these.
+//! The snapshot's format is [`crate::snapshot`]'s. A shard reads the index,
+//! then the parts with a few GETs in flight ([`PARTS_IN_FLIGHT`]), each
+//! retried a bounded number of times ([`PART_ATTEMPTS`], on top of the
+//! client's own retries), and checks every part against the index before
+//! any of its entries is used ([`SnapshotStream`]); the set digest of the
+//! spec is checked once the last part is in. A shard builds nothing from a
+//! snapshot that fails any check, and reports ready only after all passed.
 //!
 //! Two coordinators may race for one epoch id (a CronJob and a job started
 //! by hand): each takes its snapshot first, then picks the next id, draws
 //! fresh seeds and writes its snapshot under its own name. Only one of them
 //! creates the spec; the other removes its snapshot and fails with
 //! [`Error::EpochTaken`]. A coordinator killed before its spec is written
-//! leaves a snapshot no spec names, which no shard reads and `prune`
-//! removes. A shard reports ready, and serves a published epoch, only
-//! under the spec its databases were built from.
+//! leaves parts (and perhaps an index) no spec names, which no shard reads
+//! and `prune` removes ([`Objects::prune`]: whole epochs without a spec,
+//! and snapshot directories other than the one the spec names). A shard
+//! reports ready, and serves a published epoch, only under the spec its
+//! databases were built from.
 //!
 //! Objects are replaced whole (a local directory writes a temporary file
 //! and renames it; S3 makes an object visible only once its upload
-//! completes), so a reader sees an old object, a new one or none.
+//! completes), so a reader sees an old object, a new one or none. Snapshot
+//! parts are single PUTs; database files are multipart uploads, which a
+//! killed process leaves incomplete and invisible on S3 (the bucket's
+//! lifecycle rule `AbortIncompleteMultipartUpload` removes them,
+//! `docs/operator.md` §Object store), and as `<name>#<n>` staging files in
+//! a local directory (removed by `prune` with their epoch).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -63,17 +61,18 @@ use crate::config::{parse_url, Location};
 use crate::epoch::SortedSnapshot;
 use crate::error::{Error, Result};
 use crate::layout::{bits_name, hint_name};
-use crate::plan::{EpochSpec, SET_DOMAIN};
+use crate::plan::EpochSpec;
 
-/// Magic of a snapshot object.
-pub const SNAPSHOT_MAGIC: &[u8; 8] = b"CTAUSNAP";
-/// Version of the snapshot format.
-pub const SNAPSHOT_VERSION: u32 = 1;
-/// Snapshot header: magic, version, epoch, count, set digest.
-pub const SNAPSHOT_HEADER: usize = 8 + 4 + 8 + 8 + 32;
-/// Most leaf hashes a snapshot may hold (2^36, ~14 times the 5·10^9
-/// entries of the internet-scale deployment).
-pub const MAX_SNAPSHOT_ENTRIES: u64 = 1 << 36;
+mod s3;
+
+pub use crate::snapshot::{SnapshotExpect, SnapshotIndex, VerifiedPart, MAX_SNAPSHOT_ENTRIES};
+/// Part GETs (and PUTs) of a snapshot in flight at once.
+pub const PARTS_IN_FLIGHT: usize = 4;
+/// Attempts at reading one snapshot part (each with the client's own
+/// retries inside) before the read fails.
+pub const PART_ATTEMPTS: u32 = 3;
+/// Name of a snapshot's index object in its directory.
+pub const SNAPSHOT_INDEX: &str = "index.bin";
 /// Largest marker or spec object read.
 const MAX_MARKER_BYTES: u64 = 64 << 10;
 /// Time limit of one object-store request, body included (a snapshot or a
@@ -234,16 +233,22 @@ enum Hashes<'a> {
     Sorted(&'a SortedSnapshot),
 }
 
-/// The name of `spec`'s snapshot object in its epoch's directory:
-/// `snapshot-<16 hex digits>.bin`, from the spec's fresh PIR seed, so that
-/// two coordinators racing for one epoch id never write the same object
-/// and the spec that wins names its own snapshot.
+/// The name of `spec`'s snapshot directory in its epoch's directory:
+/// `snapshot-<16 hex digits>`, from the spec's fresh PIR seed, so that
+/// two coordinators racing for one epoch id never write the same objects
+/// and the spec that wins names its own snapshot. It holds
+/// [`SNAPSHOT_INDEX`] and the parts ([`part_object`]).
 pub fn snapshot_object(spec: &EpochSpec) -> String {
     let h = Sha256::new()
         .chain_update(SNAPSHOT_NAME_DOMAIN)
         .chain_update(spec.manifest.pir.seed)
         .finalize();
-    format!("snapshot-{}.bin", audit_proto::hex::encode(&h[..8]))
+    format!("snapshot-{}", audit_proto::hex::encode(&h[..8]))
+}
+
+/// The name of part `i` in a snapshot directory.
+pub fn part_object(i: u32) -> String {
+    format!("part-{i:06}.bin")
 }
 
 /// The shard count an epoch is planned for.
@@ -257,6 +262,9 @@ pub struct Objects {
     store: Arc<dyn ObjectStore>,
     prefix: String,
     url: String,
+    /// The directory of a `file://` store (its staging files of
+    /// interrupted uploads are removed by [`Objects::prune`]).
+    local: Option<std::path::PathBuf>,
 }
 
 impl std::fmt::Debug for Objects {
@@ -287,49 +295,22 @@ impl Objects {
         url: &str,
         vars: impl IntoIterator<Item = (String, String)>,
     ) -> Result<Objects> {
+        let mut local = None;
         let (store, prefix): (Arc<dyn ObjectStore>, String) = match parse_url(url)? {
             Location::Dir(dir) => {
                 std::fs::create_dir_all(&dir).map_err(crate::error::io(&dir))?;
                 let fs = object_store::local::LocalFileSystem::new_with_prefix(&dir)
                     .map_err(|e| store_err(url, e))?;
+                local = Some(dir);
                 (Arc::new(fs), String::new())
             }
-            Location::S3 { bucket, prefix } => {
-                // Snapshots and databases are large objects streamed in
-                // one request each: the crate's 30 s request timeout would
-                // cut a multi-GiB transfer. Failed requests are retried a
-                // bounded number of times with backoff. `AWS_TIMEOUT`,
-                // `AWS_CONNECT_TIMEOUT` (and the other keys) still override.
-                let options = object_store::ClientOptions::new()
-                    .with_timeout(OBJECT_TIMEOUT)
-                    .with_connect_timeout(std::time::Duration::from_secs(10));
-                let retry = object_store::RetryConfig {
-                    max_retries: OBJECT_RETRIES,
-                    retry_timeout: std::time::Duration::from_secs(300),
-                    ..Default::default()
-                };
-                let mut b = object_store::aws::AmazonS3Builder::new()
-                    .with_client_options(options)
-                    .with_retry(retry);
-                for (k, v) in vars {
-                    if let Some(key) = k
-                        .strip_prefix("AWS_")
-                        .and_then(|_| k.to_ascii_lowercase().parse().ok())
-                    {
-                        b = b.with_config(key, v);
-                    }
-                }
-                let s3 = b
-                    .with_bucket_name(bucket)
-                    .build()
-                    .map_err(|e| store_err(url, e))?;
-                (Arc::new(s3), prefix)
-            }
+            Location::S3 { bucket, prefix } => (s3::open(url, &bucket, vars)?, prefix),
         };
         Ok(Objects {
             store,
             prefix,
             url: url.to_owned(),
+            local,
         })
     }
 
@@ -340,6 +321,7 @@ impl Objects {
             store,
             prefix: prefix.trim_matches('/').to_owned(),
             url: name.to_owned(),
+            local: None,
         }
     }
 
@@ -479,8 +461,21 @@ impl Objects {
 
     /// Writes epoch `spec`'s snapshot `hashes` (sorted, deduplicated: the
     /// set the spec's digest names), then the spec: the epoch is prepared
-    /// once this returns. Returns the snapshot's size in bytes.
+    /// once this returns. Returns the snapshot's size in bytes (parts and
+    /// index).
     pub async fn prepare(&self, spec: &EpochSpec, hashes: &[[u8; 32]]) -> Result<u64> {
+        self.prepare_in_parts(spec, hashes, crate::snapshot::PART_ENTRIES)
+            .await
+    }
+
+    /// [`Objects::prepare`] with `part_entries` entries per part (tests:
+    /// many parts of a small set).
+    pub async fn prepare_in_parts(
+        &self,
+        spec: &EpochSpec,
+        hashes: &[[u8; 32]],
+        part_entries: u32,
+    ) -> Result<u64> {
         let m = &spec.manifest;
         if hashes.len() as u64 != m.entries || crate::plan::set_digest(hashes) != spec.set_sha256 {
             return Err(Error::Internal(
@@ -490,13 +485,17 @@ impl Objects {
         if self.exists(&self.epoch_key(m.epoch, SPEC_OBJECT)).await? {
             return Err(Error::EpochTaken { epoch: m.epoch });
         }
-        self.upload_snapshot(spec, Hashes::Slice(hashes)).await?;
+        let bytes = self
+            .upload_snapshot(spec, Hashes::Slice(hashes), part_entries)
+            .await?;
         self.create_spec(spec).await?;
-        Ok(snapshot_len(hashes.len() as u64))
+        Ok(bytes)
     }
 
     /// [`Objects::prepare`] from a snapshot sorted on disk: the hashes
-    /// stream from its file, so memory does not grow with |S|.
+    /// stream from its file a part at a time, with at most
+    /// [`PARTS_IN_FLIGHT`] parts uploading, so memory does not grow with
+    /// |S|.
     pub async fn prepare_sorted(&self, spec: &EpochSpec, snap: &SortedSnapshot) -> Result<u64> {
         let m = &spec.manifest;
         if snap.entries != m.entries || snap.set_sha256 != spec.set_sha256 {
@@ -507,60 +506,148 @@ impl Objects {
         if self.exists(&self.epoch_key(m.epoch, SPEC_OBJECT)).await? {
             return Err(Error::EpochTaken { epoch: m.epoch });
         }
-        self.upload_snapshot(spec, Hashes::Sorted(snap)).await?;
+        let bytes = self
+            .upload_snapshot(spec, Hashes::Sorted(snap), crate::snapshot::PART_ENTRIES)
+            .await?;
         self.create_spec(spec).await?;
-        Ok(snapshot_len(snap.entries))
+        Ok(bytes)
     }
 
-    /// Writes `spec`'s snapshot object (a multipart upload, aborted on
-    /// error).
-    async fn upload_snapshot(&self, spec: &EpochSpec, hashes: Hashes<'_>) -> Result<()> {
-        let m = &spec.manifest;
-        let key = self.epoch_key(m.epoch, &snapshot_object(spec));
-        let upload = self
-            .store
-            .put_multipart(&key)
-            .await
-            .map_err(|e| store_err(&format!("writing {key}"), e))?;
-        let mut w = object_store::WriteMultipart::new_with_chunk_size(upload, UPLOAD_PART);
-        let header = snapshot_header(m.epoch, m.entries, &spec.set_sha256);
-        let mut sum = Sha256::new();
-        sum.update(header);
-        w.write(&header);
-        let per = UPLOAD_PART / 32;
-        let (mut slice, mut reader, mut buf) = match hashes {
-            Hashes::Slice(h) => (h.chunks(per), None, Vec::new()),
-            Hashes::Sorted(s) => ([].chunks(per), Some(s.reader()?), vec![[0u8; 32]; per]),
-        };
-        loop {
-            let chunk: &[[u8; 32]] = match &mut reader {
-                None => match slice.next() {
-                    Some(c) => c,
-                    None => break,
-                },
-                Some(r) => match r.next_into(&mut buf) {
-                    Ok(0) => break,
-                    Ok(n) => &buf[..n],
-                    Err(e) => {
-                        let _ = w.abort().await;
-                        return Err(e);
-                    }
-                },
-            };
-            if let Err(e) = w.wait_for_capacity(4).await {
-                // no half-uploaded parts left behind
-                let _ = w.abort().await;
-                return Err(store_err(&format!("writing {key}"), e));
-            }
-            let bytes = chunk.as_flattened();
-            sum.update(bytes);
-            w.write(bytes);
+    /// Writes `spec`'s snapshot: the parts (single PUTs, at most
+    /// [`PARTS_IN_FLIGHT`] at once), then the index. On error the objects
+    /// written are removed (what a killed coordinator leaves, `prune`
+    /// removes). Returns the bytes written.
+    async fn upload_snapshot(
+        &self,
+        spec: &EpochSpec,
+        hashes: Hashes<'_>,
+        part_entries: u32,
+    ) -> Result<u64> {
+        let written = self.upload_parts(spec, hashes, part_entries).await;
+        if written.is_err() {
+            self.remove_snapshot(spec).await;
         }
-        w.write(&sum.finalize());
-        w.finish()
-            .await
-            .map(drop)
-            .map_err(|e| store_err(&format!("writing {key}"), e))
+        written
+    }
+
+    async fn upload_parts(
+        &self,
+        spec: &EpochSpec,
+        hashes: Hashes<'_>,
+        part_entries: u32,
+    ) -> Result<u64> {
+        use crate::snapshot::{encode_part, part_count, PartInfo, MAX_PARTS, MAX_PART_ENTRIES};
+        let m = &spec.manifest;
+        let count = m.entries;
+        // Parts of at least `part_entries`, few enough for the index.
+        let per = part_entries
+            .max(u32::try_from(count.div_ceil(u64::from(MAX_PARTS))).unwrap_or(u32::MAX))
+            .clamp(1, MAX_PART_ENTRIES);
+        let parts = u32::try_from(part_count(count, per))
+            .ok()
+            .filter(|&n| n <= MAX_PARTS)
+            .ok_or_else(|| Error::Internal(format!("{count} entries: too many for a snapshot")))?;
+        let dir = snapshot_object(spec);
+        let (mut slice, mut reader, mut buf) = match hashes {
+            Hashes::Slice(h) => (h.chunks(per as usize), None, Vec::new()),
+            Hashes::Sorted(s) => (
+                [].chunks(per as usize),
+                Some(s.reader()?),
+                vec![[0u8; 32]; per.min(u32::try_from(count).unwrap_or(u32::MAX)) as usize],
+            ),
+        };
+        let mut infos: Vec<Option<PartInfo>> = vec![None; parts as usize];
+        let mut uploads = futures_util::stream::FuturesUnordered::new();
+        let mut total = 0u64;
+        for i in 0..parts {
+            let n = crate::snapshot::entries_of(count, per, i) as usize;
+            let chunk: &[[u8; 32]] = match &mut reader {
+                None => slice.next().unwrap_or_default(),
+                Some(r) => {
+                    let mut got = 0;
+                    while got < n {
+                        match r.next_into(&mut buf[got..n])? {
+                            0 => break,
+                            k => got += k,
+                        }
+                    }
+                    &buf[..got]
+                }
+            };
+            if chunk.len() != n {
+                return Err(Error::Internal(format!(
+                    "the snapshot ended inside part {i} ({} of {n} entries)",
+                    chunk.len()
+                )));
+            }
+            let bytes = encode_part(m.epoch, i, parts, chunk);
+            total += bytes.len() as u64;
+            infos[i as usize] = Some(PartInfo {
+                bytes: bytes.len() as u64,
+                sha256: Sha256::digest(&bytes).into(),
+            });
+            let key = self.epoch_key(m.epoch, &format!("{dir}/{}", part_object(i)));
+            let store = self.store.clone();
+            uploads.push(async move {
+                store
+                    .put(&key, PutPayload::from(bytes))
+                    .await
+                    .map(drop)
+                    .map_err(|e| store_err(&format!("writing {key}"), e))
+            });
+            if uploads.len() >= PARTS_IN_FLIGHT {
+                if let Some(r) = uploads.next().await {
+                    r?;
+                }
+            }
+        }
+        while let Some(r) = uploads.next().await {
+            r?;
+        }
+        if reader
+            .as_mut()
+            .is_some_and(|r| r.next_into(&mut [[0u8; 32]]).ok() != Some(0))
+        {
+            return Err(Error::Internal(
+                "the snapshot holds more entries than planned".into(),
+            ));
+        }
+        let index = SnapshotIndex {
+            want: SnapshotExpect {
+                epoch: m.epoch,
+                count,
+                set_sha256: spec.set_sha256,
+            },
+            part_entries: per,
+            parts: infos.into_iter().flatten().collect(),
+        }
+        .encode();
+        total += index.len() as u64;
+        let key = self.epoch_key(m.epoch, &format!("{dir}/{SNAPSHOT_INDEX}"));
+        self.put(&key, index).await?;
+        Ok(total)
+    }
+
+    /// Removes `spec`'s snapshot objects, as far as it can (failures are
+    /// logged: `prune` removes what is left).
+    async fn remove_snapshot(&self, spec: &EpochSpec) {
+        let dir = self.epoch_key(spec.manifest.epoch, &snapshot_object(spec));
+        if let Err(e) = self.delete_under(&dir).await {
+            tracing::warn!(dir = %dir, error = %crate::error::error_chain(&e), "could not remove the snapshot of a failed prepare");
+        }
+    }
+
+    /// Deletes every object under `dir`.
+    async fn delete_under(&self, dir: &ObjPath) -> Result<()> {
+        let mut list = self.store.list(Some(dir));
+        while let Some(meta) = list.next().await {
+            let meta = meta.map_err(|e| store_err(&format!("listing {dir}"), e))?;
+            match self.store.delete(&meta.location).await {
+                Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
+                Err(e) => return Err(store_err(&format!("deleting {}", meta.location), e)),
+            }
+        }
+        Ok(())
     }
 
     /// Creates `spec`'s object, once: of two coordinators racing for this
@@ -569,7 +656,6 @@ impl Objects {
     async fn create_spec(&self, spec: &EpochSpec) -> Result<()> {
         let m = &spec.manifest;
         let spec_key = self.epoch_key(m.epoch, SPEC_OBJECT);
-        let key = self.epoch_key(m.epoch, &snapshot_object(spec));
         let created = self
             .store
             .put_opts(
@@ -579,9 +665,7 @@ impl Objects {
             )
             .await;
         if let Err(e) = created {
-            if let Err(rm) = self.store.delete(&key).await {
-                tracing::warn!(object = %key, error = %rm, "could not remove the snapshot of a failed prepare");
-            }
+            self.remove_snapshot(spec).await;
             return Err(match e {
                 object_store::Error::AlreadyExists { .. } => Error::EpochTaken { epoch: m.epoch },
                 e => store_err(&format!("writing {spec_key}"), e),
@@ -590,38 +674,105 @@ impl Objects {
         Ok(())
     }
 
-    /// Streams epoch `spec`'s snapshot and returns its leaf hashes once
-    /// every check of [`SnapshotDecoder`] has passed.
-    pub async fn read_snapshot(&self, spec: &EpochSpec) -> Result<Vec<[u8; 32]>> {
+    /// Opens epoch `spec`'s snapshot: reads and checks its index against
+    /// the spec (epoch, |S|, set digest), and that the snapshot directory
+    /// holds exactly the parts it lists; then [`SnapshotStream`] yields
+    /// the verified parts in order.
+    pub async fn open_snapshot(&self, spec: &EpochSpec) -> Result<SnapshotStream> {
+        use crate::snapshot::{index_len, MAX_PARTS};
         let m = &spec.manifest;
-        let key = self.epoch_key(m.epoch, &snapshot_object(spec));
-        let mut dec = SnapshotDecoder::new(
-            key.to_string(),
-            SnapshotExpect {
-                epoch: m.epoch,
-                count: m.entries,
-                set_sha256: spec.set_sha256,
-            },
-        )?;
-        let got = self
-            .store
-            .get(&key)
-            .await
-            .map_err(|e| store_err(&format!("reading {key}"), e))?;
-        if got.meta.size != dec.total_len() {
-            return Err(dec.corrupt(format!(
-                "{} bytes, expected {} for {} entries",
-                got.meta.size,
-                dec.total_len(),
-                m.entries
-            )));
+        let dir = self.epoch_key(m.epoch, &snapshot_object(spec));
+        let key = self.epoch_key(
+            m.epoch,
+            &format!("{}/{SNAPSHOT_INDEX}", snapshot_object(spec)),
+        );
+        let want = SnapshotExpect {
+            epoch: m.epoch,
+            count: m.entries,
+            set_sha256: spec.set_sha256,
+        };
+        let bytes = match read_retried(&*self.store, &key, index_len(MAX_PARTS)).await? {
+            Some(b) => b,
+            None => {
+                return Err(Error::Corrupt {
+                    path: key.to_string(),
+                    why: "missing: the spec's snapshot has no index".into(),
+                })
+            }
+        };
+        let index = Arc::new(SnapshotIndex::decode(key.as_ref(), &bytes, want)?);
+        // Exactly the listed parts: an extra or misnamed object is a
+        // coordinator's mistake or a tampered store.
+        let mut list = self.store.list(Some(&dir));
+        let mut seen = vec![false; index.parts.len()];
+        while let Some(meta) = list.next().await {
+            let meta = meta.map_err(|e| store_err(&format!("listing {dir}"), e))?;
+            let name = meta.location.filename().unwrap_or_default();
+            if name == SNAPSHOT_INDEX {
+                continue;
+            }
+            let part = name
+                .strip_prefix("part-")
+                .and_then(|n| n.strip_suffix(".bin"))
+                .and_then(|n| n.parse::<u32>().ok())
+                .filter(|&i| part_object(i) == name && (i as usize) < seen.len());
+            match part {
+                Some(i) => seen[i as usize] = true,
+                None => {
+                    return Err(Error::Corrupt {
+                        path: meta.location.to_string(),
+                        why: format!("not a part the index lists ({} parts)", seen.len()),
+                    })
+                }
+            }
         }
-        let mut stream = got.into_stream();
-        while let Some(chunk) = stream.next().await {
-            let chunk = chunk.map_err(|e| store_err(&format!("reading {key}"), e))?;
-            dec.feed(&chunk)?;
+        if let Some(i) = seen.iter().position(|s| !s) {
+            return Err(Error::Corrupt {
+                path: format!("{dir}/{}", part_object(i as u32)),
+                why: format!("missing: part {i} of {}", seen.len()),
+            });
         }
-        dec.finish()
+        let check = crate::snapshot::SetCheck::new(dir.to_string(), &index);
+        let (store, index2, dir2) = (self.store.clone(), index.clone(), dir.clone());
+        let parts = futures_util::stream::iter(0..index.parts.len() as u32)
+            .map(move |i| {
+                let (store, index, key) = (
+                    store.clone(),
+                    index2.clone(),
+                    ObjPath::from(format!("{dir2}/{}", part_object(i))),
+                );
+                async move { read_part(&*store, &index, &key, i).await }
+            })
+            .buffered(PARTS_IN_FLIGHT)
+            .boxed();
+        Ok(SnapshotStream {
+            index,
+            parts,
+            check: Some(check),
+        })
+    }
+
+    /// Streams and checks epoch `spec`'s snapshot and returns its leaf
+    /// hashes (tests and tools: a shard's build streams it,
+    /// [`Objects::open_snapshot`]).
+    pub async fn read_snapshot(&self, spec: &EpochSpec) -> Result<Vec<[u8; 32]>> {
+        let mut s = self.open_snapshot(spec).await?;
+        let mut out = Vec::new();
+        while let Some(p) = s.next_part().await? {
+            out.extend_from_slice(p.hashes());
+        }
+        Ok(out)
+    }
+
+    /// Object `key` whole if it exists and holds at most `max` bytes.
+    #[cfg(test)]
+    async fn read_capped(&self, key: &ObjPath, max: u64) -> Result<Option<Vec<u8>>> {
+        let got = match self.store.get(key).await {
+            Ok(g) => g,
+            Err(object_store::Error::NotFound { .. }) => return Ok(None),
+            Err(e) => return Err(store_err(&format!("reading {key}"), e)),
+        };
+        read_body(got, key, max).await.map(Some)
     }
 
     /// Reports shard `marker.shard` ready for epoch `marker.epoch`.
@@ -848,10 +999,13 @@ impl Objects {
     }
 
     /// Deletes every epoch directory older than the newest `keep` ones,
-    /// except the newest published epoch and anything newer; and every
+    /// except the newest published epoch and anything newer; every
     /// directory older than the newest prepared epoch that holds no spec
-    /// (what a coordinator killed before writing its spec left). Returns
-    /// the epochs deleted.
+    /// (what a coordinator killed before writing its spec left); and, in
+    /// an epoch with a spec, every snapshot directory the spec does not
+    /// name (a racing coordinator's, killed before it could remove its
+    /// own). In a local directory, the staging files of interrupted
+    /// uploads in those directories go too. Returns the epochs deleted.
     pub async fn prune(&self, keep: usize) -> Result<Vec<u64>> {
         let ids = self.epoch_ids().await?;
         let published = self.newest_published().await?;
@@ -859,249 +1013,185 @@ impl Objects {
         let old = ids.len().saturating_sub(keep);
         let mut gone = Vec::new();
         for (i, &id) in ids.iter().enumerate() {
-            let abandoned = prepared.is_some_and(|p| id < p)
-                && !self.exists(&self.epoch_key(id, SPEC_OBJECT)).await?;
+            let spec = match self.spec(id).await {
+                Ok(s) => s,
+                Err(Error::Corrupt { .. }) => None,
+                Err(e) => return Err(e),
+            };
+            let has_spec = spec.is_some() || self.exists(&self.epoch_key(id, SPEC_OBJECT)).await?;
+            let abandoned = prepared.is_some_and(|p| id < p) && !has_spec;
             if !abandoned && (i >= old || published.is_some_and(|p| id >= p)) {
+                if let Some(spec) = spec {
+                    self.prune_orphan_snapshots(&spec).await?;
+                }
                 continue;
             }
-            let dir = self.key(&format!("epochs/{id:012}"));
-            let mut list = self.store.list(Some(&dir));
-            while let Some(meta) = list.next().await {
-                let meta = meta.map_err(|e| store_err("listing an old epoch", e))?;
-                match self.store.delete(&meta.location).await {
-                    Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
-                    Err(e) => return Err(store_err(&format!("deleting {}", meta.location), e)),
-                }
-            }
+            let rel = format!("epochs/{id:012}");
+            self.delete_under(&self.key(&rel)).await?;
+            self.remove_local(&rel);
             gone.push(id);
         }
         Ok(gone)
     }
-}
 
-/// Bytes of a snapshot of `count` entries.
-pub fn snapshot_len(count: u64) -> u64 {
-    SNAPSHOT_HEADER as u64 + 32 * count + 32
-}
-
-fn snapshot_header(epoch: u64, count: u64, set: &[u8; 32]) -> [u8; SNAPSHOT_HEADER] {
-    let mut h = [0u8; SNAPSHOT_HEADER];
-    h[..8].copy_from_slice(SNAPSHOT_MAGIC);
-    h[8..12].copy_from_slice(&SNAPSHOT_VERSION.to_le_bytes());
-    h[12..20].copy_from_slice(&epoch.to_le_bytes());
-    h[20..28].copy_from_slice(&count.to_le_bytes());
-    h[28..].copy_from_slice(set);
-    h
-}
-
-/// The whole snapshot object of `hashes` (tests and tools; `prepare`
-/// streams the same bytes).
-pub fn encode_snapshot(epoch: u64, hashes: &[[u8; 32]]) -> Vec<u8> {
-    let set = crate::plan::set_digest(hashes);
-    let mut out = Vec::with_capacity(snapshot_len(hashes.len() as u64) as usize);
-    out.extend_from_slice(&snapshot_header(epoch, hashes.len() as u64, &set));
-    out.extend_from_slice(hashes.as_flattened());
-    let sum = Sha256::digest(&out);
-    out.extend_from_slice(&sum);
-    out
-}
-
-/// What a snapshot must hold (from the epoch spec).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct SnapshotExpect {
-    /// Its epoch.
-    pub epoch: u64,
-    /// |S|.
-    pub count: u64,
-    /// [`crate::plan::set_digest`] of S.
-    pub set_sha256: [u8; 32],
-}
-
-/// Incremental reader of a snapshot object: [`SnapshotDecoder::feed`] it
-/// the bytes as they arrive, then [`SnapshotDecoder::finish`].
-#[derive(Debug)]
-pub struct SnapshotDecoder {
-    name: String,
-    want: SnapshotExpect,
-    /// Bytes consumed so far.
-    pos: u64,
-    header: Vec<u8>,
-    /// A leaf hash split across chunks.
-    carry: Vec<u8>,
-    trailer: Vec<u8>,
-    hashes: Vec<[u8; 32]>,
-    file: Sha256,
-    set: Sha256,
-}
-
-impl SnapshotDecoder {
-    /// A reader of the snapshot `name` that must hold `want`. Refuses a
-    /// count over [`MAX_SNAPSHOT_ENTRIES`].
-    pub fn new(name: String, want: SnapshotExpect) -> Result<SnapshotDecoder> {
-        if want.count > MAX_SNAPSHOT_ENTRIES {
-            return Err(Error::Corrupt {
-                path: name,
-                why: format!(
-                    "{} entries planned, more than {MAX_SNAPSHOT_ENTRIES}",
-                    want.count
-                ),
-            });
-        }
-        let mut set = Sha256::new();
-        set.update(SET_DOMAIN);
-        set.update(want.count.to_be_bytes());
-        Ok(SnapshotDecoder {
-            name,
-            want,
-            pos: 0,
-            header: Vec::with_capacity(SNAPSHOT_HEADER),
-            carry: Vec::with_capacity(32),
-            trailer: Vec::with_capacity(32),
-            // grown as the hashes arrive, not sized by the claim
-            hashes: Vec::with_capacity(want.count.min(1 << 16) as usize),
-            file: Sha256::new(),
-            set,
-        })
-    }
-
-    /// The object's length in bytes.
-    pub fn total_len(&self) -> u64 {
-        snapshot_len(self.want.count)
-    }
-
-    fn corrupt(&self, why: String) -> Error {
-        Error::Corrupt {
-            path: self.name.clone(),
-            why,
-        }
-    }
-
-    fn body_end(&self) -> u64 {
-        SNAPSHOT_HEADER as u64 + 32 * self.want.count
-    }
-
-    fn check_header(&self) -> Result<()> {
-        let h = &self.header;
-        if &h[..8] != SNAPSHOT_MAGIC {
-            return Err(self.corrupt("not a snapshot (bad magic)".into()));
-        }
-        let le64 = |r: std::ops::Range<usize>| {
-            let mut b = [0u8; 8];
-            b.copy_from_slice(&h[r]);
-            u64::from_le_bytes(b)
-        };
-        let mut v = [0u8; 4];
-        v.copy_from_slice(&h[8..12]);
-        let version = u32::from_le_bytes(v);
-        if version != SNAPSHOT_VERSION {
-            return Err(self.corrupt(format!(
-                "snapshot format version {version} (this server reads {SNAPSHOT_VERSION})"
-            )));
-        }
-        let (epoch, count) = (le64(12..20), le64(20..28));
-        if epoch != self.want.epoch {
-            return Err(self.corrupt(format!(
-                "snapshot of epoch {epoch}, expected {}",
-                self.want.epoch
-            )));
-        }
-        if count != self.want.count {
-            return Err(self.corrupt(format!(
-                "{count} entries, the spec plans {}",
-                self.want.count
-            )));
-        }
-        if h[28..] != self.want.set_sha256 {
-            return Err(self.corrupt("set digest differs from the spec's".into()));
-        }
-        Ok(())
-    }
-
-    fn take_hash(&mut self, h: [u8; 32]) -> Result<()> {
-        if self.hashes.last().is_some_and(|prev| *prev >= h) {
-            return Err(self.corrupt(format!(
-                "leaf hash {} is not greater than the one before (not sorted, or a duplicate)",
-                self.hashes.len()
-            )));
-        }
-        self.set.update(h);
-        self.hashes.push(h);
-        Ok(())
-    }
-
-    /// Consumes the next bytes of the object.
-    pub fn feed(&mut self, mut data: &[u8]) -> Result<()> {
-        let total = self.total_len();
-        if self.pos + data.len() as u64 > total {
-            return Err(self.corrupt(format!("longer than {total} bytes (trailing bytes)")));
-        }
-        while !data.is_empty() {
-            if self.pos < SNAPSHOT_HEADER as u64 {
-                let n = (SNAPSHOT_HEADER - self.header.len()).min(data.len());
-                self.header.extend_from_slice(&data[..n]);
-                self.file.update(&data[..n]);
-                (self.pos, data) = (self.pos + n as u64, &data[n..]);
-                if self.header.len() == SNAPSHOT_HEADER {
-                    self.check_header()?;
-                }
-            } else if self.pos < self.body_end() {
-                let n = ((self.body_end() - self.pos).min(data.len() as u64)) as usize;
-                let (body, rest) = data.split_at(n);
-                self.file.update(body);
-                let mut body = body;
-                if !self.carry.is_empty() {
-                    let k = (32 - self.carry.len()).min(body.len());
-                    self.carry.extend_from_slice(&body[..k]);
-                    body = &body[k..];
-                    if self.carry.len() == 32 {
-                        let mut h = [0u8; 32];
-                        h.copy_from_slice(&self.carry);
-                        self.carry.clear();
-                        self.take_hash(h)?;
-                    }
-                }
-                let mut chunks = body.chunks_exact(32);
-                for c in &mut chunks {
-                    let mut h = [0u8; 32];
-                    h.copy_from_slice(c);
-                    self.take_hash(h)?;
-                }
-                self.carry.extend_from_slice(chunks.remainder());
-                (self.pos, data) = (self.pos + n as u64, rest);
-            } else {
-                let n = (32 - self.trailer.len()).min(data.len());
-                self.trailer.extend_from_slice(&data[..n]);
-                (self.pos, data) = (self.pos + n as u64, &data[n..]);
+    /// Deletes the snapshot directories of `spec`'s epoch other than the
+    /// one it names.
+    async fn prune_orphan_snapshots(&self, spec: &EpochSpec) -> Result<()> {
+        let id = spec.manifest.epoch;
+        let dir = self.key(&format!("epochs/{id:012}"));
+        let list = self
+            .store
+            .list_with_delimiter(Some(&dir))
+            .await
+            .map_err(|e| store_err(&format!("listing {dir}"), e))?;
+        let own = snapshot_object(spec);
+        for p in &list.common_prefixes {
+            let Some(name) = p.filename() else { continue };
+            if name.starts_with("snapshot-") && name != own {
+                tracing::info!(
+                    epoch = id,
+                    snapshot = name,
+                    "removing a snapshot no spec names"
+                );
+                self.delete_under(p).await?;
+                self.remove_local(&format!("epochs/{id:012}/{name}"));
             }
         }
         Ok(())
     }
 
-    /// Checks that the whole object was read and its digests, and returns
-    /// the leaf hashes.
-    pub fn finish(self) -> Result<Vec<[u8; 32]>> {
-        if self.pos != self.total_len() {
-            return Err(self.corrupt(format!(
-                "truncated: {} of {} bytes",
-                self.pos,
-                self.total_len()
-            )));
+    /// In a local directory store: removes the directory `rel` (under the
+    /// prefix) with whatever staging files of interrupted uploads it
+    /// still holds, which the store's listing does not show.
+    fn remove_local(&self, rel: &str) {
+        let Some(root) = &self.local else { return };
+        let path = if self.prefix.is_empty() {
+            root.join(rel)
+        } else {
+            root.join(&self.prefix).join(rel)
+        };
+        match std::fs::remove_dir_all(&path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => {
+                tracing::warn!(dir = %path.display(), error = %e, "could not remove a pruned directory")
+            }
         }
-        if self.file.clone().finalize().as_slice() != self.trailer.as_slice() {
-            return Err(self.corrupt("checksum mismatch".into()));
-        }
-        if self.set.clone().finalize().as_slice() != self.want.set_sha256 {
-            return Err(self.corrupt("the leaf hashes are not the planned set".into()));
-        }
-        Ok(self.hashes)
     }
 }
 
-/// Decodes a whole snapshot object held in memory (fuzzing, tools).
-pub fn decode_snapshot(bytes: &[u8], want: SnapshotExpect) -> Result<Vec<[u8; 32]>> {
-    let mut d = SnapshotDecoder::new("snapshot".into(), want)?;
-    d.feed(bytes)?;
-    d.finish()
+/// The verified parts of a snapshot, in order ([`Objects::open_snapshot`]):
+/// up to [`PARTS_IN_FLIGHT`] are fetched at once, each checked against
+/// the index as it arrives; [`SnapshotStream::next_part`] returns `None`
+/// only once every part came and the set digest matched the spec's.
+pub struct SnapshotStream {
+    index: Arc<SnapshotIndex>,
+    parts: futures_util::stream::BoxStream<'static, Result<VerifiedPart>>,
+    check: Option<crate::snapshot::SetCheck>,
+}
+
+impl std::fmt::Debug for SnapshotStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SnapshotStream")
+            .field("index", &self.index)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SnapshotStream {
+    /// The checked index.
+    pub fn index(&self) -> &SnapshotIndex {
+        &self.index
+    }
+
+    /// The next part, verified (its checksum against the index, its
+    /// header, its order after the previous part); `Ok(None)` once the
+    /// whole snapshot is in and hashes to the spec's set digest. After an
+    /// error the stream is done.
+    pub async fn next_part(&mut self) -> Result<Option<VerifiedPart>> {
+        let Some(check) = self.check.as_mut() else {
+            return Err(Error::Internal("snapshot stream used after its end".into()));
+        };
+        match self.parts.next().await {
+            Some(Ok(p)) => match check.push(&p) {
+                Ok(()) => Ok(Some(p)),
+                Err(e) => {
+                    self.check = None;
+                    Err(e)
+                }
+            },
+            Some(Err(e)) => {
+                self.check = None;
+                Err(e)
+            }
+            None => match self.check.take() {
+                Some(c) => c.finish().map(|()| None),
+                None => Ok(None),
+            },
+        }
+    }
+}
+
+/// Reads part `i` of `index` from `key` ([`read_retried`]) and checks it.
+async fn read_part(
+    store: &dyn ObjectStore,
+    index: &SnapshotIndex,
+    key: &ObjPath,
+    i: u32,
+) -> Result<VerifiedPart> {
+    let len = index.parts.get(i as usize).map_or(0, |p| p.bytes);
+    match read_retried(store, key, len).await? {
+        Some(bytes) => index.check_part(key.as_ref(), i, bytes),
+        None => Err(Error::Corrupt {
+            path: key.to_string(),
+            why: format!("missing: part {i} of {}", index.parts.len()),
+        }),
+    }
+}
+
+/// Object `key` whole (`None` if it does not exist), refused if it holds
+/// more than `max` bytes; a failing store is tried [`PART_ATTEMPTS`] times
+/// (each with the client's own retries inside, 1 s and 2 s apart), a
+/// damaged object refused at once.
+async fn read_retried(store: &dyn ObjectStore, key: &ObjPath, max: u64) -> Result<Option<Vec<u8>>> {
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let got = match store.get(key).await {
+            Ok(g) => read_body(g, key, max).await.map(Some),
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(store_err(&format!("reading {key}"), e)),
+        };
+        match got {
+            Err(e @ Error::ObjectStore { .. }) if attempt < PART_ATTEMPTS => {
+                tracing::warn!(object = %key, attempt, error = %crate::error::error_chain(&e), "reading a snapshot object failed; retrying");
+                tokio::time::sleep(std::time::Duration::from_millis(500 << attempt)).await;
+            }
+            r => return r,
+        }
+    }
+}
+
+/// The body of `got` (object `key`), refused if it holds more than `max`
+/// bytes (checked before anything is read, and again while reading).
+async fn read_body(got: object_store::GetResult, key: &ObjPath, max: u64) -> Result<Vec<u8>> {
+    let too_long = |n: u64| Error::Corrupt {
+        path: key.to_string(),
+        why: format!("{n} bytes, more than the {max} expected (trailing bytes)"),
+    };
+    if got.meta.size > max {
+        return Err(too_long(got.meta.size));
+    }
+    let mut out = Vec::with_capacity(got.meta.size as usize);
+    let mut stream = got.into_stream();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|e| store_err(&format!("reading {key}"), e))?;
+        if (out.len() + chunk.len()) as u64 > max {
+            return Err(too_long((out.len() + chunk.len()) as u64));
+        }
+        out.extend_from_slice(&chunk);
+    }
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -1121,119 +1211,338 @@ mod tests {
         v
     }
 
-    fn expect(epoch: u64, h: &[[u8; 32]]) -> SnapshotExpect {
-        SnapshotExpect {
-            epoch,
-            count: h.len() as u64,
-            set_sha256: crate::plan::set_digest(h),
-        }
+    /// An object store over another that can stall every PUT after the
+    /// first `puts` (a coordinator killed mid-upload: the stalled future
+    /// is dropped, so no clean-up runs) and fail each object's first GET
+    /// (a transient error the part reader retries). GETs of later parts
+    /// answer sooner, so parts complete out of order.
+    #[derive(Debug)]
+    struct Faulty {
+        inner: Arc<dyn ObjectStore>,
+        puts: std::sync::atomic::AtomicI64,
+        fail_first_get: bool,
+        failed: std::sync::Mutex<std::collections::HashSet<String>>,
     }
 
-    #[test]
-    fn round_trip_in_any_chunking() {
-        let h = sorted(30);
-        let bytes = encode_snapshot(4, &h);
-        assert_eq!(bytes.len() as u64, snapshot_len(h.len() as u64));
-        assert_eq!(decode_snapshot(&bytes, expect(4, &h)).unwrap(), h);
-        for step in [1, 7, 31, 32, 33, 61, 1000] {
-            let mut d = SnapshotDecoder::new("s".into(), expect(4, &h)).unwrap();
-            for c in bytes.chunks(step) {
-                d.feed(c).unwrap();
+    impl Faulty {
+        fn new(inner: Arc<dyn ObjectStore>, puts: i64, fail_first_get: bool) -> Faulty {
+            Faulty {
+                inner,
+                puts: puts.into(),
+                fail_first_get,
+                failed: Default::default(),
             }
-            assert_eq!(d.finish().unwrap(), h, "step {step}");
         }
-        let empty = encode_snapshot(1, &[]);
-        assert!(decode_snapshot(&empty, expect(1, &[])).unwrap().is_empty());
     }
 
-    #[test]
-    fn every_damage_is_refused() {
-        let h = sorted(20);
-        let good = encode_snapshot(4, &h);
-        let want = expect(4, &h);
-        let err = |b: &[u8], w: SnapshotExpect| decode_snapshot(b, w).unwrap_err().to_string();
-        // any flipped byte
-        for i in [0, 9, 13, 21, 30, 70, good.len() - 40, good.len() - 1] {
-            let mut b = good.clone();
-            b[i] ^= 0x10;
-            assert!(decode_snapshot(&b, want).is_err(), "byte {i}");
+    impl std::fmt::Display for Faulty {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("faulty")
         }
-        assert!(err(&good[..good.len() - 1], want).contains("truncated"));
-        let mut long = good.clone();
-        long.push(0);
-        assert!(err(&long, want).contains("trailing bytes"));
-        assert!(err(&good, SnapshotExpect { epoch: 5, ..want }).contains("epoch 4"));
-        assert!(err(&good, SnapshotExpect { count: 19, ..want }).contains("trailing"));
-        let mut d = SnapshotDecoder::new("s".into(), SnapshotExpect { count: 19, ..want }).unwrap();
-        let e = d.feed(&good[..SNAPSHOT_HEADER]).unwrap_err().to_string();
-        assert!(e.contains("20 entries, the spec plans 19"), "{e}");
-        let other = expect(4, &sorted(19));
-        assert!(err(&good, SnapshotExpect { count: 20, ..other }).contains("set digest"));
-        // unsorted / duplicate bodies with a correct checksum and set digest
-        for bad in [
+    }
+
+    #[async_trait::async_trait]
+    impl ObjectStore for Faulty {
+        async fn put_opts(
+            &self,
+            location: &ObjPath,
+            payload: PutPayload,
+            opts: object_store::PutOptions,
+        ) -> object_store::Result<object_store::PutResult> {
+            if self.puts.fetch_sub(1, std::sync::atomic::Ordering::SeqCst) <= 0 {
+                std::future::pending::<()>().await;
+            }
+            self.inner.put_opts(location, payload, opts).await
+        }
+        async fn put_multipart_opts(
+            &self,
+            location: &ObjPath,
+            opts: object_store::PutMultipartOptions,
+        ) -> object_store::Result<Box<dyn object_store::MultipartUpload>> {
+            self.inner.put_multipart_opts(location, opts).await
+        }
+        async fn get_opts(
+            &self,
+            location: &ObjPath,
+            options: object_store::GetOptions,
+        ) -> object_store::Result<object_store::GetResult> {
+            let name = location.to_string();
+            if let Some(i) = name
+                .rsplit_once("part-")
+                .and_then(|(_, n)| n.strip_suffix(".bin"))
+                .and_then(|n| n.parse::<u64>().ok())
             {
-                let mut v = h.clone();
-                v.swap(3, 4);
-                v
-            },
-            {
-                let mut v = h.clone();
-                v[5] = v[4];
-                v
-            },
-        ] {
-            let b = encode_snapshot(4, &bad);
+                tokio::time::sleep(std::time::Duration::from_millis(40 - 2 * (i % 20))).await;
+            }
+            if self.fail_first_get && self.failed.lock().unwrap().insert(name) {
+                return Err(object_store::Error::Generic {
+                    store: "faulty",
+                    source: "connection reset".into(),
+                });
+            }
+            self.inner.get_opts(location, options).await
+        }
+        fn delete_stream(
+            &self,
+            locations: futures_util::stream::BoxStream<'static, object_store::Result<ObjPath>>,
+        ) -> futures_util::stream::BoxStream<'static, object_store::Result<ObjPath>> {
+            self.inner.delete_stream(locations)
+        }
+        fn list(
+            &self,
+            prefix: Option<&ObjPath>,
+        ) -> futures_util::stream::BoxStream<'static, object_store::Result<object_store::ObjectMeta>>
+        {
+            self.inner.list(prefix)
+        }
+        async fn list_with_delimiter(
+            &self,
+            prefix: Option<&ObjPath>,
+        ) -> object_store::Result<object_store::ListResult> {
+            self.inner.list_with_delimiter(prefix).await
+        }
+        async fn copy_opts(
+            &self,
+            from: &ObjPath,
+            to: &ObjPath,
+            options: object_store::CopyOptions,
+        ) -> object_store::Result<()> {
+            self.inner.copy_opts(from, to, options).await
+        }
+    }
+
+    async fn names(store: &Arc<dyn ObjectStore>) -> Vec<String> {
+        let mut v: Vec<String> = store
+            .list(None)
+            .map(|m| m.unwrap().location.to_string())
+            .collect()
+            .await;
+        v.sort();
+        v
+    }
+
+    /// A snapshot of many parts goes up and comes back whole, with parts
+    /// arriving out of order and each first GET failing (retried); every
+    /// damage to the stored objects is refused naming the object, and
+    /// nothing of a refused snapshot is returned.
+    #[tokio::test(start_paused = true)]
+    async fn snapshot_parts_round_trip_and_stored_damage_is_refused() {
+        let mem: Arc<dyn ObjectStore> = Arc::new(object_store::memory::InMemory::new());
+        let objects = Objects::from_store(mem.clone(), "p", "memory");
+        let snap = crate::epoch::Snapshot {
+            now_s: 1_700_000_000,
+            hashes: sorted(100),
+            coverage: vec![],
+        };
+        let spec = crate::plan::plan_snapshot(&snap, &toy_config(1), 3).unwrap();
+        let bytes = objects
+            .prepare_in_parts(&spec, &snap.hashes, 7)
+            .await
+            .unwrap();
+        let dir = format!("p/epochs/000000000003/{}", snapshot_object(&spec));
+        let listed = names(&mem).await;
+        assert_eq!(listed.len(), 15 + 2, "{listed:?}"); // 15 parts, index, spec
+        assert_eq!(
+            bytes,
+            (0..15)
+                .map(|i| crate::snapshot::part_len(crate::snapshot::entries_of(100, 7, i)))
+                .sum::<u64>()
+                + crate::snapshot::index_len(15)
+        );
+        let faulty = Objects::from_store(
+            Arc::new(Faulty::new(mem.clone(), i64::MAX, true)),
+            "p",
+            "faulty",
+        );
+        assert_eq!(faulty.read_snapshot(&spec).await.unwrap(), snap.hashes);
+        assert_eq!(objects.read_snapshot(&spec).await.unwrap(), snap.hashes);
+
+        let key = |name: &str| ObjPath::from(format!("{dir}/{name}"));
+        let get = |name: &str| {
+            let mem = mem.clone();
+            let k = key(name);
+            async move { mem.get(&k).await.unwrap().bytes().await.unwrap().to_vec() }
+        };
+        let part = |i: u32| part_object(i);
+        let index = get(SNAPSHOT_INDEX).await;
+        let (p1, p2, p3) = (
+            get(&part(1)).await,
+            get(&part(2)).await,
+            get(&part(3)).await,
+        );
+        let flipped = |mut b: Vec<u8>, at: usize| {
+            b[at] ^= 1;
+            b
+        };
+        let mut longer = p2.clone();
+        longer.push(0);
+        // (object written, its bytes (None: deleted), the object an error must name, what it says)
+        let cases: Vec<(String, Option<Vec<u8>>, String, &str)> = vec![
+            (part(3), Some(flipped(p3.clone(), 100)), part(3), "SHA-256"),
+            (part(3), Some(flipped(p3.clone(), 20)), part(3), "SHA-256"),
+            (
+                part(2),
+                Some(p2[..p2.len() - 1].to_vec()),
+                part(2),
+                "truncated",
+            ),
+            (part(2), Some(longer), part(2), "trailing bytes"),
+            (part(2), Some(p1.clone()), part(2), "SHA-256"),
+            (part(5), None, part(5), "missing"),
+            (
+                part(15),
+                Some(p1.clone()),
+                part(15),
+                "not a part the index lists",
+            ),
+            (
+                "part-x.bin".into(),
+                Some(p1.clone()),
+                "part-x.bin".into(),
+                "not a part",
+            ),
+            (
+                SNAPSHOT_INDEX.into(),
+                Some(flipped(index.clone(), 30)),
+                SNAPSHOT_INDEX.into(),
+                "",
+            ),
+            (
+                SNAPSHOT_INDEX.into(),
+                Some(flipped(index.clone(), 200)),
+                SNAPSHOT_INDEX.into(),
+                "checksum",
+            ),
+            (
+                SNAPSHOT_INDEX.into(),
+                None,
+                SNAPSHOT_INDEX.into(),
+                "missing",
+            ),
+        ];
+        for (name, bytes, named, says) in cases {
+            let k = key(&name);
+            let before = mem.get(&k).await.ok();
+            let before = match before {
+                Some(g) => Some(g.bytes().await.unwrap()),
+                None => None,
+            };
+            match bytes {
+                Some(b) => objects.put(&k, b).await.unwrap(),
+                None => mem.delete(&k).await.unwrap(),
+            }
+            let e = objects.read_snapshot(&spec).await.unwrap_err();
+            let text = e.to_string();
+            assert!(matches!(e, Error::Corrupt { .. }), "{name}: {text}");
             assert!(
-                err(&b, expect(4, &bad)).contains("not greater"),
-                "{}",
-                err(&b, expect(4, &bad))
+                text.contains(&named) && text.contains(says),
+                "{name}: {text}"
+            );
+            match before {
+                Some(b) => mem.put(&k, PutPayload::from(b)).await.map(drop).unwrap(),
+                None => mem.delete(&k).await.unwrap(),
+            }
+            assert_eq!(
+                objects.read_snapshot(&spec).await.unwrap(),
+                snap.hashes,
+                "{name} restored"
             );
         }
-        let mut v1 = good.clone();
-        v1[8] = 2;
-        assert!(err(&v1, want).contains("version 2"));
-        let huge = SnapshotExpect {
-            count: MAX_SNAPSHOT_ENTRIES + 1,
-            ..want
-        };
-        assert!(SnapshotDecoder::new("s".into(), huge).is_err());
+        // two parts swapped in place
+        objects.put(&key(&part(1)), p2.clone()).await.unwrap();
+        objects.put(&key(&part(2)), p1.clone()).await.unwrap();
+        let e = objects.read_snapshot(&spec).await.unwrap_err().to_string();
+        assert!(e.contains(&part(1)), "{e}");
     }
 
-    /// Random damage (flips, cuts, insertions) in random chunkings never
-    /// panics; whatever is accepted is exactly the original.
-    #[test]
-    fn random_damage_never_passes() {
-        let h = sorted(40);
-        let good = encode_snapshot(7, &h);
-        let want = expect(7, &h);
-        let mut x = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = move |n: usize| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x % n as u64) as usize
+    /// A coordinator killed mid-upload (after 3 parts) leaves objects no
+    /// spec names: the epoch is not prepared, nothing can be read as its
+    /// snapshot, and prune removes them once a later epoch is prepared. A
+    /// coordinator that lost the race for an epoch id and was killed
+    /// before removing its snapshot leaves a directory prune removes too.
+    #[tokio::test]
+    async fn a_coordinator_killed_mid_upload_leaves_nothing_a_shard_builds_from() {
+        let mem: Arc<dyn ObjectStore> = Arc::new(object_store::memory::InMemory::new());
+        let objects = Objects::from_store(mem.clone(), "", "memory");
+        let killed = Objects::from_store(Arc::new(Faulty::new(mem.clone(), 3, false)), "", "dying");
+        let config = toy_config(1);
+        let snap = crate::epoch::Snapshot {
+            now_s: 1_700_000_000,
+            hashes: sorted(100),
+            coverage: vec![],
         };
-        for _ in 0..2000 {
-            let mut b = good.clone();
-            match next(3) {
-                0 => {
-                    let i = next(b.len());
-                    b[i] ^= 1 << next(8);
-                }
-                1 => b.truncate(next(b.len())),
-                _ => {
-                    let i = next(b.len() + 1);
-                    b.insert(i, next(256) as u8);
-                }
-            }
-            let mut d = SnapshotDecoder::new("s".into(), want).unwrap();
-            let step = 1 + next(100);
-            let got = b
-                .chunks(step)
-                .try_for_each(|c| d.feed(c))
-                .and_then(|()| d.finish());
-            assert!(got.is_err(), "damaged snapshot accepted (step {step})");
-        }
+        let spec1 = crate::plan::plan_snapshot(&snap, &config, 1).unwrap();
+        let r = tokio::time::timeout(
+            std::time::Duration::from_millis(300),
+            killed.prepare_in_parts(&spec1, &snap.hashes, 10),
+        )
+        .await;
+        assert!(r.is_err(), "the upload stalls after 3 parts");
+        let left = names(&mem).await;
+        assert_eq!(left.len(), 3, "{left:?}");
+        assert_eq!(objects.epoch_ids().await.unwrap(), [1]);
+        assert_eq!(objects.newest_prepared().await.unwrap(), None);
+        assert!(objects.spec(1).await.unwrap().is_none());
+        assert!(matches!(
+            objects.read_snapshot(&spec1).await,
+            Err(Error::Corrupt { .. })
+        ));
+        // The next coordinator prepares epoch 2; a racer for epoch 2 that
+        // was killed after its upload leaves its snapshot directory.
+        let spec2 = crate::plan::plan_snapshot(&snap, &config, 2).unwrap();
+        let racer = crate::plan::plan_snapshot(&snap, &config, 2).unwrap();
+        objects
+            .upload_snapshot(&racer, Hashes::Slice(&snap.hashes), 10)
+            .await
+            .unwrap();
+        objects.prepare(&spec2, &snap.hashes).await.unwrap();
+        assert_eq!(objects.prune(5).await.unwrap(), [1]);
+        let mut want = vec![
+            format!(
+                "epochs/000000000002/{}/{SNAPSHOT_INDEX}",
+                snapshot_object(&spec2)
+            ),
+            format!(
+                "epochs/000000000002/{}/{}",
+                snapshot_object(&spec2),
+                part_object(0)
+            ),
+            format!("epochs/000000000002/{SPEC_OBJECT}"),
+        ];
+        want.sort();
+        assert_eq!(names(&mem).await, want);
+        assert_eq!(objects.read_snapshot(&spec2).await.unwrap(), snap.hashes);
+    }
+
+    /// In a local directory, prune also removes the staging files an
+    /// interrupted upload left, which the store's listing does not show.
+    #[tokio::test]
+    async fn prune_removes_local_staging_files() {
+        let tmp = tempfile::tempdir().unwrap();
+        let url = format!("file://{}", tmp.path().display());
+        let objects = Objects::open(&url).unwrap();
+        let config = toy_config(1);
+        let snap = crate::epoch::Snapshot {
+            now_s: 1_700_000_000,
+            hashes: sorted(30),
+            coverage: vec![],
+        };
+        let stale = tmp
+            .path()
+            .join("epochs/000000000001/snapshot-00/part-000000.bin#3");
+        std::fs::create_dir_all(stale.parent().unwrap()).unwrap();
+        std::fs::write(&stale, b"half a part").unwrap();
+        let spec = crate::plan::plan_snapshot(&snap, &config, 2).unwrap();
+        objects.prepare(&spec, &snap.hashes).await.unwrap();
+        let orphan = tmp
+            .path()
+            .join("epochs/000000000002/snapshot-11/part-000000.bin#9");
+        std::fs::create_dir_all(orphan.parent().unwrap()).unwrap();
+        std::fs::write(&orphan, b"x").unwrap();
+        assert_eq!(objects.prune(5).await.unwrap(), [1]);
+        assert!(!tmp.path().join("epochs/000000000001").exists());
+        assert!(!orphan.parent().unwrap().exists());
+        assert_eq!(objects.read_snapshot(&spec).await.unwrap(), snap.hashes);
     }
 
     fn toy_config(shards: u32) -> crate::Config {
@@ -1276,15 +1585,14 @@ mod tests {
             assert_eq!(&stored, winner);
             assert_eq!(objects.read_snapshot(&stored).await.unwrap(), snap.hashes);
             // only the spec and the winner's snapshot remain
-            let mut names: Vec<String> = store
-                .list(None)
-                .map(|m| m.unwrap().location.filename().unwrap().to_owned())
-                .collect()
-                .await;
-            names.sort();
-            let mut want = vec![snapshot_object(winner), SPEC_OBJECT.to_owned()];
+            let dir = snapshot_object(winner);
+            let mut want = vec![
+                format!("epochs/000000000005/{dir}/{}", part_object(0)),
+                format!("epochs/000000000005/{dir}/{SNAPSHOT_INDEX}"),
+                format!("epochs/000000000005/{SPEC_OBJECT}"),
+            ];
             want.sort();
-            assert_eq!(names, want);
+            assert_eq!(names(&store).await, want);
             for m in store.list(None).collect::<Vec<_>>().await {
                 store.delete(&m.unwrap().location).await.unwrap();
             }
@@ -1294,7 +1602,7 @@ mod tests {
         let a = crate::plan::plan_snapshot(&snap, &config, 6).unwrap();
         let b = crate::plan::plan_snapshot(&snap, &config, 6).unwrap();
         objects
-            .upload_snapshot(&b, Hashes::Slice(&snap.hashes))
+            .upload_snapshot(&b, Hashes::Slice(&snap.hashes), 64)
             .await
             .unwrap();
         objects.prepare(&a, &snap.hashes).await.unwrap();
@@ -1303,41 +1611,9 @@ mod tests {
             Err(Error::EpochTaken { epoch: 6 })
         ));
         assert_eq!(objects.spec(6).await.unwrap().unwrap(), a);
-        let b_snapshot = objects.epoch_key(6, &snapshot_object(&b));
+        let b_snapshot = objects.epoch_key(6, &format!("{}/{SNAPSHOT_INDEX}", snapshot_object(&b)));
         assert!(!objects.exists(&b_snapshot).await.unwrap());
         assert_eq!(objects.read_snapshot(&a).await.unwrap(), snap.hashes);
-    }
-
-    /// A coordinator killed after its snapshot and before its spec leaves
-    /// nothing a shard would build from, and the next prune removes it.
-    #[tokio::test]
-    async fn a_snapshot_without_its_spec_is_never_built_and_is_pruned() {
-        let objects = Objects::from_store(
-            Arc::new(object_store::memory::InMemory::new()),
-            "",
-            "memory",
-        );
-        let config = toy_config(1);
-        let snap = crate::epoch::Snapshot {
-            now_s: 1_700_000_000,
-            hashes: sorted(100),
-            coverage: vec![],
-        };
-        let killed = crate::plan::plan_snapshot(&snap, &config, 1).unwrap();
-        objects
-            .put(
-                &objects.epoch_key(1, &snapshot_object(&killed)),
-                encode_snapshot(1, &snap.hashes),
-            )
-            .await
-            .unwrap();
-        assert_eq!(objects.epoch_ids().await.unwrap(), [1]);
-        assert_eq!(objects.newest_prepared().await.unwrap(), None);
-        let next = crate::plan::plan_snapshot(&snap, &config, 2).unwrap();
-        objects.prepare(&next, &snap.hashes).await.unwrap();
-        assert_eq!(objects.newest_prepared().await.unwrap(), Some(2));
-        assert_eq!(objects.prune(5).await.unwrap(), [1]);
-        assert_eq!(objects.epoch_ids().await.unwrap(), [2]);
     }
 
     /// A database's files go up and come down byte for byte; a damaged
@@ -1484,12 +1760,15 @@ mod tests {
         objects.write_published(&published).await.unwrap();
         assert_eq!(objects.newest_published().await.unwrap(), Some(3));
         assert_eq!(objects.published(3).await.unwrap(), Some(published));
-        // a damaged snapshot is refused
-        let key = objects.epoch_key(3, &snapshot_object(&spec));
-        let mut bad = encode_snapshot(3, &snap.hashes);
+        // a damaged snapshot is refused, naming the part
+        let key = objects.epoch_key(3, &format!("{}/{}", snapshot_object(&spec), part_object(0)));
+        let mut bad = objects.read_capped(&key, 1 << 20).await.unwrap().unwrap();
         bad[100] ^= 1;
         objects.put(&key, bad).await.unwrap();
         let e = objects.read_snapshot(&spec).await.unwrap_err().to_string();
-        assert!(e.contains(&snapshot_object(&spec)), "{e}");
+        assert!(
+            e.contains(&snapshot_object(&spec)) && e.contains("part-000000"),
+            "{e}"
+        );
     }
 }

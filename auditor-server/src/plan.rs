@@ -219,6 +219,26 @@ fn plan_with(
 /// ([`ShardConfig::own_databases`]) and the databases fit the memory
 /// budget. Returns this shard's databases.
 pub fn check_spec(spec: &EpochSpec, shard: &ShardConfig, bp: &BuildParams) -> Result<Vec<u32>> {
+    let own = check_spec_params(spec, shard, bp)?;
+    let m = &spec.manifest;
+    crate::memory::check(m, &own, (shard.index, shard.count), true, &bp.budget)?;
+    Ok(own)
+}
+
+/// [`check_spec`] for a build that streams the snapshot from the object
+/// store ([`crate::memory::need_streamed`]).
+pub fn check_spec_streamed(
+    spec: &EpochSpec,
+    shard: &ShardConfig,
+    bp: &BuildParams,
+) -> Result<Vec<u32>> {
+    let own = check_spec_params(spec, shard, bp)?;
+    let m = &spec.manifest;
+    crate::memory::check_streamed(m, &own, (shard.index, shard.count), &bp.budget)?;
+    Ok(own)
+}
+
+fn check_spec_params(spec: &EpochSpec, shard: &ShardConfig, bp: &BuildParams) -> Result<Vec<u32>> {
     let m = &spec.manifest;
     if m.pir.param_set != bp.params.id {
         return Err(Error::Config(format!(
@@ -226,9 +246,7 @@ pub fn check_spec(spec: &EpochSpec, shard: &ShardConfig, bp: &BuildParams) -> Re
             m.epoch, m.pir.param_name, bp.params.name
         )));
     }
-    let own = shard.own_databases(m)?;
-    crate::memory::check(m, &own, (shard.index, shard.count), true, &bp.budget)?;
-    Ok(own)
+    shard.own_databases(m)
 }
 
 /// Builds this shard's databases of the planned epoch `spec` into `dir`
@@ -290,6 +308,13 @@ pub async fn build_from_spec(
 /// logged as a warning: its servers hold nothing and answer every query
 /// 421.
 pub fn shard_summary(m: &Manifest) -> Result<serde_json::Value> {
+    shard_summary_for(m, false)
+}
+
+/// [`shard_summary`]; `streamed`: the shards stream the snapshot from the
+/// object store (`epoch prepare`), so their build peak has no term in |S|
+/// ([`crate::memory::need_streamed`]).
+pub fn shard_summary_for(m: &Manifest, streamed: bool) -> Result<serde_json::Value> {
     let count = m.shards.as_ref().map_or(1, ShardMap::count);
     let mut empty = Vec::new();
     let shards: Vec<serde_json::Value> = (0..count)
@@ -301,7 +326,11 @@ pub fn shard_summary(m: &Manifest) -> Result<serde_json::Value> {
             if own.is_empty() {
                 empty.push(i);
             }
-            let need = crate::memory::need(m, &own, true)?;
+            let need = if streamed {
+                crate::memory::need_streamed(m, &own)?
+            } else {
+                crate::memory::need(m, &own, true)?
+            };
             Ok(serde_json::json!({
                 "shard": i,
                 "url": m.shards.as_ref().and_then(|s| s.urls.get(i as usize)),

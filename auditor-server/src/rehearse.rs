@@ -8,8 +8,9 @@
 //!    [`FILL_BATCH`] rows per transaction.
 //! 2. `epoch prepare` (the coordinator) writes the snapshot and spec to a
 //!    local-directory object store (`file://`).
-//! 3. `epoch build-shard` for each shard in turn: builds that shard's
-//!    databases from the object store, uploads them, reports ready, exits.
+//! 3. `epoch build --shard-index i` for each shard in turn (the builder
+//!    of one group): builds that shard's databases from the object
+//!    store's snapshot, streamed, uploads them, reports ready, exits.
 //! 4. `epoch publish`.
 //! 5. Each shard in turn is started with `serve` on 127.0.0.1 port 0 (it
 //!    serves the published epoch from what it built, without building
@@ -108,7 +109,7 @@ pub struct ShardRun {
     pub databases: Vec<u32>,
     /// Filters in them.
     pub filters: u32,
-    /// Wall seconds of its `epoch build-shard` process.
+    /// Wall seconds of its `epoch build` process.
     pub build_seconds: f64,
     /// Of which hashing entries into its filters (the build report).
     pub filters_seconds: f64,
@@ -436,10 +437,10 @@ impl Work {
             };
             let database_bytes = crate::memory::need(&m, &own, false)?.serving();
             let filters: u32 = own.iter().map(|&d| m.dbs[d as usize].filters).sum();
-            let bar = phase_bar(&format!("shard {i}: epoch build-shard"));
+            let bar = phase_bar(&format!("shard {i}: epoch build"));
             let name = format!("build-{i}");
             let mut c = self.command(&name, &self.dir.join(format!("shard-{i}")))?;
-            c.args(["epoch", "build-shard", "--shard-index", &i.to_string()])
+            c.args(["epoch", "build", "--shard-index", &i.to_string()])
                 .args(["--shard-count", &args.shards.to_string()]);
             let built = self.measured(&name, c).await?;
             bar.finish();

@@ -85,6 +85,13 @@ impl Service {
     /// Sets up the answer pool, registry, metrics and epoch directory.
     pub fn new(config: Config) -> Result<Service> {
         config.validate()?;
+        if !config.shard.build && config.shard.object_store.is_none() {
+            return Err(Error::Config(
+                "[shard] build = false needs [shard] object_store: the databases are then \
+                 downloaded from where `auditor-server epoch build` uploads them"
+                    .into(),
+            ));
+        }
         let threads = match config.limits.threads {
             0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
             n => n,
@@ -709,6 +716,52 @@ impl Service {
         result
     }
 
+    /// `auditor-server epoch build`: builds this group's databases of the
+    /// newest prepared epoch, uploads them and reports the group ready,
+    /// unless the group is ready in it already; then waits up to `wait`
+    /// (looking every `poll`) for a newer prepared epoch to build. A
+    /// builder started beside the coordinator (the same schedule) thus
+    /// builds the epoch the coordinator is preparing, and one restarted
+    /// after its build finds its group ready and stops.
+    pub async fn build_group(&self, wait: Duration, poll: Duration) -> Result<GroupBuild> {
+        let Some(objects) = &self.objects else {
+            return Err(Error::Config(
+                "epoch build needs an object store ([shard] object_store, --object-store)".into(),
+            ));
+        };
+        let deadline = tokio::time::Instant::now() + wait;
+        let group = self.config.shard.index;
+        let mut seen = None;
+        loop {
+            let _guard = self.building.lock().await;
+            if let Some(id) = objects.newest_prepared().await? {
+                if let Some(spec) = objects.spec(id).await? {
+                    let (ready, _) = objects.ready_shards(&spec).await?;
+                    if !ready.contains(&group) {
+                        self.stage_with(objects, &spec, None).await?;
+                        if self.staged_epoch() != Some(id) {
+                            return Err(Error::Internal(format!(
+                                "epoch {id}: group {group}'s databases were not staged"
+                            )));
+                        }
+                        self.report_ready(objects, &spec).await?;
+                        return Ok(GroupBuild::Built { epoch: id });
+                    }
+                    seen = Some(id);
+                }
+            }
+            drop(_guard);
+            let now = tokio::time::Instant::now();
+            if now >= deadline {
+                return Ok(match seen {
+                    Some(epoch) => GroupBuild::AlreadyReady { epoch },
+                    None => GroupBuild::NothingPrepared,
+                });
+            }
+            tokio::time::sleep(poll.min(deadline - now)).await;
+        }
+    }
+
     fn current_id(&self) -> Option<u64> {
         self.state.registry.current().map(|e| e.id())
     }
@@ -753,7 +806,9 @@ impl Service {
             return Ok(()); // a failed build waits for its retry
         }
         m.epoch_staged.set(id as i64);
-        if !ready.contains(&self.config.shard.index) {
+        // A server that only downloads never writes: what it staged came
+        // from this group's ready marker.
+        if self.config.shard.build && !ready.contains(&self.config.shard.index) {
             self.report_ready(objects, &spec).await?;
         }
         if objects.is_published(id).await? {
@@ -808,6 +863,15 @@ impl Service {
         } else {
             match self.built_elsewhere(objects, spec, published).await? {
                 Some(files) => self.fetch_staged(objects, spec, &files).await,
+                None if !self.config.shard.build => {
+                    tracing::info!(
+                        epoch = id,
+                        shard = self.config.shard.index,
+                        "waiting for this group's databases ([shard] build = false: \
+                         `auditor-server epoch build` uploads them)"
+                    );
+                    return Ok(());
+                }
                 None => self.build_staged(objects, spec).await,
             }
         };
@@ -936,28 +1000,24 @@ impl Service {
         let t = std::time::Instant::now();
         let mut bp = BuildParams::from_config(&self.config)?;
         bp.budget = self.budget();
-        let own = plan::check_spec(spec, &self.config.shard, &bp)?;
+        let own = plan::check_spec_streamed(spec, &self.config.shard, &bp)?;
         let id = spec.manifest.epoch;
-        let hashes = objects.read_snapshot(spec).await?;
+        let stream = objects.open_snapshot(spec).await?;
         tracing::info!(
             epoch = id,
             shard = self.config.shard.index,
             of = self.config.shard.count,
             dbs = own.len(),
-            entries = hashes.len(),
-            snapshot_s = t.elapsed().as_secs_f64(),
-            "snapshot verified; building this shard's databases"
+            entries = spec.manifest.entries,
+            parts = stream.index().parts.len(),
+            "snapshot index verified; building this shard's databases as its parts arrive"
         );
         let tmp = self.dir.begin(id)?;
-        let (manifest, out) = (spec.manifest.clone(), tmp.clone());
-        let built = tokio::task::spawn_blocking(move || {
-            let e = epoch::build_planned(manifest, &hashes, &own, &bp, &out, t);
-            fault_pause_build();
-            e
-        })
-        .await
-        .map_err(Error::from)
-        .and_then(|r| r);
+        let built =
+            epoch::build_streamed(stream, spec.manifest.clone(), own, bp, tmp.clone(), t).await;
+        if built.is_ok() {
+            let _ = tokio::task::spawn_blocking(fault_pause_build).await;
+        }
         let epoch = match built {
             Ok(e) => e,
             Err(e) => {
@@ -1047,6 +1107,26 @@ impl Service {
         self.publish(epoch)?;
         Ok(())
     }
+}
+
+/// What [`Service::build_group`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum GroupBuild {
+    /// Built this group's databases of `epoch`, uploaded them and wrote
+    /// its ready marker.
+    Built {
+        /// The epoch built.
+        epoch: u64,
+    },
+    /// The group was ready in the newest prepared epoch, and no newer one
+    /// came within the wait.
+    AlreadyReady {
+        /// The newest prepared epoch.
+        epoch: u64,
+    },
+    /// No epoch is prepared in the object store.
+    NothingPrepared,
 }
 
 /// Fault injection for the cluster tests, debug builds only: with

@@ -252,6 +252,7 @@ async fn three_shard_processes_and_a_coordinator() -> TestResult {
     assert!(c
         .epoch_objects(1)
         .join(auditor_server::objstore::snapshot_object(&spec1))
+        .join(auditor_server::objstore::SNAPSHOT_INDEX)
         .is_file());
     let (code, stderr) = c.publish(60)?;
     assert_eq!(code, Some(0), "{stderr}");
@@ -579,7 +580,7 @@ async fn two_coordinators_at_once() -> TestResult {
 /// published.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_damaged_snapshot_is_never_built() -> TestResult {
-    use auditor_server::objstore::{encode_snapshot, snapshot_object, Objects, PublishedMarker};
+    use auditor_server::objstore::{part_object, snapshot_object, Objects, PublishedMarker};
     let dir = tempfile::tempdir()?;
     let url = format!("file://{}", dir.path().join("objects").display());
     let mut config = auditor_server::Config {
@@ -604,9 +605,11 @@ async fn a_damaged_snapshot_is_never_built() -> TestResult {
     let object = dir
         .path()
         .join("objects/epochs/000000000001")
-        .join(snapshot_object(&spec));
+        .join(snapshot_object(&spec))
+        .join(part_object(0));
     let good = std::fs::read(&object)?;
-    assert_eq!(good, encode_snapshot(1, &snap.hashes));
+    let (_, parts) = auditor_server::snapshot::SnapshotIndex::of(1, &snap.hashes, 1 << 20);
+    assert_eq!(good, parts[0]);
     let mut bad = good.clone();
     bad[200] ^= 4;
     std::fs::write(&object, &bad)?;
@@ -703,5 +706,97 @@ async fn prepare_warns_of_groups_without_databases() -> TestResult {
         stderr.contains("WARN") && stderr.contains("get no database"),
         "{stderr}"
     );
+    Ok(())
+}
+
+/// Every file under `dir` with its size and modification time.
+fn listing(dir: &Path) -> Result<Vec<(PathBuf, u64, std::time::SystemTime)>, BoxErr> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d)? {
+            let e = e?;
+            let meta = e.metadata()?;
+            if meta.is_dir() {
+                todo.push(e.path());
+            } else {
+                out.push((e.path(), meta.len(), meta.modified()?));
+            }
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// The deployment with a builder per group (the chart's Indexed Job):
+/// serving servers with `[shard] build = false` never build and never
+/// write to the object store; `epoch build --shard-index i` builds group
+/// i's databases, uploads them and reports ready (once: a second run finds
+/// the group ready); `epoch publish` publishes; the servers download and
+/// serve exactly the bits of the set.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn builders_build_and_serving_servers_only_download() -> TestResult {
+    let c = Cluster::new().await?;
+    let hashes = c.p.hashes();
+    assert_eq!(c.prepare()?["epoch"], 1);
+    let mut shards = (0..SHARDS)
+        .map(|i| c.shard(i, &[("AUDITOR_SHARD_BUILD", "false")]))
+        .collect::<Result<Vec<_>, _>>()?;
+    for s in &mut shards {
+        s.wait_for("waiting for this group's databases", WAIT)?;
+    }
+    assert!(!c.epoch_objects(1).join("ready").exists());
+    for i in 0..SHARDS {
+        assert!(
+            !is_dir(&c.epoch_dir(i).join(".staged-000000000001")),
+            "shard {i} staged without a builder"
+        );
+    }
+
+    let build = |i: u32| -> Result<serde_json::Value, BoxErr> {
+        let out = c.coordinator(&["build", "--shard-index", &i.to_string()])?;
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "epoch build {i}: {stderr}");
+        Ok(serde_json::from_slice(&out.stdout)?)
+    };
+    for i in 0..SHARDS {
+        let v = build(i)?;
+        assert_eq!(
+            (v["group"].as_u64(), v["epoch"].as_u64()),
+            (Some(i.into()), Some(1))
+        );
+        assert_eq!(v["built"], true, "{v}");
+    }
+    // Run again (a retried index): the group is ready, nothing is built.
+    assert_eq!(build(0)?["built"], false);
+    let (code, stderr) = c.publish(60)?;
+    assert_eq!(code, Some(0), "{stderr}");
+
+    let before = listing(&c.objects)?;
+    for i in 0..SHARDS {
+        c.ready(i, 1).await?;
+        shards[i as usize].find("downloaded from the object store", WAIT)?;
+    }
+    assert_eq!(
+        listing(&c.objects)?,
+        before,
+        "a serving server wrote to the object store"
+    );
+    let (_, m) = c.manifest(0).await?;
+    let read = same_bits(
+        &hashes,
+        0..FILTERS,
+        (&Prober::new(Arc::new(m)), &Auditor::new(&c.urls[0])?),
+        None,
+    )
+    .await?;
+    assert_eq!(read, FILTERS as usize * 14);
+    for (i, s) in shards.iter_mut().enumerate() {
+        let log = s.drain();
+        assert!(
+            !log.contains("building this shard"),
+            "shard {i} built:\n{log}"
+        );
+    }
     Ok(())
 }

@@ -1,6 +1,6 @@
 //! `auditor-server bench rehearse` end to end at tiny size: a store of
 //! 2,000 synthetic entries, `epoch prepare`, two shards' `epoch
-//! build-shard`, `epoch publish` and `serve` on 127.0.0.1 port 0 (the
+//! build`, `epoch publish` and `serve` on 127.0.0.1 port 0 (the
 //! real binary, one process each), audits over HTTP. The report must name
 //! every phase with its time and memory, find every member, and leave no
 //! work directory behind.

@@ -1,7 +1,7 @@
 //! The object store's S3 code path against a real S3-compatible server:
 //! moto's standalone server (`moto_server`, from PyPI `moto[server]`;
 //! `.ci/run` installs it) on 127.0.0.1. A prepared epoch whose snapshot
-//! spans two multipart-upload parts, read back and verified; ready
+//! spans three part objects, read back and verified; ready
 //! markers, the published marker, listing, pruning, and a damaged
 //! snapshot refused. Skipped, saying so, when `moto_server` is not on
 //! PATH.
@@ -97,8 +97,14 @@ async fn s3_path_against_moto() -> TestResult {
     };
     let s1 = snap(hashes);
     let spec = auditor_server::plan::plan_snapshot(&s1, &config, 1)?;
-    let bytes = objects.prepare(&spec, &s1.hashes).await?;
-    assert_eq!(bytes, 60 + 32 * 557_056 + 32);
+    let bytes = objects.prepare_in_parts(&spec, &s1.hashes, 1 << 18).await?;
+    {
+        use auditor_server::snapshot::{index_len, part_len};
+        assert_eq!(
+            bytes,
+            2 * part_len(1 << 18) + part_len(557_056 - (2 << 18)) + index_len(3)
+        );
+    }
     assert_eq!(objects.newest_prepared().await?, Some(1));
     assert_eq!(objects.spec(1).await?.as_ref(), Some(&spec));
     assert!(objects.read_snapshot(&spec).await? == s1.hashes);

@@ -39,6 +39,8 @@ import init, {
   canaryLeaf,
   canaryRecord,
   canariesToFlag,
+  Fallback,
+  fallbackFailure,
   inspect,
   queueAdd,
   queueReady,
@@ -155,8 +157,11 @@ async function networkError(url, e) {
   } catch (_) {
     /* keep the generic hint */
   }
-  const err = new Error(`${url}: network error (${message(e).trim()}); ${hint}`);
-  err.code = "network";
+  const timedOut = e?.name === "TimeoutError";
+  const err = new Error(
+    timedOut ? `${url}: no answer in time (${message(e).trim()})` : `${url}: network error (${message(e).trim()}); ${hint}`,
+  );
+  err.code = timedOut ? "timeout" : "network";
   return err;
 }
 
@@ -532,37 +537,80 @@ async function fetchManifest(auditor, st) {
   return { bytes, prober };
 }
 
-// POSTs a prepared query: to its shard, once more at the shard a 421 names;
-// a 503/429 whose Retry-After is at most RETRY_IN_ROUND_MAX_S is waited for
-// and the query sent once more. A longer Retry-After is on the error
-// (retryUntil): the round ends there.
-async function postQuery(q, auditor) {
-  const body = q.body();
-  const post = (url) =>
-    fetchOk(url, { method: "POST", headers: { "content-type": "application/octet-stream" }, body });
-  const once = async () => {
-    const url = q.url(auditor);
-    try {
-      return await post(url);
-    } catch (e) {
-      const named = e.code === "wrong_shard" ? e.shardUrl : null;
-      if (!named || !/^https?:\/\/[^/]/.test(named) || url.startsWith(`${named}/`)) throw e;
-      return post(`${named.replace(/\/+$/, "")}${q.path()}`);
-    }
-  };
-  let retried = false;
-  for (;;) {
-    try {
-      return { resp: await once(), up: body.length, retried };
-    } catch (e) {
-      if (!overloaded(e) || e.retryAfterMs === null) throw e;
-      if (retried || e.retryAfterMs > RETRY_IN_ROUND_MAX_S * 1000) {
-        e.retryUntil = Date.now() + e.retryAfterMs;
-        throw e;
+// Sends one query for `leaf`, drawn afresh by `prober.prepare` for every
+// attempt (a fresh random database, a fresh LWE secret), to its shard, once
+// more at the shard a 421 names. When the query's group is unreachable,
+// times out or answers 5xx (503 and 429 included), a fresh query is drawn
+// and sent at once, at most browser-client's MAX_REDRAWS times (Fallback,
+// docs/protocol.md §7.1). A group that said Retry-After is not asked again
+// before it ends: a draw that lands there waits (if that is short and before
+// the query's deadline) or is skipped. When every attempt failed, the last
+// error is thrown; a Retry-After longer than RETRY_IN_ROUND_MAX_S on it ends
+// the round (retryUntil). Returns the answered query (the caller frees it).
+async function postQuery(prober, leaf, auditor) {
+  const fb = new Fallback(performance.now());
+  let prepareMs = 0;
+  let lastSent = null; // the last error of an attempt that was sent
+  try {
+    for (;;) {
+      const t0 = performance.now();
+      const q = prober.prepare(leaf);
+      prepareMs += performance.now() - t0;
+      const group = q.group();
+      let err;
+      let wait = fb.beforeSend(group, performance.now());
+      if (wait > 0) {
+        await sleep(wait);
+        wait = fb.beforeSend(group, performance.now());
       }
-      retried = true;
-      await sleep(e.retryAfterMs);
+      if (wait < 0) {
+        err = new Error(`${auditor}: the database's group asked for no requests now (Retry-After)`);
+        err.kind = "resting";
+      } else {
+        const body = q.body();
+        const signal = AbortSignal.timeout(fb.timeoutMs(performance.now()));
+        const post = (url) =>
+          fetchOk(url, { method: "POST", headers: { "content-type": "application/octet-stream" }, body, signal });
+        try {
+          const url = q.url(auditor);
+          let resp;
+          try {
+            resp = await post(url);
+          } catch (e) {
+            const named = e.code === "wrong_shard" ? e.shardUrl : null;
+            if (!named || !/^https?:\/\/[^/]/.test(named) || url.startsWith(`${named}/`)) throw e;
+            resp = await post(`${named.replace(/\/+$/, "")}${q.path()}`);
+          }
+          const answer = new Uint8Array(await resp.arrayBuffer());
+          return { q, answer, up: body.length, fallbacks: fb.failures(), prepareMs };
+        } catch (e) {
+          err = e;
+          // fetchOk's errors carry a code or a status; one while reading
+          // the body is the browser's own (a timeout, a reset connection).
+          err.kind =
+            e?.code === "timeout" || e?.name === "TimeoutError"
+              ? "timeout"
+              : e?.code === "network" || e instanceof TypeError
+                ? "unreachable"
+                : typeof e?.status === "number"
+                  ? fallbackFailure(e.status)
+                  : undefined;
+        }
+      }
+      q.free();
+      const retryAfter = err.retryAfterMs == null ? undefined : String(Math.ceil(err.retryAfterMs / 1000));
+      if (!err.kind || !fb.failed(group, err.kind, retryAfter, performance.now())) {
+        if (err.kind === "resting" && lastSent) err = lastSent;
+        if (err.kind) err.message += ` (${fb.failures()} attempts failed: ${fb.reasons()})`;
+        if (overloaded(err) && err.retryAfterMs != null && err.retryAfterMs > RETRY_IN_ROUND_MAX_S * 1000) {
+          err.retryUntil = Date.now() + err.retryAfterMs;
+        }
+        throw err;
+      }
+      if (err.kind !== "resting") lastSent = err;
     }
+  } finally {
+    fb.free();
   }
 }
 
@@ -605,8 +653,8 @@ async function expireQueue(now) {
 
 // One round against the current epoch: exactly ROUND_SIZE queries, audits
 // that are due and canaries in random order (schedule.js). A query that
-// fails is counted and the round goes on; an overloaded auditor's long
-// Retry-After ends it.
+// fails (after its fallback attempts, postQuery) is counted and the round
+// goes on; an overloaded auditor's long Retry-After ends it.
 async function round(auditor, st, counts) {
   let m = await fetchManifest(auditor, st);
   counts.epoch = m.prober.epoch();
@@ -623,14 +671,17 @@ async function round(auditor, st, counts) {
     for (const slot of roundSlots(due)) {
       const canary = slot.kind === "canary";
       const leaf = canary ? canaryLeaf() : slot.key.split("/")[0];
-      const t0 = performance.now();
-      const q = m.prober.prepare(leaf);
       const t1 = performance.now();
       counts.queries++;
+      let q = null;
       try {
-        const sent = await postQuery(q, auditor);
-        if (sent.retried) counts.retried++;
-        const answer = new Uint8Array(await sent.resp.arrayBuffer());
+        const sent = await postQuery(m.prober, leaf, auditor);
+        q = sent.q;
+        if (sent.fallbacks) {
+          counts.retried++;
+          counts.fallbacks += sent.fallbacks;
+        }
+        const answer = sent.answer;
         const t2 = performance.now();
         const logged = q.decode(answer);
         const t3 = performance.now();
@@ -662,8 +713,8 @@ async function round(auditor, st, counts) {
           fillRatioMeasured: m.prober.fillRatioMeasured(),
           recheck: item.not_found_in !== null && item.not_found_in !== undefined,
           report: !!out.report,
-          prepareMs: t1 - t0,
-          fetchMs: t2 - t1,
+          prepareMs: sent.prepareMs,
+          fetchMs: t2 - t1 - sent.prepareMs,
           decodeMs: t3 - t2,
           up: sent.up,
           down: answer.length,
@@ -690,7 +741,7 @@ async function round(auditor, st, counts) {
           counts.epoch = m.prober.epoch();
         }
       } finally {
-        q.free();
+        q?.free();
       }
     }
   } finally {
@@ -719,7 +770,7 @@ async function runAudits() {
     const now = Date.now();
     const counts = {
       epoch: null, queries: 0, audited: 0, logged: 0, notFound: 0, reports: 0,
-      canaries: 0, failed: 0, retried: 0, lastQueryError: null,
+      canaries: 0, failed: 0, retried: 0, fallbacks: 0, lastQueryError: null,
     };
     let error = null;
     // Expiry does not wait for the auditor: an auditor that stays down

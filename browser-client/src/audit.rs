@@ -171,11 +171,43 @@ pub struct Audited {
     pub client_seconds: f64,
 }
 
+/// An audit whose query failed (every fallback attempt, or an error the
+/// fallback does not handle); it stays queued as it was.
+#[derive(Debug)]
+pub struct FailedAudit {
+    /// Its log.
+    pub log_id: LogId,
+    /// Its leaf hash.
+    pub leaf_hash: LeafHash,
+    /// Why.
+    pub error: crate::error::Error,
+}
+
+impl FailedAudit {
+    /// The failure's class, for reports and metrics: `fallback_exhausted`
+    /// (no database answered within the bound), `unreachable`, `timeout`,
+    /// `http_<status>_<code>`, `invalid_answer` (it did not decode) or
+    /// `other`.
+    pub fn reason(&self) -> String {
+        use crate::error::Error;
+        match &self.error {
+            Error::Exhausted { .. } => "fallback_exhausted".into(),
+            Error::Network(_) => "unreachable".into(),
+            Error::Timeout(_) => "timeout".into(),
+            Error::Server { status, code, .. } => format!("http_{status}_{code}"),
+            Error::Invalid(_) | Error::Pir(_) => "invalid_answer".into(),
+            _ => "other".into(),
+        }
+    }
+}
+
 /// What [`run_ready`] did.
-#[derive(Clone, Debug, Default)]
+#[derive(Debug, Default)]
 pub struct ReadyRun {
     /// The audits that ran.
     pub ran: Vec<Audited>,
+    /// The audits whose query failed (still queued).
+    pub failed: Vec<FailedAudit>,
     /// The audits still waiting, as [`Outcome::Pending`].
     pub waiting: Vec<Outcome>,
     /// The auditor stopped serving the prober's epoch mid-run (it answered
@@ -197,8 +229,9 @@ pub fn is_epoch_retired(e: &crate::error::Error) -> bool {
 }
 
 /// Runs every audit of `queue` that is ready against `prober`'s epoch at
-/// `now_ms` (one fresh random filter each) and records the results in the
-/// queue. Returns the audits that ran and, as [`Outcome::Pending`], those
+/// `now_ms` (one fresh random filter each, and a fresh one for each
+/// fallback attempt: [`Auditor::query_with_fallback`]) and records the
+/// results in the queue. Returns the audits that ran and, as [`Outcome::Pending`], those
 /// still waiting. If the auditor retires the epoch meanwhile, the run stops
 /// there with [`ReadyRun::epoch_retired`] set; nothing is lost, the
 /// remaining audits stay queued.
@@ -209,6 +242,7 @@ pub async fn run_ready(
     now_ms: u64,
 ) -> Result<ReadyRun> {
     let mut ran = Vec::new();
+    let mut failed = Vec::new();
     let mut waiting = Vec::new();
     let mut i = 0;
     while i < queue.items.len() {
@@ -224,26 +258,45 @@ pub async fn run_ready(
             continue;
         }
         let recheck = item.not_found_in.is_some();
-        let t = std::time::Instant::now();
-        let q = prober.prepare(item.leaf_hash.as_bytes())?;
-        let prepare_seconds = t.elapsed().as_secs_f64();
-        let (bit, stats) = match auditor.query(&q).await {
-            Ok(r) => r,
+        let mut prepare_seconds = 0.0;
+        // A fresh random filter and query per attempt: if the query's
+        // group fails, the next attempt asks an independent database.
+        let answered = auditor
+            .query_with_fallback(|| {
+                let t = std::time::Instant::now();
+                let q = prober.prepare(leaf_hash.as_bytes());
+                prepare_seconds += t.elapsed().as_secs_f64();
+                q
+            })
+            .await;
+        let (q, bit, stats) = match answered {
+            Ok(a) => (a.query, a.bit, a.stats),
             Err(e) if is_epoch_retired(&e) => {
                 for item in &queue.items[i..] {
                     waiting.push(Outcome::Pending {
                         log_id: item.log_id,
                         leaf_hash: item.leaf_hash,
-                        reason: WaitReason::EpochRetired { epoch: q.epoch },
+                        reason: WaitReason::EpochRetired {
+                            epoch: prober.manifest().epoch,
+                        },
                     });
                 }
                 return Ok(ReadyRun {
                     ran,
+                    failed,
                     waiting,
                     epoch_retired: true,
                 });
             }
-            Err(e) => return Err(e),
+            Err(error) => {
+                failed.push(FailedAudit {
+                    log_id,
+                    leaf_hash,
+                    error,
+                });
+                i += 1; // kept in the queue
+                continue;
+            }
         };
         let result = if bit {
             AuditResult::Logged {
@@ -287,6 +340,7 @@ pub async fn run_ready(
     }
     Ok(ReadyRun {
         ran,
+        failed,
         waiting,
         epoch_retired: false,
     })
@@ -321,13 +375,14 @@ pub async fn run_canaries(
     let claimed = Confidence::of(prober.manifest()).false_positive_rate;
     let (mut answered, mut failed) = (0, 0);
     for _ in 0..n {
-        let q = prober.prepare(&canary_leaf()?)?;
-        match auditor.query(&q).await {
-            Ok((logged, _)) => {
+        let leaf = canary_leaf()?;
+        match auditor.query_with_fallback(|| prober.prepare(&leaf)).await {
+            Ok(a) => {
+                let logged = a.bit;
                 tally.record(
                     auditor.base(),
                     CanaryProbe {
-                        epoch: q.epoch,
+                        epoch: a.query.epoch,
                         claimed,
                         logged,
                     },
@@ -384,13 +439,21 @@ pub async fn audit_now(
             run_ready(auditor, &prober, queue, now_ms).await
         }
         .await;
-        let run = match step {
+        let mut run = match step {
             Ok(run) => run,
             Err(_) if attempt < EPOCH_RETRIES => continue,
             Err(e) => return Err(e),
         };
         stats.extend(run.ran.iter().map(|a| a.stats));
-        out.extend(run.ran.into_iter().map(|a| a.outcome));
+        out.extend(run.ran.drain(..).map(|a| a.outcome));
+        if !run.failed.is_empty() {
+            // The audits that ran are recorded; the failed ones, still
+            // queued, are tried again with a fresh manifest.
+            if attempt < EPOCH_RETRIES {
+                continue;
+            }
+            return Err(run.failed.swap_remove(0).error);
+        }
         if !run.epoch_retired || attempt == EPOCH_RETRIES {
             // after the last retry the unsent audits stay queued (Pending)
             out.extend(run.waiting);

@@ -26,6 +26,22 @@ pub enum Error {
     /// Network failure talking to the auditor.
     #[error("network: {0}")]
     Network(String),
+    /// No answer within the attempt's timeout.
+    #[error("timed out: {0}")]
+    Timeout(String),
+    /// Every attempt of a query failed (fallback bound or deadline
+    /// reached, docs/protocol.md §7.1); the last attempt's error is the
+    /// source.
+    #[error("no database answered in {attempts} attempts ({reasons}); last: {last}")]
+    Exhausted {
+        /// Attempts made (sent or skipped).
+        attempts: u32,
+        /// Failed attempts by reason, e.g. `unreachable ×3, overloaded ×1`.
+        reasons: String,
+        /// The last attempt's error.
+        #[source]
+        last: Box<Error>,
+    },
     /// A file could not be read or written.
     #[error("{path}: {why}")]
     Io {

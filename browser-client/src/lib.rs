@@ -15,7 +15,9 @@
 //!    (`pir-core`) and decode the answer — transport-free, so the same code
 //!    runs natively and as wasm32 (module `wasm`, feature `wasm`).
 //! 4. [`net`] and [`audit`]: the native HTTP transport and the audit step
-//!    `sct-audit check` runs.
+//!    `sct-audit check` runs; [`fallback`]: when a query's group fails, a
+//!    fresh random database is drawn and asked instead (bounded, honouring
+//!    `Retry-After`).
 //! 5. [`verdict`]: what an answer means, for people — LOGGED with the
 //!    epoch's fill ratio (the odds that a never-logged SCT passes one
 //!    audit), NOT FOUND as certain for its epoch.
@@ -31,6 +33,7 @@
 pub mod audit;
 pub mod canary;
 pub mod error;
+pub mod fallback;
 #[cfg(feature = "native")]
 pub mod net;
 pub mod policy;

@@ -17,11 +17,18 @@
 //! `wrong_shard` with the right shard's base URL in `shard_url`; the query
 //! is sent there once more (if that URL is a valid shard URL other than
 //! the one just tried), never more than once.
+//!
+//! Audits send their queries with [`Auditor::query_with_fallback`]: when
+//! the query's group is unreachable, times out or answers 5xx (503 and 429
+//! included), a fresh query for a fresh uniformly random database is
+//! drawn and sent instead, up to [`crate::fallback::MAX_REDRAWS`] times,
+//! resting groups as their `Retry-After` says ([`crate::fallback`],
+//! docs/protocol.md §7.1). [`Auditor::fallback_stats`] counts what it did.
 
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use audit_proto::api::{
@@ -30,6 +37,7 @@ use audit_proto::api::{
 use audit_proto::Manifest;
 
 use crate::error::{Error, Result};
+use crate::fallback::{Failure, Fallback, FallbackPolicy, FallbackStats, Step};
 use crate::probe::PreparedQuery;
 
 /// What one query cost on the wire and on the server.
@@ -86,6 +94,36 @@ impl Default for Sleeper {
 impl std::fmt::Debug for Sleeper {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("Sleeper")
+    }
+}
+
+/// A monotonic clock in milliseconds: the fallback's rests and deadline
+/// are measured on it. The default reads [`Instant`]; tests inject one
+/// that moves only when their [`Sleeper`] "sleeps".
+#[derive(Clone)]
+pub struct Clock(Arc<dyn Fn() -> u64 + Send + Sync>);
+
+impl Clock {
+    /// Milliseconds since the clock was made, from [`Instant`].
+    pub fn system() -> Clock {
+        let t0 = Instant::now();
+        Clock::new(move || u64::try_from(t0.elapsed().as_millis()).unwrap_or(u64::MAX))
+    }
+
+    /// Reads `f`.
+    pub fn new(f: impl Fn() -> u64 + Send + Sync + 'static) -> Clock {
+        Clock(Arc::new(f))
+    }
+
+    /// Now (ms).
+    pub fn now_ms(&self) -> u64 {
+        (self.0)()
+    }
+}
+
+impl std::fmt::Debug for Clock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Clock")
     }
 }
 
@@ -152,19 +190,178 @@ struct RetryCounters {
     wait_micros: AtomicU64,
 }
 
+/// A query answered under the fallback policy.
+#[derive(Debug)]
+pub struct Answered<Q = PreparedQuery> {
+    /// The query that was answered (the last one drawn).
+    pub query: Q,
+    /// The bit.
+    pub bit: bool,
+    /// Its wire and server figures.
+    pub stats: QueryStats,
+    /// Attempts it took (1: no fallback).
+    pub attempts: u32,
+}
+
+/// One failed attempt: the error and the answer's `Retry-After`.
+#[derive(Debug)]
+pub(crate) struct AttemptError {
+    pub(crate) error: Error,
+    pub(crate) retry_after: Option<String>,
+}
+
+impl From<Error> for AttemptError {
+    fn from(error: Error) -> AttemptError {
+        AttemptError {
+            error,
+            retry_after: None,
+        }
+    }
+}
+
+/// A query the fallback can send: it knows its group.
+pub(crate) trait Drawn {
+    /// The group serving its database.
+    fn group(&self) -> u32;
+}
+
+impl Drawn for PreparedQuery {
+    fn group(&self) -> u32 {
+        self.group
+    }
+}
+
+/// Sends one query once (the fallback's transport: real HTTP in
+/// [`Auditor`], scripted in the tests).
+pub(crate) trait Transport<Q> {
+    /// Sends `q` and decodes its bit, within `timeout`.
+    async fn attempt(
+        &self,
+        q: &Q,
+        timeout: Duration,
+    ) -> std::result::Result<(bool, QueryStats), AttemptError>;
+}
+
+/// The failure an error of one attempt is, if the fallback handles it.
+pub fn failure_of(e: &Error) -> Option<Failure> {
+    match e {
+        Error::Network(_) => Some(Failure::Unreachable),
+        Error::Timeout(_) => Some(Failure::Timeout),
+        Error::Server { status, .. } => Failure::of_status(*status),
+        _ => None,
+    }
+}
+
+/// Runs one query under `policy`: draws a query with `draw`, sends it, and
+/// on a failure the fallback handles draws a fresh one (module docs of
+/// [`crate::fallback`]). Adds what it did to `stats`.
+pub(crate) async fn run_fallback<Q: Drawn, T: Transport<Q>>(
+    transport: &T,
+    policy: &FallbackPolicy,
+    clock: &Clock,
+    sleeper: &Sleeper,
+    stats: &Mutex<FallbackStats>,
+    mut draw: impl FnMut() -> Result<Q>,
+) -> Result<Answered<Q>> {
+    let mut fb = Fallback::new(policy.clone(), clock.now_ms());
+    let finish = |fb: &Fallback, gave_up: bool| {
+        stats
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .add(fb, gave_up);
+    };
+    // The last error of an attempt that was sent: what a give-up after
+    // skipped draws reports (e.g. the 503 whose Retry-After made them skip).
+    let mut last_sent: Option<Error> = None;
+    loop {
+        let q = match draw() {
+            Ok(q) => q,
+            Err(e) => {
+                finish(&fb, false);
+                return Err(e);
+            }
+        };
+        let step = match fb.before_send(q.group(), clock.now_ms()) {
+            Step::Wait { ms } => {
+                // Once waited, sent (even if the clock did not move: a
+                // sleeper that returns at once must not spin).
+                sleeper.sleep(Duration::from_millis(ms)).await;
+                Step::Send {
+                    timeout_ms: fb.timeout_ms(clock.now_ms()),
+                }
+            }
+            s => s,
+        };
+        let (failure, retry_after, error) = match step {
+            Step::Send { timeout_ms } => {
+                match transport
+                    .attempt(&q, Duration::from_millis(timeout_ms))
+                    .await
+                {
+                    Ok((bit, qs)) => {
+                        finish(&fb, false);
+                        return Ok(Answered {
+                            query: q,
+                            bit,
+                            stats: qs,
+                            attempts: fb.failures().len() as u32 + 1,
+                        });
+                    }
+                    Err(a) => match failure_of(&a.error) {
+                        Some(f) => (f, a.retry_after, a.error),
+                        None => {
+                            finish(&fb, false);
+                            return Err(a.error);
+                        }
+                    },
+                }
+            }
+            _ => (
+                Failure::Resting,
+                None,
+                Error::Timeout(format!(
+                    "group {} asked for no requests within the query's wait limit",
+                    q.group()
+                )),
+            ),
+        };
+        if !fb.failed(q.group(), failure, retry_after.as_deref(), clock.now_ms()) {
+            finish(&fb, true);
+            let last = match (failure, last_sent) {
+                (Failure::Resting, Some(sent)) => sent,
+                _ => error,
+            };
+            return Err(Error::Exhausted {
+                attempts: fb.failures().len() as u32,
+                reasons: FallbackStats::reasons(fb.failures()),
+                last: Box::new(last),
+            });
+        }
+        if failure != Failure::Resting {
+            last_sent = Some(error);
+        }
+    }
+}
+
 /// A client of one auditor. Clones share the connection pool and the retry
-/// counters.
+/// and fallback counters.
 #[derive(Clone, Debug)]
 pub struct Auditor {
     base: Arc<str>,
     http: reqwest::Client,
     retry: RetryPolicy,
     counters: Arc<RetryCounters>,
+    fallback: FallbackPolicy,
+    clock: Clock,
+    sleeper: Sleeper,
+    fallback_stats: Arc<Mutex<FallbackStats>>,
 }
 
 impl Auditor {
     /// `base` like `http://127.0.0.1:8080` (no trailing slash needed). Does
-    /// not retry; see [`Auditor::with_retry`].
+    /// not retry a request ([`Auditor::with_retry`]); audit queries fall
+    /// back to fresh draws with [`FallbackPolicy::default`]
+    /// ([`Auditor::with_fallback`]).
     pub fn new(base: &str) -> Result<Auditor> {
         let http = reqwest::Client::builder()
             .timeout(Duration::from_secs(60))
@@ -175,13 +372,63 @@ impl Auditor {
             http,
             retry: RetryPolicy::never(),
             counters: Arc::default(),
+            fallback: FallbackPolicy::default(),
+            clock: Clock::system(),
+            sleeper: Sleeper::default(),
+            fallback_stats: Arc::default(),
         })
     }
 
-    /// Retries 503 and 429 answers as `policy` says.
+    /// Retries 503 and 429 answers as `policy` says (the manifest and
+    /// reports, and [`Auditor::query`]; [`Auditor::query_with_fallback`]
+    /// draws afresh instead).
     pub fn with_retry(mut self, policy: RetryPolicy) -> Auditor {
         self.retry = policy;
         self
+    }
+
+    /// Falls back as `policy` says in [`Auditor::query_with_fallback`].
+    pub fn with_fallback(mut self, policy: FallbackPolicy) -> Auditor {
+        self.fallback = policy;
+        self
+    }
+
+    /// The fallback's clock and how it waits (tests: a fake clock that a
+    /// recording sleeper advances).
+    pub fn with_timer(mut self, clock: Clock, sleeper: Sleeper) -> Auditor {
+        self.clock = clock;
+        self.sleeper = sleeper;
+        self
+    }
+
+    /// What the fallback did so far (this auditor and its clones).
+    pub fn fallback_stats(&self) -> FallbackStats {
+        self.fallback_stats
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Sends a query drawn by `draw` (e.g. `|| prober.prepare(leaf)`: a
+    /// fresh random filter and a fresh query each call) and decodes its
+    /// bit; when the query's group is unreachable, times out or answers
+    /// 5xx, draws again and sends the new query, as the
+    /// [`FallbackPolicy`] says. Errors the fallback does not handle (4xx,
+    /// an answer that does not decode) are returned at once; when every
+    /// attempt failed, [`Error::Exhausted`].
+    pub async fn query_with_fallback(
+        &self,
+        draw: impl FnMut() -> Result<PreparedQuery>,
+    ) -> Result<Answered> {
+        run_fallback(
+            self,
+            &self.fallback,
+            &self.clock,
+            &self.sleeper,
+            &self.fallback_stats,
+            draw,
+        )
+        .await
     }
 
     /// The base URL.
@@ -204,17 +451,22 @@ impl Auditor {
         &self,
         make: impl Fn() -> reqwest::RequestBuilder,
     ) -> Result<(reqwest::Response, Instant)> {
+        self.send_retrying(make, self.retry.max_retries).await
+    }
+
+    async fn send_retrying(
+        &self,
+        make: impl Fn() -> reqwest::RequestBuilder,
+        max_retries: u32,
+    ) -> Result<(reqwest::Response, Instant)> {
         let mut retries = 0;
         loop {
             let sent = Instant::now();
-            let resp = make()
-                .send()
-                .await
-                .map_err(|e| Error::Network(e.to_string()))?;
+            let resp = make().send().await.map_err(net_error)?;
             let status = resp.status();
             let overloaded = status == reqwest::StatusCode::SERVICE_UNAVAILABLE
                 || status == reqwest::StatusCode::TOO_MANY_REQUESTS;
-            if !overloaded || retries >= self.retry.max_retries {
+            if !overloaded || retries >= max_retries {
                 return Ok((resp, sent));
             }
             let wait = self.retry.wait_for(header(&resp, "retry-after").as_deref());
@@ -243,8 +495,21 @@ impl Auditor {
     /// The round trip is the answered attempt's (waits before retries are
     /// in [`Auditor::retry_stats`]).
     pub async fn query(&self, q: &PreparedQuery) -> Result<(bool, QueryStats)> {
+        self.query_once(q, None, self.retry.max_retries)
+            .await
+            .map_err(|a| a.error)
+    }
+
+    /// [`Auditor::query`] with a timeout and a number of same-query
+    /// retries of 503/429; a failure carries the answer's `Retry-After`.
+    async fn query_once(
+        &self,
+        q: &PreparedQuery,
+        timeout: Option<Duration>,
+        max_retries: u32,
+    ) -> std::result::Result<(bool, QueryStats), AttemptError> {
         let url = q.url(&self.base);
-        let (mut resp, mut t) = self.post_query(&url, q).await?;
+        let (mut resp, mut t) = self.post_query(&url, q, timeout, max_retries).await?;
         if resp.status() == reqwest::StatusCode::MISDIRECTED_REQUEST {
             // 421 wrong_shard: once more at the shard the answer names.
             let tried = q.shard_url.as_deref().unwrap_or(&self.base);
@@ -252,11 +517,12 @@ impl Auditor {
             match named {
                 Some(shard) if shard != tried.trim_end_matches('/') => {
                     let url = format!("{shard}{}", q.path);
-                    (resp, t) = self.post_query(&url, q).await?;
+                    (resp, t) = self.post_query(&url, q, timeout, max_retries).await?;
                 }
-                _ => return Err(err),
+                _ => return Err(err.into()),
             }
         }
+        let retry_after = header(&resp, "retry-after");
         let batch = header(&resp, BATCH_SIZE_HEADER)
             .and_then(|v| v.parse().ok())
             .unwrap_or(1);
@@ -264,7 +530,9 @@ impl Auditor {
             .as_deref()
             .and_then(parse_server_timing)
             .unwrap_or(0.0);
-        let body = read_capped(resp, q.response_bytes).await?;
+        let body = read_capped(resp, q.response_bytes)
+            .await
+            .map_err(|error| AttemptError { error, retry_after })?;
         let round_trip_seconds = t.elapsed().as_secs_f64();
         let t = Instant::now();
         let bit = q.decode(&body)?;
@@ -308,14 +576,46 @@ impl Auditor {
         &self,
         url: &str,
         q: &PreparedQuery,
+        timeout: Option<Duration>,
+        max_retries: u32,
     ) -> Result<(reqwest::Response, Instant)> {
-        self.send(|| {
-            self.http
-                .post(url)
-                .header("content-type", OCTET_STREAM)
-                .body(q.body.clone())
-        })
+        self.send_retrying(
+            || {
+                let r = self
+                    .http
+                    .post(url)
+                    .header("content-type", OCTET_STREAM)
+                    .body(q.body.clone());
+                match timeout {
+                    Some(t) => r.timeout(t),
+                    None => r,
+                }
+            },
+            max_retries,
+        )
         .await
+    }
+}
+
+impl Transport<PreparedQuery> for Auditor {
+    /// One attempt: no same-query retry (the fallback draws afresh), the
+    /// 421 follow-up included.
+    async fn attempt(
+        &self,
+        q: &PreparedQuery,
+        timeout: Duration,
+    ) -> std::result::Result<(bool, QueryStats), AttemptError> {
+        self.query_once(q, Some(timeout), 0).await
+    }
+}
+
+/// A transport error: [`Error::Timeout`] if it timed out, else
+/// [`Error::Network`].
+fn net_error(e: reqwest::Error) -> Error {
+    if e.is_timeout() {
+        Error::Timeout(e.to_string())
+    } else {
+        Error::Network(e.to_string())
     }
 }
 
@@ -326,11 +626,7 @@ async fn read_misdirected(resp: reqwest::Response) -> Result<(Option<String>, Er
     let status = resp.status().as_u16();
     let mut resp = resp;
     let mut body = Vec::new();
-    while let Some(chunk) = resp
-        .chunk()
-        .await
-        .map_err(|e| Error::Network(e.to_string()))?
-    {
+    while let Some(chunk) = resp.chunk().await.map_err(net_error)? {
         if body.len() + chunk.len() > 64 << 10 {
             return Err(Error::Invalid("auditor response over 65536 bytes".into()));
         }
@@ -386,11 +682,7 @@ async fn read_capped(mut resp: reqwest::Response, max: usize) -> Result<Vec<u8>>
     let status = resp.status();
     let mut body = Vec::new();
     let cap = if status.is_success() { max } else { 64 << 10 };
-    while let Some(chunk) = resp
-        .chunk()
-        .await
-        .map_err(|e| Error::Network(e.to_string()))?
-    {
+    while let Some(chunk) = resp.chunk().await.map_err(net_error)? {
         if body.len() + chunk.len() > cap {
             return Err(Error::Invalid(format!("auditor response over {cap} bytes")));
         }
@@ -789,6 +1081,408 @@ mod retry_tests {
                 (method, path.as_str(), *len),
                 (&Method::POST, "/v1/epochs/3/dbs/0/query", q.body.len())
             );
+        }
+    }
+}
+
+/// The fallback's driver against a scripted fleet: an injected clock that
+/// only the recording sleeper moves, a fake transport (no HTTP, no sleeps),
+/// a seeded draw.
+#[cfg(test)]
+mod fallback_tests {
+    use std::collections::HashMap;
+
+    use audit_proto::filter::FilterSpec;
+    use audit_proto::manifest::{DbLayout, ManifestParts};
+    use pir_core::db::BitDatabase;
+    use pir_core::params::{DbShape, TABLE1};
+    use rand_chacha::ChaCha20Rng;
+    use rand_core::{RngCore, SeedableRng};
+
+    use super::*;
+    use crate::probe::Prober;
+
+    /// Databases of the test epoch: one filter each, on 3 groups by
+    /// `db mod 3` — groups {0, 3}, {1, 4}, {2}: 2/5, 2/5, 1/5 of the filters.
+    const DBS: u32 = 5;
+
+    fn prober() -> Prober {
+        let filter = FilterSpec::new(DBS, 8, 8192, [7; 32]).unwrap();
+        let shape = DbShape::for_bits(filter.bits, BitDatabase::RECORD_BITS);
+        let db = DbLayout {
+            filters: 1,
+            rows: shape.ell1 as u64,
+            cols: shape.ell2 as u64,
+            query_bytes: pir_core::wire::query_len(&TABLE1, shape) as u64,
+            response_bytes: pir_core::wire::response_len(&TABLE1) as u64,
+        };
+        let base = test_support::fake::tiny_manifest(3, 1_700_000_000, 10);
+        let urls = (0..3).map(|g| format!("http://group-{g}.test")).collect();
+        Prober::new(Arc::new(
+            Manifest::new(ManifestParts {
+                epoch: 3,
+                created_at: 1_700_000_000,
+                snapshot_at: 1_700_000_000,
+                entries: 10,
+                logs: vec![],
+                filter,
+                pir: base.pir,
+                layout: &[db; DBS as usize],
+                shards: Some(audit_proto::ShardMap::modulo(urls)),
+            })
+            .unwrap(),
+        ))
+    }
+
+    /// What a group does with a query.
+    #[derive(Clone, Copy, Debug)]
+    enum Behaviour {
+        Answers,
+        /// Fails with this error: status (0: unreachable, 1: timeout) and
+        /// Retry-After.
+        Fails(u16, Option<&'static str>),
+    }
+
+    struct Fleet {
+        groups: HashMap<u32, Behaviour>,
+        clock: Arc<AtomicU64>,
+        /// (time, database, group) of every query sent.
+        sent: Mutex<Vec<(u64, u32, u32)>>,
+    }
+
+    /// A drawn query: its database and group (building real YPIR queries
+    /// would only slow the thousands of draws down; the real draw is
+    /// [`Prober::prepare`], checked below and in the fleet test).
+    #[derive(Debug)]
+    struct Fake {
+        db: u32,
+        group: u32,
+    }
+
+    impl Drawn for Fake {
+        fn group(&self) -> u32 {
+            self.group
+        }
+    }
+
+    impl Transport<Fake> for Fleet {
+        async fn attempt(
+            &self,
+            q: &Fake,
+            timeout: Duration,
+        ) -> std::result::Result<(bool, QueryStats), AttemptError> {
+            let now = self.clock.load(Ordering::SeqCst);
+            self.sent.lock().unwrap().push((now, q.db, q.group));
+            match self
+                .groups
+                .get(&q.group)
+                .copied()
+                .unwrap_or(Behaviour::Answers)
+            {
+                Behaviour::Answers => Ok((true, QueryStats::default())),
+                Behaviour::Fails(status, retry_after) => {
+                    let error = match status {
+                        0 => Error::Network("connection refused".into()),
+                        1 => {
+                            // The attempt used up its timeout.
+                            self.clock
+                                .fetch_add(timeout.as_millis() as u64, Ordering::SeqCst);
+                            Error::Timeout("scripted".into())
+                        }
+                        s => Error::Server {
+                            status: s,
+                            code: "scripted".into(),
+                            message: String::new(),
+                        },
+                    };
+                    Err(AttemptError {
+                        error,
+                        retry_after: retry_after.map(str::to_owned),
+                    })
+                }
+            }
+        }
+    }
+
+    struct Run {
+        fleet: Fleet,
+        clock: Clock,
+        sleeper: Sleeper,
+        waits: Arc<Mutex<Vec<u64>>>,
+        stats: Mutex<FallbackStats>,
+        rng: ChaCha20Rng,
+    }
+
+    fn run(groups: &[(u32, Behaviour)], seed: u64) -> Run {
+        let t = Arc::new(AtomicU64::new(1_000));
+        let waits = Arc::new(Mutex::new(Vec::new()));
+        let (tc, ts, w) = (t.clone(), t.clone(), waits.clone());
+        Run {
+            fleet: Fleet {
+                groups: groups.iter().copied().collect(),
+                clock: t,
+                sent: Mutex::default(),
+            },
+            clock: Clock::new(move || tc.load(Ordering::SeqCst)),
+            sleeper: Sleeper::new(move |d: Duration| {
+                let ms = d.as_millis() as u64;
+                w.lock().unwrap().push(ms);
+                ts.fetch_add(ms, Ordering::SeqCst);
+                std::future::ready(())
+            }),
+            waits,
+            stats: Mutex::default(),
+            rng: ChaCha20Rng::seed_from_u64(seed),
+        }
+    }
+
+    impl Run {
+        /// One query: a seeded uniform database per attempt (the real
+        /// client draws a filter from the OS CSPRNG, [`Prober::prepare`]).
+        async fn query(&mut self, policy: &FallbackPolicy) -> Result<Answered<Fake>> {
+            let rng = &mut self.rng;
+            run_fallback(
+                &self.fleet,
+                policy,
+                &self.clock,
+                &self.sleeper,
+                &self.stats,
+                || {
+                    let db = (rng.next_u64() % u64::from(DBS)) as u32;
+                    Ok(Fake { db, group: db % 3 })
+                },
+            )
+            .await
+        }
+
+        fn sent(&self) -> Vec<(u64, u32, u32)> {
+            self.fleet.sent.lock().unwrap().clone()
+        }
+
+        fn stats(&self) -> FallbackStats {
+            self.stats.lock().unwrap().clone()
+        }
+    }
+
+    /// Counts per database of `dbs`.
+    fn histogram(dbs: impl Iterator<Item = u32>) -> Vec<u64> {
+        let mut h = vec![0u64; DBS as usize];
+        for d in dbs {
+            h[d as usize] += 1;
+        }
+        h
+    }
+
+    /// Every database holds one of the 5 filters: uniform.
+    fn uniform_p(h: &[u64]) -> f64 {
+        test_support::stats::chi_square_p(h, &[1.0 / f64::from(DBS); DBS as usize])
+    }
+
+    #[tokio::test]
+    async fn a_healthy_fleet_never_takes_the_fallback_and_stays_uniform() {
+        let mut r = run(&[], 1);
+        let n = 1_000;
+        for _ in 0..n {
+            let a = r.query(&FallbackPolicy::default()).await.unwrap();
+            assert_eq!(a.attempts, 1);
+        }
+        let s = r.stats();
+        assert_eq!(
+            (s.queries, s.attempts, s.fallbacks, s.gave_up),
+            (n, n, 0, 0)
+        );
+        assert!(s.failures.is_empty() && r.waits.lock().unwrap().is_empty());
+        let p = uniform_p(&histogram(r.sent().iter().map(|s| s.1)));
+        assert!(p > 1e-6, "databases asked not uniform: p = {p}");
+    }
+
+    #[tokio::test]
+    async fn each_failure_kind_falls_back_to_a_fresh_uniform_draw() {
+        for (status, reason) in [
+            (0, "unreachable"),
+            (1, "timeout"),
+            (500, "server_error"),
+            (502, "server_error"),
+            (503, "overloaded"),
+        ] {
+            // Group 1 (databases 1 and 4, 2/5 of the filters) fails.
+            let mut r = run(&[(1, Behaviour::Fails(status, None))], 2);
+            let n = 600;
+            let mut answered = Vec::new();
+            for _ in 0..n {
+                let a = r.query(&FallbackPolicy::default()).await.unwrap();
+                assert_ne!(a.query.group, 1);
+                answered.push(a.query.db);
+            }
+            let sent = r.sent();
+            let s = r.stats();
+            let on_dead = sent.iter().filter(|s| s.2 == 1).count() as u64;
+            assert!(on_dead > 0, "{reason}");
+            assert_eq!(s.fallbacks, on_dead, "{reason}");
+            assert_eq!(s.failures[reason], on_dead, "{reason}");
+            assert_eq!(s.attempts, sent.len() as u64, "{reason}");
+            assert_eq!(s.gave_up, 0, "{reason}");
+            // Every draw, failed or not, is uniform over all databases;
+            // the answered ones are uniform over the live groups' ones.
+            let p = uniform_p(&histogram(sent.iter().map(|s| s.1)));
+            assert!(p > 1e-6, "{reason}: draws not uniform: p = {p}");
+            let h = histogram(answered.into_iter());
+            assert_eq!((h[1], h[4]), (0, 0));
+            let live = [h[0], h[2], h[3]];
+            let p = test_support::stats::chi_square_p(&live, &[1.0 / 3.0; 3]);
+            assert!(p > 1e-6, "{reason}: answers not uniform: p = {p}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_group_that_said_retry_after_is_not_asked_before_it_ends() {
+        let policy = FallbackPolicy::default();
+        // Group 0 answers 503 with Retry-After: 5 s, group 2 429 with
+        // Retry-After: 3600 s (longer than any wait: draws there are
+        // skipped for the rest of the query).
+        let mut r = run(
+            &[
+                (0, Behaviour::Fails(503, Some("5"))),
+                (2, Behaviour::Fails(429, Some("3600"))),
+            ],
+            8,
+        );
+        // 3/5 of the draws fail: a query fails with probability
+        // (3/5)^13 ≈ 0.13 %, which this seed does not meet.
+        for _ in 0..200 {
+            let a = r.query(&policy).await.unwrap();
+            assert_eq!(a.query.group, 1);
+        }
+        // Within one query, a group is asked again only after its rest.
+        let sent = r.sent();
+        let stats = r.stats();
+        assert!(stats.failures["overloaded"] > 0);
+        assert!(!r.waits.lock().unwrap().is_empty());
+        assert!(stats.wait_seconds > 0.0);
+        let mut last: HashMap<u32, u64> = HashMap::new();
+        let mut query_start = 0;
+        for &(t, _, g) in &sent {
+            if g == 1 {
+                // answered: the next query starts
+                last.clear();
+                query_start = t;
+                continue;
+            }
+            if let Some(&prev) = last.get(&g) {
+                let rest = if g == 0 { 5_000 } else { 3_600_000 };
+                assert!(
+                    t >= prev + rest,
+                    "group {g} asked at {t}, rests until {}",
+                    prev + rest
+                );
+            }
+            last.insert(g, t);
+            assert!(t >= query_start);
+        }
+    }
+
+    #[tokio::test]
+    async fn the_bound_and_the_deadline_are_respected() {
+        // Every group down: K + 1 attempts, then Exhausted.
+        let mut r = run(
+            &[
+                (0, Behaviour::Fails(0, None)),
+                (1, Behaviour::Fails(500, None)),
+                (2, Behaviour::Fails(0, None)),
+            ],
+            4,
+        );
+        let policy = FallbackPolicy::default();
+        match r.query(&policy).await {
+            Err(Error::Exhausted { attempts, last, .. }) => {
+                assert_eq!(attempts, MAX_REDRAWS_PLUS_ONE);
+                assert!(failure_of(&last).is_some(), "{last:?}");
+            }
+            other => panic!("{other:?}"),
+        }
+        let s = r.stats();
+        assert_eq!(
+            (s.queries, s.attempts, s.fallbacks, s.gave_up),
+            (1, 13, 12, 1)
+        );
+        // The sent attempts and the skipped ones (resting past the
+        // deadline) add up to the bound.
+        assert!(r.sent().len() <= 13);
+        // Timeouts: the deadline ends it before the bound.
+        let mut r = run(
+            &[
+                (0, Behaviour::Fails(1, None)),
+                (1, Behaviour::Fails(1, None)),
+                (2, Behaviour::Fails(1, None)),
+            ],
+            5,
+        );
+        let short = FallbackPolicy {
+            deadline_ms: 70_000,
+            attempt_timeout_ms: 30_000,
+            ..FallbackPolicy::default()
+        };
+        assert!(matches!(
+            r.query(&short).await,
+            Err(Error::Exhausted { .. })
+        ));
+        let s = r.stats();
+        assert!(s.attempts < 13 && s.failures["timeout"] >= 3, "{s:?}");
+        let sent = r.sent();
+        assert!(sent.iter().all(|&(t, ..)| t < 1_000 + 70_000), "{sent:?}");
+        // No fallback configured: the first failure is final.
+        let mut r = run(
+            &[
+                (0, Behaviour::Fails(0, None)),
+                (1, Behaviour::Fails(0, None)),
+                (2, Behaviour::Fails(0, None)),
+            ],
+            6,
+        );
+        assert!(matches!(
+            r.query(&FallbackPolicy::never()).await,
+            Err(Error::Exhausted { attempts: 1, .. })
+        ));
+        assert_eq!(r.sent().len(), 1);
+    }
+
+    #[test]
+    fn a_prepared_query_names_the_group_of_its_database() {
+        let prober = prober();
+        for f in 0..DBS {
+            let q = prober.prepare_bit(f, 5).unwrap();
+            assert_eq!((q.db, q.group), (f, f % 3));
+            assert_eq!(
+                q.shard_url.as_deref(),
+                Some(format!("http://group-{}.test", f % 3).as_str())
+            );
+        }
+        let q = Prober::new(Arc::new(test_support::fake::tiny_manifest(3, 0, 1)))
+            .prepare_bit(0, 5)
+            .unwrap();
+        assert_eq!((q.group, q.shard_url), (0, None));
+    }
+
+    const MAX_REDRAWS_PLUS_ONE: u32 = crate::fallback::MAX_REDRAWS + 1;
+
+    #[tokio::test]
+    async fn errors_the_fallback_does_not_handle_are_returned_at_once() {
+        for status in [400, 404, 413, 421] {
+            let mut r = run(
+                &[
+                    (0, Behaviour::Fails(status, None)),
+                    (1, Behaviour::Fails(status, None)),
+                    (2, Behaviour::Fails(status, None)),
+                ],
+                7,
+            );
+            match r.query(&FallbackPolicy::default()).await {
+                Err(Error::Server { status: s, .. }) => assert_eq!(s, status),
+                other => panic!("{other:?}"),
+            }
+            assert_eq!(r.sent().len(), 1);
+            let s = r.stats();
+            assert_eq!((s.attempts, s.fallbacks, s.gave_up), (1, 0, 0));
         }
     }
 }

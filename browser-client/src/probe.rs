@@ -48,6 +48,10 @@ pub struct PreparedQuery {
     /// Base URL of the shard serving the database, from the manifest's
     /// shard map; `None`: the auditor the manifest came from serves it.
     pub shard_url: Option<String>,
+    /// The group serving the database: its shard in the manifest's shard
+    /// map, 0 when the epoch is not sharded. The fallback
+    /// ([`crate::fallback`]) rests failed groups by this number.
+    pub group: u32,
     /// Request body (`application/octet-stream`).
     pub body: Vec<u8>,
     /// Exact length of a valid response.
@@ -177,6 +181,7 @@ impl Prober {
             db,
             path: format!("/v1/epochs/{}/dbs/{db}/query", m.epoch),
             shard_url: m.shard_url(db).map(str::to_owned),
+            group: m.shards.as_ref().and_then(|s| s.shard_of(db)).unwrap_or(0),
             body: q.to_bytes(),
             response_bytes: spec.response_bytes as usize,
             client,

@@ -29,6 +29,26 @@
 //! Indices returned by `queueReady` must be processed from the last to the
 //! first (recording a result may remove an item).
 //!
+//! A query whose group fails (network error, timeout, 5xx, 503/429) is
+//! not sent again: [`Fallback`] says whether to draw a fresh query
+//! (`prober.prepare` again: a fresh random database and LWE secret) and
+//! when a resting group may be asked (docs/protocol.md §7.1):
+//!
+//! ```js
+//! const fb = new Fallback(performance.now());
+//! for (;;) {
+//!   const q = prober.prepare(leafHex);
+//!   let wait = fb.beforeSend(q.group(), performance.now());  // ms; -1: skip
+//!   if (wait > 0) { await sleep(wait); wait = fb.beforeSend(q.group(), performance.now()); }
+//!   if (wait < 0) { if (!fb.failed(q.group(), "resting", undefined, performance.now())) throw …; continue; }
+//!   try { resp = await fetch(q.url(server), {…, signal: AbortSignal.timeout(fb.timeoutMs(performance.now()))}); }
+//!   catch (e) { kind = e.name === "TimeoutError" ? "timeout" : "unreachable"; }
+//!   // else kind = fallbackFailure(resp.status) (undefined: not a failure the fallback handles)
+//!   if (kind && fb.failed(q.group(), kind, resp?.headers.get("retry-after"), performance.now())) continue;
+//!   …
+//! }
+//! ```
+//!
 //! Secrets (the YPIR query key) never leave the [`Query`] object and come
 //! from the browser's CSPRNG (getrandom's `js` backend).
 
@@ -38,6 +58,7 @@ use audit_proto::Manifest;
 use wasm_bindgen::prelude::*;
 
 use crate::canary::{self, CanaryProbe, CanaryTally};
+use crate::fallback::{self, FallbackPolicy, Step};
 use crate::policy::{wait_reason, AuditResult, PendingQueue, Recorded};
 use crate::probe::{PreparedQuery, Prober as InnerProber};
 use crate::sct;
@@ -365,8 +386,99 @@ impl Query {
     pub fn filter(&self) -> u32 {
         self.0.filter
     }
+    /// The group serving its database (its shard; 0 unsharded): what
+    /// [`Fallback`] rests.
+    pub fn group(&self) -> u32 {
+        self.0.group
+    }
     /// The bit from the response body.
     pub fn decode(&self, response: &[u8]) -> Result<bool, JsError> {
         self.0.decode(response).map_err(js)
+    }
+}
+
+/// The failure an HTTP status is for the fallback: `"overloaded"` (503,
+/// 429), `"server_error"` (other 5xx), or `undefined` (answered, or an
+/// error the fallback does not handle).
+#[wasm_bindgen(js_name = fallbackFailure)]
+pub fn fallback_failure(status: u16) -> Option<String> {
+    fallback::Failure::of_status(status).map(|f| f.name().to_owned())
+}
+
+/// The fallback state of one query (all its attempts), with the default
+/// policy (at most `fallback::MAX_REDRAWS` redraws, a deadline, rests as
+/// `Retry-After` says). Times are any monotonic milliseconds
+/// (`performance.now()`).
+#[wasm_bindgen]
+pub struct Fallback(fallback::Fallback);
+
+#[wasm_bindgen]
+impl Fallback {
+    /// A query started at `now_ms`.
+    #[wasm_bindgen(constructor)]
+    pub fn new(now_ms: f64) -> Fallback {
+        Fallback(fallback::Fallback::new(
+            FallbackPolicy::default(),
+            ms(now_ms),
+        ))
+    }
+
+    /// Before sending a query just drawn for `group`: 0 send now; > 0 its
+    /// group rests, wait that many ms and ask again; -1 do not send it
+    /// (report `failed(group, "resting", …)` and draw again).
+    #[wasm_bindgen(js_name = beforeSend)]
+    pub fn before_send(&mut self, group: u32, now_ms: f64) -> f64 {
+        match self.0.before_send(group, ms(now_ms)) {
+            Step::Send { .. } => 0.0,
+            Step::Wait { ms } => ms as f64,
+            Step::Skip => -1.0,
+        }
+    }
+
+    /// The timeout of an attempt sent at `now_ms` (ms).
+    #[wasm_bindgen(js_name = timeoutMs)]
+    pub fn timeout_ms(&self, now_ms: f64) -> f64 {
+        self.0.timeout_ms(ms(now_ms)) as f64
+    }
+
+    /// Records a failed attempt at `group`: `kind` is `"unreachable"`,
+    /// `"timeout"`, `"server_error"`, `"overloaded"` or `"resting"`;
+    /// `retry_after` the answer's `Retry-After` header. Returns whether to
+    /// draw again (false: give up, the bound or the deadline is reached).
+    pub fn failed(
+        &mut self,
+        group: u32,
+        kind: &str,
+        retry_after: Option<String>,
+        now_ms: f64,
+    ) -> Result<bool, JsError> {
+        let f = fallback::Failure::from_name(kind)
+            .ok_or_else(|| js(format!("unknown failure kind {kind:?}")))?;
+        Ok(self.0.failed(group, f, retry_after.as_deref(), ms(now_ms)))
+    }
+
+    /// Failed attempts so far.
+    pub fn failures(&self) -> u32 {
+        self.0.failures().len() as u32
+    }
+
+    /// The failed attempts by reason, for people (`unreachable ×2, …`).
+    pub fn reasons(&self) -> String {
+        fallback::FallbackStats::reasons(self.0.failures())
+    }
+
+    /// Time spent waiting for resting groups (ms).
+    #[wasm_bindgen(js_name = waitedMs)]
+    pub fn waited_ms(&self) -> f64 {
+        self.0.waited_ms() as f64
+    }
+}
+
+/// Milliseconds from JS (non-negative, finite).
+fn ms(v: f64) -> u64 {
+    if v.is_finite() && v > 0.0 {
+        v as u64
+    } else {
+        0
     }
 }

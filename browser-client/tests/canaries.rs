@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use browser_client::audit::run_canaries;
 use browser_client::canary::{canaries_to_flag, CanaryTally, CanaryVerdict};
+use browser_client::fallback::FallbackPolicy;
 use browser_client::net::Auditor;
 use browser_client::probe::Prober;
 use support::fake_auditor::{start, Failure, Fill};
@@ -86,7 +87,11 @@ async fn a_new_auditor_starts_clean_and_a_failed_query_does_not_stop_the_others(
         status: 503,
         retry_after: Some(60),
     }]);
-    let b = Auditor::new(&honest.url).unwrap();
+    // Without the fallback (which would wait out the Retry-After and ask
+    // again), the 503 fails its query.
+    let b = Auditor::new(&honest.url)
+        .unwrap()
+        .with_fallback(FallbackPolicy::never());
     let prober = Prober::new(Arc::new(b.manifest().await.unwrap().0));
     let run = run_canaries(&b, &prober, &mut tally, 3).await.unwrap();
     assert_eq!((run.answered, run.failed), (2, 1));

@@ -190,6 +190,12 @@ mod fake_auditor {
     use pir_core::server::Server;
 
     pub(crate) async fn serve(bit: bool, logs: Vec<LogCoverage>) -> String {
+        serve_failing(bit, logs, 0).await
+    }
+
+    /// [`serve`], but the first `fail` queries are answered 500.
+    pub(crate) async fn serve_failing(bit: bool, logs: Vec<LogCoverage>, fail: usize) -> String {
+        let failed = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let filter = FilterSpec::new(1, 8, 8, [7; 32]).unwrap();
         let shape = DbShape::for_bits(filter.bits, BitDatabase::RECORD_BITS);
         let pir_seed = [9; 32];
@@ -232,10 +238,17 @@ mod fake_auditor {
         let body = manifest.to_json();
         let app =
             axum::Router::new().fallback(move |uri: axum::http::Uri, req: axum::body::Bytes| {
-                let (server, manifest) = (server.clone(), body.clone());
+                let (server, manifest, failed) = (server.clone(), body.clone(), failed.clone());
                 async move {
                     if uri.path() == "/v1/manifest" {
                         (axum::http::StatusCode::OK, manifest)
+                    } else if uri.path() == "/v1/epochs/5/dbs/0/query"
+                        && failed.fetch_add(1, std::sync::atomic::Ordering::SeqCst) < fail
+                    {
+                        (
+                            axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+                            br#"{"error":"internal","message":"scripted"}"#.to_vec(),
+                        )
                     } else if uri.path() == "/v1/epochs/5/dbs/0/query" {
                         match server.answer_bytes(&req) {
                             Ok(r) => (axum::http::StatusCode::OK, r),
@@ -481,4 +494,36 @@ fn certificate_without_embedded_scts_is_not_asked_for_its_issuer() {
     ]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("need the issuer certificate"), "{err}");
+}
+
+/// A query answered 500 is replaced by a fresh one (the fallback), and
+/// `sct-audit check` says so; without the fallback the audit fails.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_falls_back_when_the_group_fails() {
+    let (log_id, ts) = fixture_times();
+    let later = ts + 3_600_000;
+    let flaky = fake_auditor::serve_failing(true, fake_auditor::covered(&log_id, later), 2).await;
+    let (code, stdout, stderr) = check(&flaky, later, &["--canaries".into(), "0".into()]).await;
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("2 of 3 attempts failed (server_error ×2)"),
+        "{stderr}"
+    );
+    let dead = fake_auditor::serve_failing(true, fake_auditor::covered(&log_id, later), 1000).await;
+    let (code, _, stderr) = check(
+        &dead,
+        later,
+        &[
+            "--canaries".into(),
+            "0".into(),
+            "--max-redraws".into(),
+            "0".into(),
+        ],
+    )
+    .await;
+    assert_eq!(code, 1, "{stderr}");
+    assert!(
+        stderr.contains("no database answered in 1 attempts"),
+        "{stderr}"
+    );
 }

@@ -355,7 +355,6 @@ async fn garbage_answers_give_errors_and_retries_never_not_found() -> Result<(),
         Answer::AnotherQuerys,
         Answer::Empty,
         Answer::JsonWith200,
-        Answer::Html500,
         Answer::FromEpoch(1),
         Answer::ForeignSeed(1),
         Answer::ForeignSeed(2),
@@ -385,6 +384,16 @@ async fn garbage_answers_give_errors_and_retries_never_not_found() -> Result<(),
         fake.counts();
         seen.push(format!("{g:?}: {err}"));
     }
+    // A 5xx is the group failing, not an answer: the query falls back to a
+    // fresh draw (here the same fake), within one manifest.
+    let mut q = queue(None);
+    fake.script(&[], &[Answer::Html500; 1 + EPOCH_RETRIES]);
+    assert!(logged(&step(&auditor, &mut q).await?, 1));
+    assert_eq!(fake.counts(), (1, 2 + EPOCH_RETRIES));
+    assert_eq!(
+        auditor.fallback_stats().failures["server_error"],
+        1 + EPOCH_RETRIES as u64
+    );
     // Another query's answer decodes under our key only by chance (its
     // noise is refused): more tries, never a bit.
     for _ in 0..5 {

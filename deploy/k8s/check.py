@@ -172,6 +172,8 @@ def check_helm(rendered, examples, min_replicas, repo):
         templates.add((env_value(c, "AUDITOR_SHARD_URL_TEMPLATE") or {}).get("value"))
         if env_value(c, "DATABASE_URL"):
             err("%s: a group pod gets no database credentials" % where)
+        if (env_value(c, "AUDITOR_SHARD_BUILD") or {}).get("value") != "false":
+            err("%s: group pods must not build (AUDITOR_SHARD_BUILD=false): the builders do, with the write credentials" % where)
         secrets |= {ef["secretRef"]["name"] for ef in c.get("envFrom", []) if "secretRef" in ef}
         mcq = (env_value(c, "AUDITOR_MAX_CONCURRENT_QUERIES") or {}).get("value", "")
         if not mcq.isdigit() or int(mcq) < 16:
@@ -208,8 +210,29 @@ def check_helm(rendered, examples, min_replicas, repo):
     template = next(iter(templates))
 
     cronjobs = [o for o in objs if o["kind"] == "CronJob"]
-    if len(cronjobs) != 1:
-        err("one coordinator CronJob expected, found %d" % len(cronjobs))
+    component = lambda o: o["metadata"]["labels"].get("app.kubernetes.io/component")
+    coordinators = [o for o in cronjobs if component(o) == "coordinator"]
+    builders = [o for o in cronjobs if component(o) == "builder"]
+    if len(coordinators) != 1 or len(builders) != 1 or len(cronjobs) != 2:
+        err("one coordinator and one builder CronJob expected, found %s" % sorted(component(o) for o in cronjobs))
+    secrets_of = lambda c: {ef["secretRef"]["name"] for ef in c.get("envFrom", []) if "secretRef" in ef}
+    writer_secrets = {n for cj in coordinators for c in cj["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"] for n in secrets_of(c)}
+    for cj in builders:
+        where = "CronJob %s" % cj["metadata"]["name"]
+        job = cj["spec"]["jobTemplate"]["spec"]
+        if job.get("completionMode") != "Indexed" or job.get("completions") != n:
+            err("%s: an Indexed Job of %d completions (one per group) expected, got %s of %s" % (where, n, job.get("completionMode"), job.get("completions")))
+        if not job.get("backoffLimitPerIndex"):
+            err("%s: a failed index must be retried on its own (backoffLimitPerIndex)" % where)
+        for c in job["template"]["spec"]["containers"]:
+            args = c.get("args", [])
+            if "--shard-index" not in args or args[args.index("--shard-index") + 1 :][:1] != ["$(JOB_COMPLETION_INDEX)"]:
+                err("%s: the builder must build group $(JOB_COMPLETION_INDEX), args %s" % (where, args))
+            if env_value(c, "DATABASE_URL"):
+                err("%s: a builder gets no database credentials" % where)
+            mine = secrets_of(c)
+            if not mine or mine & secrets or mine & writer_secrets:
+                err("%s: the builders' object-store credentials must be their own, not the groups' %s or the coordinator's %s" % (where, sorted(secrets), sorted(writer_secrets)))
     for cj in cronjobs:
         if cj["spec"].get("concurrencyPolicy") != "Forbid":
             err("CronJob %s: concurrencyPolicy must be Forbid" % cj["metadata"]["name"])
@@ -312,8 +335,9 @@ def check_helm(rendered, examples, min_replicas, repo):
 
 def check_compose(path, chart_values):
     """The sharded profile mirrors the chart: groups x replicas, every
-    index 0..n-1 served by the chart's replicas per group, one URL template
-    on the front's path, the coordinator with the same count and template."""
+    index 0..n-1 served by the chart's replicas per group, servers that do
+    not build and one builder per group, one URL template on the front's
+    path, the coordinator with the same count and template."""
     doc = yaml.safe_load(open(path))
     services = doc["services"]
     shards = {n: s for n, s in services.items() if "sharded" in s.get("profiles", []) and "AUDITOR_SHARD_INDEX" in s.get("environment", {})}
@@ -337,7 +361,18 @@ def check_compose(path, chart_values):
         if str(s["environment"].get("AUDITOR_SHARD_COUNT")) != str(n):
             err("%s: %s: AUDITOR_SHARD_COUNT != %d" % (path, name, n))
         templates.add(s["environment"].get("AUDITOR_SHARD_URL_TEMPLATE"))
-    coord = [s for s in services.values() if "sharded" in s.get("profiles", []) and "AUDITOR_SHARD_INDEX" not in s.get("environment", {}) and "AUDITOR_SHARD_COUNT" in s.get("environment", {})]
+    for name, s in shards.items():
+        if str(s["environment"].get("AUDITOR_SHARD_BUILD")) != "false":
+            err("%s: %s: group servers must not build (AUDITOR_SHARD_BUILD: \"false\"), as the chart's" % (path, name))
+    builders = {n: s for n, s in services.items() if "sharded" in s.get("profiles", []) and "BUILDER_GROUP" in s.get("environment", {})}
+    built = sorted(int(s["environment"]["BUILDER_GROUP"]) for s in builders.values())
+    if built != list(range(n)):
+        err("%s: builders for groups %s, one per group 0..%d expected" % (path, built, n - 1))
+    for name, s in builders.items():
+        if str(s["environment"].get("AUDITOR_SHARD_COUNT")) != str(n):
+            err("%s: %s: AUDITOR_SHARD_COUNT != %d" % (path, name, n))
+        templates.add(s["environment"].get("AUDITOR_SHARD_URL_TEMPLATE"))
+    coord = [s for s in services.values() if "sharded" in s.get("profiles", []) and "AUDITOR_SHARD_INDEX" not in s.get("environment", {}) and "BUILDER_GROUP" not in s.get("environment", {}) and "AUDITOR_SHARD_COUNT" in s.get("environment", {})]
     if len(coord) != 1:
         err("%s: one coordinator expected in the sharded profile" % path)
     else:

@@ -193,6 +193,10 @@ templates/coordinator.yaml|s/name: {{ .Values.objectStore.writerSecret }}/name: 
 templates/coordinator.yaml|s/concurrencyPolicy: Forbid/concurrencyPolicy: Allow/|coordinators that may overlap (check.py)
 templates/monitoring.yaml|s/\[2h\]))/[2h]/|an alert expression that does not parse (check.py, PromQL)
 values.yaml|s/^allowSingleReplica: false/allowSingleReplica: true/;s/^replicasPerGroup: 2/replicasPerGroup: 1/|one replica per group (check.py)
+templates/groups.yaml|s/value: "false"/value: "true"/|group pods that build with read-only credentials (check.py)
+templates/builder.yaml|s/completions: {{ .Values.groups }}/completions: 1/|one builder index for every group (check.py)
+templates/builder.yaml|s/- \$(JOB_COMPLETION_INDEX)/- "0"/|every builder index building group 0 (check.py)
+templates/builder.yaml|s/name: {{ .Values.objectStore.builderSecret }}/name: {{ .Values.objectStore.writerSecret }}/|builders with the coordinator's credentials (check.py)
 CASES
   # Broken copies of docker-compose.yml: `sed expression|what it breaks`.
   while IFS='|' read -r expr what; do
@@ -212,6 +216,7 @@ s/start_interval: 2s/start_intervall: 2s/|a misspelt healthcheck key (composeche
 s/condition: service_completed_successfully/condition: service_done/|an unknown dependency condition (composecheck)
 0,/AUDITOR_SHARD_INDEX: "1"/s//AUDITOR_SHARD_INDEX: "0"/|a group with three replicas and one with one (check.py)
 s/\/g\/{i}/\/group\/{i}/|group URLs off the chart's path (check.py)
+s/BUILDER_GROUP: "2"/BUILDER_GROUP: "1"/|no builder for group 2 (check.py)
 CASES
   say "self-test: $broken broken copies refused"
 fi

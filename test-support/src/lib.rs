@@ -10,8 +10,10 @@
 //! * [`fake`]: what the fake auditors of the client-side tests share: a
 //!   valid manifest of one small database, and serving a router on
 //!   127.0.0.1.
+//! * [`stats`]: Pearson's χ² test, for the uniformity checks.
 
 pub mod fake;
+pub mod stats;
 
 use std::path::PathBuf;
 use std::process::Command;

@@ -105,9 +105,14 @@ pub struct SimulateArgs {
     /// Seed of the simulation's choices (not of any cryptography).
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// Retries of a request the auditor answers with 503 or 429.
+    /// Retries of a manifest request the auditor answers with 503 or 429.
     #[arg(long, default_value_t = 3)]
     max_retries: u32,
+    /// Redraws of a query whose group is unreachable, times out or answers
+    /// 5xx: a fresh query to a fresh random database (docs/protocol.md
+    /// §7.1; 0: never).
+    #[arg(long, default_value_t = browser_client::fallback::MAX_REDRAWS)]
+    max_redraws: u32,
     /// Longest wait before a retry (s), whatever Retry-After says.
     #[arg(long, default_value_t = 30.0)]
     max_retry_wait: f64,
@@ -194,6 +199,10 @@ pub async fn simulate(a: &SimulateArgs) -> anyhow::Result<SimReport> {
                 .context("--max-retry-wait must be a non-negative number of seconds")?,
             ..RetryPolicy::default()
         },
+        fallback: browser_client::fallback::FallbackPolicy {
+            max_redraws: a.max_redraws,
+            ..Default::default()
+        },
     };
     let report = sim::simulate(cfg, corpus, list).await?;
     let path = a.out.join("sim-report.json");
@@ -271,6 +280,38 @@ fn print_summary(r: &SimReport) {
     println!(
         "503/429 retries        {} ({:.1} s waited)",
         r.retries, r.retry_wait_seconds
+    );
+    let fb = &r.fallback;
+    let reasons: Vec<String> = fb
+        .failures
+        .iter()
+        .map(|(k, v)| format!("{k} ×{v}"))
+        .collect();
+    println!(
+        "fallbacks              {} of {} attempts ({}); {} queries gave up; {:.1} s waited",
+        fb.fallbacks,
+        fb.attempts,
+        if reasons.is_empty() {
+            "none".to_owned()
+        } else {
+            reasons.join(", ")
+        },
+        fb.gave_up,
+        fb.wait_seconds
+    );
+    let failed: Vec<String> = r
+        .audit_failures
+        .iter()
+        .map(|(k, v)| format!("{k} ×{v}"))
+        .collect();
+    println!(
+        "failed audits          {}{}",
+        r.audits_failed,
+        if failed.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", failed.join(", "))
+        }
     );
 }
 

@@ -7,7 +7,6 @@
 //! auditor-server build-epoch --config auditor.toml --shard-index 2 --epoch-spec specs/next.json
 //! auditor-server epoch prepare --object-store s3://bucket/prefix        # coordinator
 //! auditor-server serve --shard-index 2 --object-store s3://bucket/prefix
-//! auditor-server epoch build-shard --shard-index 2 --object-store s3://bucket/prefix  # once
 //! auditor-server epoch publish --object-store s3://bucket/prefix --timeout-seconds 14400
 //! auditor-server reports list --status received   # misbehaviour reports in the store
 //! auditor-server bench load --db-bits 30 --clients 1,4,16   # with --features bench
@@ -30,7 +29,8 @@ use auditor_server::config::{redact_secrets, redact_url};
 use auditor_server::epochdir::EpochDir;
 use auditor_server::error::error_chain;
 use auditor_server::plan::{self, EpochSpec};
-use auditor_server::{epoch, service::Service, Config};
+use auditor_server::service::{GroupBuild, Service};
+use auditor_server::{epoch, Config};
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
@@ -78,6 +78,11 @@ enum Cmd {
         /// Listen address (overrides config).
         #[arg(long)]
         bind: Option<String>,
+        /// Never build: download this group's databases once a builder
+        /// (`epoch build`) has uploaded them ([shard] build = false; needs
+        /// an object store, read-only access suffices).
+        #[arg(long)]
+        no_build: bool,
         #[command(flatten)]
         shard: ShardArgs,
     },
@@ -166,15 +171,26 @@ enum EpochCmd {
         #[arg(long, default_value_t = 3)]
         keep: usize,
     },
-    /// Shard, once: build this shard's databases of the newest prepared
-    /// epoch in the object store (or download them if another replica of
-    /// the group built them), persist them beside the epoch directory,
-    /// upload them, report ready and exit. A later `serve` with the same
-    /// epoch directory and object store serves them once the epoch is
-    /// published, without building again. Prints the build report.
-    BuildShard {
-        #[command(flatten)]
-        shard: ShardArgs,
+    /// Builder of one group (e.g. one index of a Kubernetes Indexed Job):
+    /// build this group's databases of the newest prepared epoch from the
+    /// object store's snapshot, upload them and report the group ready,
+    /// then exit. If the group is ready in it already, wait up to
+    /// --wait-seconds for a newer prepared epoch (a builder started with
+    /// the coordinator builds what it prepares). Prints what it did as
+    /// JSON; exit status 0 also when nothing was left to build.
+    Build {
+        /// The group (overrides [shard] index).
+        #[arg(long)]
+        shard_index: Option<u32>,
+        /// Number of groups (overrides [shard] count).
+        #[arg(long)]
+        shard_count: Option<u32>,
+        /// How long to wait for a prepared epoch this group is not ready in.
+        #[arg(long, default_value_t = 0)]
+        wait_seconds: u64,
+        /// How often to look.
+        #[arg(long, default_value_t = 10)]
+        poll_seconds: u64,
     },
     /// Coordinator: mark the newest prepared epoch published once every
     /// shard has reported ready, waiting up to --timeout-seconds. Exit
@@ -290,11 +306,18 @@ async fn main() -> ExitCode {
 /// The command; `urls` collects the configured database URL once known.
 async fn run(cli: &Cli, urls: &mut Vec<String>) -> anyhow::Result<()> {
     match &cli.cmd {
-        Cmd::Serve { bind, shard } => {
+        Cmd::Serve {
+            bind,
+            no_build,
+            shard,
+        } => {
             let mut config = load_config(cli)?;
             urls.push(config.database_url().to_owned());
             if let Some(b) = bind {
                 config.bind = b.clone();
+            }
+            if *no_build {
+                config.shard.build = false;
             }
             shard.apply(&mut config);
             config.validate()?;
@@ -421,7 +444,7 @@ async fn run(cli: &Cli, urls: &mut Vec<String>) -> anyhow::Result<()> {
             let spec = plan::plan_sorted(&snap, &config, id)?;
             let bytes = objects.prepare_sorted(&spec, &snap).await?;
             let gone = objects.prune((*keep).max(2)).await?;
-            let mut summary = plan::shard_summary(&spec.manifest)?;
+            let mut summary = plan::shard_summary_for(&spec.manifest, true)?;
             summary["snapshot_bytes"] = bytes.into();
             summary["object_store"] = objects.to_string().into();
             summary["pruned_epochs"] = gone.into();
@@ -429,38 +452,54 @@ async fn run(cli: &Cli, urls: &mut Vec<String>) -> anyhow::Result<()> {
             eprintln!("prepared epoch {id} in {objects}");
         }
         Cmd::Epoch {
-            which: EpochCmd::BuildShard { shard },
+            which:
+                EpochCmd::Build {
+                    shard_index,
+                    shard_count,
+                    wait_seconds,
+                    poll_seconds,
+                },
         } => {
             let mut config = load_config(cli)?;
-            shard.apply(&mut config);
-            config.validate()?;
-            let index = config.shard.index;
-            let svc = Service::new(config)?;
-            let objects = svc.objects().context(
-                "no object store: pass --object-store file:///dir or s3://bucket/prefix \
-                 (or set AUDITOR_OBJECT_STORE, or [shard] object_store)",
-            )?;
-            let id = objects
-                .newest_prepared()
-                .await?
-                .with_context(|| format!("no prepared epoch in {objects}"))?;
-            svc.sync_objects().await?;
-            let staged = svc.staged_epoch();
-            let served = svc.epoch_dir().list()?.contains(&id);
-            if staged != Some(id) && !served {
-                anyhow::bail!("shard {index}: epoch {id} was not built (see the log above)");
+            if let Some(i) = shard_index {
+                config.shard.index = *i;
             }
-            let report = svc.staged_report();
+            if let Some(n) = shard_count {
+                config.shard.count = *n;
+            }
+            config.shard.build = true;
+            config.validate()?;
+            let (group, store) = (config.shard.index, open_objects(&config)?.to_string());
+            let svc = Service::new(config)?;
+            let done = svc
+                .build_group(
+                    std::time::Duration::from_secs(*wait_seconds),
+                    std::time::Duration::from_secs((*poll_seconds).max(1)),
+                )
+                .await?;
+            let (epoch, built) = match done {
+                GroupBuild::Built { epoch } => (Some(epoch), true),
+                GroupBuild::AlreadyReady { epoch } => (Some(epoch), false),
+                _ => (None, false),
+            };
             println!(
                 "{}",
                 serde_json::json!({
-                    "epoch": id,
-                    "shard": index,
-                    "ready": true,
-                    "report": report,
+                    "group": group,
+                    "epoch": epoch,
+                    "built": built,
+                    "report": built.then(|| svc.staged_report()).flatten(),
                 })
             );
-            eprintln!("shard {index}: epoch {id} built and reported ready");
+            match done {
+                GroupBuild::Built { epoch } => {
+                    eprintln!("group {group}: built epoch {epoch} and reported ready in {store}")
+                }
+                GroupBuild::AlreadyReady { epoch } => {
+                    eprintln!("group {group}: already ready in epoch {epoch}; nothing to build")
+                }
+                _ => eprintln!("no epoch prepared in {store}; nothing to build"),
+            }
         }
         Cmd::Epoch {
             which:

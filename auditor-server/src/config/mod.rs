@@ -60,7 +60,9 @@ mod objstore_url;
 mod reports;
 mod shard;
 
-pub use objstore_url::{check_url, parse_url, Location};
+#[cfg(not(feature = "s3"))]
+pub(crate) use objstore_url::no_s3;
+pub use objstore_url::{check_url, parse_url, Location, S3_SUPPORT};
 pub use reports::ReportsConfig;
 pub use shard::ShardConfig;
 

@@ -3,10 +3,27 @@
 
 use crate::error::{Error, Result};
 
+/// Whether this build can open `s3://` stores (the cargo feature `s3`).
+pub const S3_SUPPORT: bool = cfg!(feature = "s3");
+
 /// Checks an object store URL without opening it: `file:///absolute/dir`
-/// or `s3://bucket[/prefix]`.
+/// or `s3://bucket[/prefix]`, the latter only in a build with
+/// [`S3_SUPPORT`], so that a server built without it fails at start-up
+/// rather than at its first epoch.
 pub fn check_url(url: &str) -> Result<()> {
-    parse_url(url).map(drop)
+    match parse_url(url)? {
+        Location::S3 { .. } if !S3_SUPPORT => Err(no_s3(url)),
+        _ => Ok(()),
+    }
+}
+
+/// The error for an `s3://` URL in a build without the feature `s3`.
+pub(crate) fn no_s3(url: &str) -> Error {
+    Error::Config(format!(
+        "object store {url:?}: this auditor-server was built without S3 support; \
+         rebuild it with `cargo build --release -p auditor-server --features s3` \
+         (the Docker image has it) or use a file:///absolute/dir store"
+    ))
 }
 
 /// Where an object store URL points.
@@ -72,13 +89,20 @@ mod tests {
 
     #[test]
     fn urls() {
-        for ok in [
-            "file:///var/lib/x",
+        check_url("file:///var/lib/x").unwrap();
+        for s3 in [
             "s3://ct-auditor-epochs/prod",
             "s3://bucket",
             "s3://bucket/a/b/",
         ] {
-            check_url(ok).unwrap_or_else(|e| panic!("{ok}: {e}"));
+            parse_url(s3).unwrap_or_else(|e| panic!("{s3}: {e}"));
+            let got = check_url(s3).map_err(|e| e.to_string());
+            if cfg!(feature = "s3") {
+                assert_eq!(got, Ok(()), "{s3}");
+            } else {
+                let e = got.expect_err(s3);
+                assert!(e.contains("--features s3"), "{e}");
+            }
         }
         for bad in [
             "file://relative/x",

@@ -52,6 +52,13 @@ pub struct ShardConfig {
     /// the newest prepared epoch, reports ready, and serves the newest
     /// published one.
     pub object_store: Option<String>,
+    /// With an object store: whether this server builds its group's
+    /// databases of a prepared epoch when no other server has (true, the
+    /// default), or only downloads the ones a builder (`auditor-server
+    /// epoch build`, e.g. a Kubernetes Indexed Job) uploaded (false: the
+    /// server then writes nothing to the object store, so read-only
+    /// credentials suffice).
+    pub build: bool,
 }
 
 impl Default for ShardConfig {
@@ -65,6 +72,7 @@ impl Default for ShardConfig {
             url_template: None,
             epoch_spec: None,
             object_store: None,
+            build: true,
         }
     }
 }
@@ -86,7 +94,8 @@ fn parse_ids(key: &str, v: &str) -> Result<Vec<u32>> {
 }
 
 impl ShardConfig {
-    /// Applies `AUDITOR_SHARD_*`, `AUDITOR_EPOCH_SPEC` and
+    /// Applies `AUDITOR_SHARD_*` (`AUDITOR_SHARD_BUILD`: `true` or
+    /// `false`), `AUDITOR_EPOCH_SPEC` and
     /// `AUDITOR_OBJECT_STORE` (`get` returns
     /// trimmed, non-empty values).
     pub fn apply_env(&mut self, get: &dyn Fn(&str) -> Option<String>) -> Result<()> {
@@ -127,6 +136,11 @@ impl ShardConfig {
         }
         if let Some(v) = get("AUDITOR_OBJECT_STORE") {
             self.object_store = Some(v);
+        }
+        if let Some(v) = get("AUDITOR_SHARD_BUILD") {
+            self.build = v.parse().map_err(|_| {
+                config(format!("AUDITOR_SHARD_BUILD={v:?}: expected true or false"))
+            })?;
         }
         Ok(())
     }

@@ -190,7 +190,8 @@ pub fn build_epoch(snap: &Snapshot, epoch: u64, bp: &BuildParams, out: &Path) ->
 /// snapshot's leaf hashes `hashes` (sorted, deduplicated, exactly
 /// `manifest.entries` of them) into `out`: filters, DBSetup, artifacts and
 /// the manifest. The other databases are left to the other shards.
-/// CPU-bound; call from a blocking thread.
+/// [`build_planned_with`] fed `hashes` in slices. CPU-bound; call from a
+/// blocking thread.
 pub fn build_planned(
     manifest: Manifest,
     hashes: &[[u8; 32]],
@@ -206,6 +207,30 @@ pub fn build_planned(
             manifest.entries
         )));
     }
+    build_planned_with(manifest, own, bp, out, t_all, |add| {
+        hashes.chunks(crate::fill::ROUND).try_for_each(add)
+    })
+}
+
+/// Builds the databases `own` of the planned epoch `manifest` into `out`
+/// from leaf hashes that arrive in chunks: `feed` is called once with a
+/// function it calls on each chunk (in any order, any sizes; together
+/// exactly the `manifest.entries` entries of S), and returns `Ok` only
+/// once every chunk it gave is known good. The chunks' bits are set as
+/// they arrive; nothing is written to `out` before `feed` returns `Ok`
+/// and the count matches. Then DBSetup, artifacts and the manifest, as
+/// [`build_planned`]. CPU-bound; call from a blocking thread.
+pub fn build_planned_with<F>(
+    manifest: Manifest,
+    own: &[u32],
+    bp: &BuildParams,
+    out: &Path,
+    t_all: Instant,
+    feed: F,
+) -> Result<Epoch>
+where
+    F: FnOnce(&mut dyn FnMut(&[[u8; 32]]) -> Result<()>) -> Result<()>,
+{
     let params = pir_core::params::by_id(manifest.pir.param_set)?;
     let epoch = manifest.epoch;
     let filter_bits = manifest.filter.bits;
@@ -227,9 +252,30 @@ pub fn build_planned(
     // First every filter (their bits do not depend on the manifest's
     // bytes), so that the measured fill ratio can go into the manifest
     // before its digest is written into the bitmap files.
-    let pb = bar(bp.progress, own_filters, "hashing into filters");
+    let pb = bar(bp.progress, manifest.entries, "hashing into filters");
     let (t, cpu) = (Instant::now(), crate::fill::cpu_seconds());
-    let mut filled = crate::fill::fill_databases(&manifest, own, hashes, &pb)?;
+    let mut filled = crate::fill::own_bitmaps(&manifest, own)?;
+    {
+        let filters = crate::fill::filters_of(&manifest, &mut filled);
+        let mut filler = crate::fill::Filler::new(&manifest.filter, filters)?;
+        let want = manifest.entries;
+        feed(&mut |chunk: &[[u8; 32]]| {
+            if filler.entries() + chunk.len() as u64 > want {
+                return Err(Error::Internal(format!(
+                    "more than the {want} leaf hashes the manifest plans"
+                )));
+            }
+            filler.add(chunk);
+            pb.inc(chunk.len() as u64);
+            Ok(())
+        })?;
+        if filler.entries() != want {
+            return Err(Error::Internal(format!(
+                "{} leaf hashes for a manifest of |S| = {want}",
+                filler.entries()
+            )));
+        }
+    }
     report.filters_cpu_s = cpu
         .zip(crate::fill::cpu_seconds())
         .map_or(0.0, |(a, b)| b - a);
@@ -320,6 +366,57 @@ pub fn build_planned(
         servers,
         report: Some(report),
     })
+}
+
+/// Builds the databases `own` of the planned epoch `manifest` into `out`
+/// from the object store's snapshot `stream`
+/// ([`crate::objstore::Objects::open_snapshot`]), in memory independent
+/// of |S| ([`crate::memory::need_streamed`]): each part is filled on a
+/// blocking thread as soon as it is verified, while the next parts are
+/// fetched; the databases are set up and written only once the last part
+/// is in and the set digest matched. On any error nothing is built (the
+/// caller abandons `out`).
+pub async fn build_streamed(
+    mut stream: crate::objstore::SnapshotStream,
+    manifest: Manifest,
+    own: Vec<u32>,
+    bp: BuildParams,
+    out: PathBuf,
+    t_all: Instant,
+) -> Result<Epoch> {
+    type Part = Result<Option<crate::objstore::VerifiedPart>>;
+    // One verified part waits while another is filled.
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<Part>(1);
+    let build = tokio::task::spawn_blocking(move || {
+        build_planned_with(manifest, &own, &bp, &out, t_all, |add| loop {
+            match rx.blocking_recv() {
+                Some(Ok(Some(part))) => add(part.hashes())?,
+                Some(Ok(None)) => return Ok(()),
+                Some(Err(e)) => return Err(e),
+                None => {
+                    return Err(Error::Internal(
+                        "the snapshot stream stopped before its end".into(),
+                    ))
+                }
+            }
+        })
+    });
+    let fetch = async move {
+        loop {
+            // A slot first, so that no part is held while waiting for one.
+            let Ok(slot) = tx.reserve().await else {
+                return; // the build stopped
+            };
+            let next = stream.next_part().await;
+            let last = !matches!(next, Ok(Some(_)));
+            slot.send(next);
+            if last {
+                return;
+            }
+        }
+    };
+    let ((), built) = tokio::join!(fetch, build);
+    built?
 }
 
 /// Snapshot of the store at `now_s`, build of the next epoch, publication

@@ -584,9 +584,18 @@ try {
   };
 
   // Failures, against the honest fake.
+  // A 5xx: the query falls back to a fresh draw (here the same fake, after
+  // a short backoff) and is answered.
   await honest.fail({ status: 500, count: 1 });
+  const f0 = await round(false);
+  check(
+    f0.ok && f0.sent === ROUND_SIZE + 1 && f0.failed === 0 && f0.retried === 1 && f0.fallbacks === 1,
+    `a 500 falls back: ${JSON.stringify(f0)}`,
+  );
+  // A 4xx is not a failure the fallback handles: the query fails.
+  await honest.fail({ status: 400, count: 1 });
   const f1 = await round(false);
-  check(f1.ok && f1.sent === ROUND_SIZE && f1.failed === 1, `one failed query: ${JSON.stringify(f1)}`);
+  check(f1.ok && f1.sent === ROUND_SIZE && f1.failed === 1 && f1.fallbacks === 0, `one failed query: ${JSON.stringify(f1)}`);
   check(/1 of 4 queries failed/.test(data.auditorState.lastError ?? ""), `lastError: ${data.auditorState.lastError}`);
   await honest.fail({ status: 503, retry_after: 1, count: 1 });
   const tRetry = Date.now();

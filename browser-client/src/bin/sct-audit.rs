@@ -110,6 +110,14 @@ enum Cmd {
         /// (kept in the --queue file, per auditor, for the binomial test).
         #[arg(long, default_value_t = browser_client::audit::CANARIES_PER_STEP)]
         canaries: usize,
+        /// When a query's group is unreachable, times out or answers 5xx,
+        /// draw a fresh random database and ask it, at most this many
+        /// times per query (docs/protocol.md §7.1; 0: never).
+        #[arg(long, default_value_t = browser_client::fallback::MAX_REDRAWS)]
+        max_redraws: u32,
+        /// Deadline of one query with all its attempts (seconds).
+        #[arg(long, default_value_t = 300)]
+        query_deadline: u64,
     },
 }
 
@@ -237,10 +245,18 @@ async fn main() -> anyhow::Result<()> {
             now_ms: now,
             send_report,
             canaries,
+            max_redraws,
+            query_deadline,
         } => {
             let now = now.unwrap_or_else(now_ms);
             let (list, chain, checked) = load(&cert).await?;
-            let auditor = browser_client::net::Auditor::new(&server)?;
+            let auditor = browser_client::net::Auditor::new(&server)?.with_fallback(
+                browser_client::fallback::FallbackPolicy {
+                    max_redraws,
+                    deadline_ms: query_deadline.saturating_mul(1000),
+                    ..Default::default()
+                },
+            );
             let mut q = match &queue {
                 Some(p) => {
                     let q = PendingQueue::open(p)?;
@@ -341,6 +357,20 @@ async fn main() -> anyhow::Result<()> {
                 println!(
                     "auditor check ({} canaries this run, {} failed):\n  {}",
                     run.answered, run.failed, run.check.message
+                );
+            }
+            let fb = auditor.fallback_stats();
+            if fb.fallbacks > 0 {
+                let reasons: Vec<String> = fb
+                    .failures
+                    .iter()
+                    .map(|(k, v)| format!("{k} ×{v}"))
+                    .collect();
+                eprintln!(
+                    "sct-audit: {} of {} attempts failed ({}); each query that failed was redrawn in a fresh random database",
+                    fb.failures.values().sum::<u64>(),
+                    fb.attempts,
+                    reasons.join(", ")
                 );
             }
             let flagged = canary

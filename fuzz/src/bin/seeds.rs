@@ -86,23 +86,24 @@ fn main() {
     let (q, _) = c.query(1, 2).expect("query");
     add(&mut s, "pir_query", "toy-3x5", q.to_bytes());
 
-    // Epoch snapshots of the object store (first byte: the chunk size the
-    // target feeds them in).
+    // Epoch snapshots of the object store: the index, then the parts,
+    // each behind a 2-byte length.
     let mut hashes: Vec<[u8; 32]> = (0u32..40)
         .map(|i| sha2::Sha256::digest(i.to_be_bytes()).into())
         .collect();
     hashes.sort_unstable();
-    for (name, step, epoch, n) in [
-        ("empty", 1u8, 1u64, 0usize),
-        ("three-step7", 7, 2, 3),
-        ("forty-step32", 32, 9, 40),
-        ("forty-whole", 0, 9, 40),
+    for (name, epoch, n, per) in [
+        ("empty", 1u64, 0usize, 4u32),
+        ("three-one-part", 2, 3, 7),
+        ("forty-parts-of-7", 9, 40, 7),
+        ("forty-one-part", 9, 40, 64),
     ] {
-        let mut b = vec![step];
-        b.extend(auditor_server::objstore::encode_snapshot(
-            epoch,
-            &hashes[..n],
-        ));
+        let (index, parts) =
+            auditor_server::snapshot::SnapshotIndex::of(epoch, &hashes[..n], per);
+        let mut b = ct_auditor_fuzz::join2(&index.encode(), &[]);
+        for p in &parts {
+            b.extend(ct_auditor_fuzz::join2(p, &[]));
+        }
         add(&mut s, "epoch_snapshot", name, b);
     }
 

@@ -19,12 +19,20 @@ number an integer):
   maxConcurrentQueries  cpu × queueSeconds ÷ that (at least 16): the answer
                work a pod queues before it sheds load (503 overloaded);
                maxConnections = that + 256
-  memoryBytes  2 × servingBytes (the next epoch built while the current
+  memoryBytes  a group pod, which downloads and serves, never builds:
+               2 × servingBytes (the next epoch loaded while the current
                one serves; the previous answerable for grace_seconds)
-               + 64 B × N (leaf hashes and their keys while filling)
-               + 40 MiB per filling task (min(cpu, own filters ÷ 8); fill.rs)
+               + perDbBytes (one database's files read back while loading)
                + 1.5 MB × (slots + connections) (query bodies in flight)
                + 512 MiB (process, buffers)
+  builderMemoryBytes  a builder (one Indexed Job index), whose memory does
+               not grow with N: servingBytes (its group's bitmaps, then
+               its databases as they are set up) + perDbBytes (one
+               database's setup transients) + 40 MiB per filling thread
+               (builder.cpu; fill.rs) + 512 MiB (the snapshot's chunks in
+               flight, process)
+  builderDiskBytes  one epoch of the group's files: dbsPerGroup × (records
+               + 3,824 B × ell2) × 1.1 + 1 GiB
   diskBytes    (keep + 1) × dbsPerGroup × (records + 3,824 B × ell2) × 1.1
   coordinatorMemoryBytes  1 GiB whatever N: `epoch prepare` sorts the
                snapshot on local disk in runs of 64 MiB (epoch/sorted.rs)
@@ -77,9 +85,9 @@ number an integer):
 {{- $slots := div (mul (int64 $v.cpu) (int64 $v.queueSeconds) 1000000) $answerMicros -}}
 {{- if lt $slots 16 }}{{ $slots = 16 }}{{ end -}}
 {{- $conns := add $slots 256 -}}
-{{- $fillTasks := div (add (mul $dbsPerGroup $fmax) 7) 8 -}}
-{{- if gt $fillTasks (int64 $v.cpu) }}{{ $fillTasks = int64 $v.cpu }}{{ end -}}
-{{- $memory := add (mul 2 $serving) (mul 64 $n) (mul 41943040 $fillTasks) (mul 1500000 (add $slots $conns)) 536870912 -}}
+{{- $memory := add (mul 2 $serving) $perDb (mul 1500000 (add $slots $conns)) 536870912 -}}
+{{- $builderMemory := add $serving $perDb (mul 41943040 (int64 $v.builder.cpu)) 536870912 -}}
+{{- $builderDisk := add (div (mul $dbsPerGroup (add $dbBytes (mul 3824 $ell2)) 11) 10) 1073741824 -}}
 {{- $disk := div (mul (add (int64 $v.epoch.keep) 1) $dbsPerGroup (add $dbBytes (mul 3824 $ell2)) 11) 10 -}}
 {{- $node := int64 (include "ct-auditor.bytes" $v.nodeMemory) -}}
 {{- $usable := int64 (floor (mulf (float64 $node) (float64 $v.nodeAllocatableFraction))) -}}
@@ -88,9 +96,12 @@ number an integer):
 {{- $fit := 0 -}}
 {{- if gt $usable $fixed }}{{ $fit = div (sub $usable $fixed) (mul 2 $perDb) }}{{ end -}}
 {{- if lt $fit 1 -}}
-{{- fail (printf "a group pod needs %d GiB but a node of %s holds %d GiB usable: not even one database (%d GiB with its state, twice) fits beside the build's %d GiB of leaf hashes; use larger nodes" (div $memory 1073741824) (toString $v.nodeMemory) (div $usable 1073741824) (div $perDb 1073741824) (div (mul 64 $n) 1073741824)) -}}
+{{- fail (printf "a group pod needs %d GiB but a node of %s holds %d GiB usable: not even one database (%d GiB with its state, twice) fits; use larger nodes" (div $memory 1073741824) (toString $v.nodeMemory) (div $usable 1073741824) (div $perDb 1073741824)) -}}
 {{- end -}}
 {{- fail (printf "a group pod needs %d GiB (%d databases of %d) but a node of %s holds %d GiB usable: use at least %d groups (%d databases each), or larger nodes" (div $memory 1073741824) $dbsPerGroup $dbs (toString $v.nodeMemory) (div $usable 1073741824) (div (add $dbs $fit -1) $fit) $fit) -}}
 {{- end -}}
-{{- toJson (dict "filterBits" $filterBits "databases" $dbs "ell1" $ell1 "ell2" $ell2 "perDbBytes" $perDb "dbsPerGroup" $dbsPerGroup "servingBytes" $serving "answerMicros" $answerMicros "maxConcurrentQueries" $slots "maxConnections" $conns "memoryBytes" $memory "memoryMi" (div (add $memory 1048575) 1048576) "diskGi" (div (add $disk 1073741823) 1073741824) "coordinatorMemoryMi" 1024 "coordinatorDiskGi" (add (div (add (div (mul 64 $n 11) 10) 1073741823) 1073741824) 1) "maxMemoryBytes" $usable) -}}
+{{- if gt $builderMemory $usable -}}
+{{- fail (printf "a builder needs %d GiB but a node of %s holds %d GiB usable: use more groups or fewer builder.cpu" (div $builderMemory 1073741824) (toString $v.nodeMemory) (div $usable 1073741824)) -}}
+{{- end -}}
+{{- toJson (dict "filterBits" $filterBits "databases" $dbs "ell1" $ell1 "ell2" $ell2 "perDbBytes" $perDb "dbsPerGroup" $dbsPerGroup "servingBytes" $serving "answerMicros" $answerMicros "maxConcurrentQueries" $slots "maxConnections" $conns "memoryBytes" $memory "memoryMi" (div (add $memory 1048575) 1048576) "diskGi" (div (add $disk 1073741823) 1073741824) "coordinatorMemoryMi" 1024 "coordinatorDiskGi" (add (div (add (div (mul 64 $n 11) 10) 1073741823) 1073741824) 1) "maxMemoryBytes" $usable "builderMemoryBytes" $builderMemory "builderMemoryMi" (div (add $builderMemory 1048575) 1048576) "builderDiskGi" (div (add $builderDisk 1073741823) 1073741824)) -}}
 {{- end -}}
