@@ -12,6 +12,10 @@
 //! * `bench build`: a SQLite store filled with n synthetic entries, then
 //!   snapshot → filters → DBSetup → persist, and a reload of the persisted
 //!   epoch (what a restart costs).
+//! * `bench rehearse`: the sharded pipeline as separate processes of this
+//!   binary on a synthetic store of n entries, with each process's peak
+//!   memory against the bounds of the bounded-memory build
+//!   ([`crate::rehearse`]; figures in docs/scale.md).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -97,6 +101,11 @@ pub enum BenchCmd {
         #[arg(long)]
         db_bits_target: Option<u64>,
     },
+    /// The sharded pipeline at scale on this machine: a synthetic store,
+    /// `epoch prepare`, every shard's build and `epoch publish` as
+    /// separate processes (peak memory of each), then audits of members
+    /// and non-members against the served shards ([`crate::rehearse`]).
+    Rehearse(crate::rehearse::RehearseArgs),
 }
 
 /// Runs a benchmark; returns its JSON report.
@@ -158,6 +167,7 @@ pub async fn run(cmd: &BenchCmd) -> Result<serde_json::Value> {
             }
             serde_json::to_value(out)
         }
+        BenchCmd::Rehearse(args) => serde_json::to_value(crate::rehearse::run(args).await?),
     };
     v.map_err(|e| Error::Internal(e.to_string()))
 }

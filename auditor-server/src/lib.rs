@@ -29,8 +29,10 @@
 //!   `/metrics`), request limits.
 //! * [`service`]: start-up, scheduled builds, reloads, graceful shutdown.
 //!
-//! With the `bench` feature, `bench` (the load and build benchmarks) and
-//! `soak` (the load run with junk, `auditor-server bench soak`) sit on top.
+//! With the `bench` feature, `bench` (the load and build benchmarks),
+//! `soak` (the load run with junk, `auditor-server bench soak`) and
+//! `rehearse` (the sharded pipeline as processes at scale, `auditor-server
+//! bench rehearse`) sit on top.
 //!
 //! The wire contract lives in `audit-proto` and `docs/protocol.md`.
 
@@ -50,6 +52,8 @@ pub mod memory;
 mod metrics;
 pub mod objstore;
 pub mod plan;
+#[cfg(feature = "bench")]
+pub mod rehearse;
 pub mod reports;
 mod routes;
 pub mod service;

@@ -674,6 +674,12 @@ impl Service {
         self.staged_lock().as_ref().map(|e| e.manifest.epoch)
     }
 
+    /// The build report of the staged epoch, if any (`None` also when it
+    /// was loaded without one).
+    pub fn staged_report(&self) -> Option<epoch::BuildReport> {
+        self.staged_lock().as_ref().and_then(|e| e.report.clone())
+    }
+
     fn staged_lock(&self) -> std::sync::MutexGuard<'_, Option<Epoch>> {
         self.staged.lock().unwrap_or_else(|p| p.into_inner())
     }

@@ -594,7 +594,7 @@ fn auditor_server_layers() {
         &["state"],
         &["http", "reports", "routes"],
         &["service"],
-        &["bench", "soak"],
+        &["bench", "soak", "rehearse"],
     ];
     let graph = module_graph(&workspace().join("auditor-server/src"));
     let layer_of = |m: &str| layers.iter().position(|l| l.contains(&m));

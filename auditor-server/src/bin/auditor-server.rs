@@ -11,6 +11,7 @@
 //! auditor-server reports list --status received   # misbehaviour reports in the store
 //! auditor-server bench load --db-bits 30 --clients 1,4,16   # with --features bench
 //! auditor-server bench build --entries 100000,1000000
+//! auditor-server bench rehearse --entries 20000000 --filters 32 --shards 4 --json
 //! ```
 //!
 //! `bench` exists only in a build with the `bench` feature (it brings in an
@@ -477,7 +478,12 @@ async fn run(cli: &Cli, urls: &mut Vec<String>) -> anyhow::Result<()> {
             };
             println!(
                 "{}",
-                serde_json::json!({ "group": group, "epoch": epoch, "built": built })
+                serde_json::json!({
+                    "group": group,
+                    "epoch": epoch,
+                    "built": built,
+                    "report": built.then(|| svc.staged_report()).flatten(),
+                })
             );
             match done {
                 GroupBuild::Built { epoch } => {
@@ -518,6 +524,23 @@ async fn run(cli: &Cli, urls: &mut Vec<String>) -> anyhow::Result<()> {
                 println!("{l}");
             }
             eprintln!("{} report(s)", lines.len());
+        }
+        #[cfg(feature = "bench")]
+        Cmd::Bench {
+            which: bench::BenchCmd::Rehearse(args),
+        } => {
+            let r = auditor_server::rehearse::run(args).await?;
+            if args.json {
+                println!("{}", serde_json::to_string(&r)?);
+            } else {
+                println!("{}", auditor_server::rehearse::summary(&r));
+            }
+            if !r.violations.is_empty() {
+                anyhow::bail!(
+                    "the rehearsal broke a bound of the bounded-memory build: {}",
+                    r.violations.join("; ")
+                );
+            }
         }
         #[cfg(feature = "bench")]
         Cmd::Bench { which } => {

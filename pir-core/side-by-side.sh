@@ -5,7 +5,7 @@
 # on one pinned core, alternating theirs and ours round by round so both see
 # the same machine conditions.
 #
-#   docs/bench/side-by-side.sh [B ...]          # default: 33 34 35
+#   pir-core/side-by-side.sh [B ...]          # default: 33 34 35
 #
 # Environment:
 #   YPIR_DIR   a built checkout of the authors' code (default: cloned from
@@ -23,7 +23,7 @@
 # the per-run medians), DBSetup throughput, and peak RSS (from /usr/bin/time when it
 # exists). Both are single-threaded (RAYON_NUM_THREADS=1, pinned with taskset).
 set -euo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/.."
 sizes=("$@")
 [ ${#sizes[@]} -gt 0 ] || sizes=(33 34 35)
 rounds=${ROUNDS:-3}
