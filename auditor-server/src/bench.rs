@@ -674,7 +674,7 @@ async fn shard_build(
         let rss_before = current_rss_bytes();
         let (t, cpu) = (Instant::now(), crate::fill::cpu_seconds());
         let stream = objects.open_snapshot(&spec).await?;
-        let built = epoch::build_streamed(
+        let built = crate::objstore::build_streamed(
             stream,
             spec.manifest.clone(),
             own.clone(),

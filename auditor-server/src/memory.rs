@@ -16,7 +16,7 @@
 //! While building, a server also fills its bitmaps from the snapshot's
 //! leaf hashes. A shard of a prepared epoch streams them from the object
 //! store ([`need_streamed`]): it holds a few verified snapshot parts
-//! ([`crate::objstore::PARTS_IN_FLIGHT`] fetched, one queued, one being
+//! ([`crate::snapshot::PARTS_IN_FLIGHT`] fetched, one queued, one being
 //! filled, 32 MiB each) and the scratch of one fill round
 //! (`fill::fill_scratch`), whatever |S|. A build from hashes in memory
 //! ([`need`] with `building`: a single server, or a shard building from a
@@ -150,7 +150,7 @@ fn add_build(n: &mut Need, m: &Manifest, filters: u64, how: How) {
         How::Stream => {
             let part =
                 crate::snapshot::part_len(m.entries.min(u64::from(crate::snapshot::PART_ENTRIES)));
-            let parts = crate::objstore::PARTS_IN_FLIGHT as u64 + 2;
+            let parts = crate::snapshot::PARTS_IN_FLIGHT as u64 + 2;
             n.fill = scratch + parts * part;
             n.kept = scratch;
         }

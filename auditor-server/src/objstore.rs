@@ -65,9 +65,9 @@ use crate::plan::EpochSpec;
 
 mod s3;
 
-pub use crate::snapshot::{SnapshotExpect, SnapshotIndex, VerifiedPart, MAX_SNAPSHOT_ENTRIES};
-/// Part GETs (and PUTs) of a snapshot in flight at once.
-pub const PARTS_IN_FLIGHT: usize = 4;
+pub use crate::snapshot::{
+    SnapshotExpect, SnapshotIndex, VerifiedPart, MAX_SNAPSHOT_ENTRIES, PARTS_IN_FLIGHT,
+};
 /// Attempts at reading one snapshot part (each with the client's own
 /// retries inside) before the read fails.
 pub const PART_ATTEMPTS: u32 = 3;
@@ -1192,6 +1192,57 @@ async fn read_body(got: object_store::GetResult, key: &ObjPath, max: u64) -> Res
         out.extend_from_slice(&chunk);
     }
     Ok(out)
+}
+
+/// Builds the databases `own` of the planned epoch `manifest` into `out`
+/// from the object store's snapshot `stream`
+/// ([`Objects::open_snapshot`]), in memory independent
+/// of |S| ([`crate::memory::need_streamed`]): each part is filled on a
+/// blocking thread as soon as it is verified, while the next parts are
+/// fetched; the databases are set up and written only once the last part
+/// is in and the set digest matched. On any error nothing is built (the
+/// caller abandons `out`).
+pub async fn build_streamed(
+    mut stream: SnapshotStream,
+    manifest: Manifest,
+    own: Vec<u32>,
+    bp: crate::epoch::BuildParams,
+    out: std::path::PathBuf,
+    t_all: std::time::Instant,
+) -> Result<crate::epoch::Epoch> {
+    type Part = Result<Option<VerifiedPart>>;
+    // One verified part waits while another is filled.
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<Part>(1);
+    let build = tokio::task::spawn_blocking(move || {
+        crate::epoch::build_planned_with(manifest, &own, &bp, &out, t_all, |add| loop {
+            match rx.blocking_recv() {
+                Some(Ok(Some(part))) => add(part.hashes())?,
+                Some(Ok(None)) => return Ok(()),
+                Some(Err(e)) => return Err(e),
+                None => {
+                    return Err(Error::Internal(
+                        "the snapshot stream stopped before its end".into(),
+                    ))
+                }
+            }
+        })
+    });
+    let fetch = async move {
+        loop {
+            // A slot first, so that no part is held while waiting for one.
+            let Ok(slot) = tx.reserve().await else {
+                return; // the build stopped
+            };
+            let next = stream.next_part().await;
+            let last = !matches!(next, Ok(Some(_)));
+            slot.send(next);
+            if last {
+                return;
+            }
+        }
+    };
+    let ((), built) = tokio::join!(fetch, build);
+    built?
 }
 
 #[cfg(test)]

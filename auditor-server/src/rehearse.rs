@@ -585,7 +585,7 @@ impl Work {
     async fn fill_store(&self, n: u64) -> Result<f64> {
         use ct_store::{Commit, Entry, LogKind, LogMeta, Store};
         let store = Store::connect_and_migrate(&self.db_url).await?;
-        let log_id = Sha256::digest(b"auditor-rehearse/log").into();
+        let log_id = <[u8; 32]>::from(Sha256::digest(b"auditor-rehearse/log")).into();
         store
             .upsert_log(&LogMeta {
                 log_id,
@@ -613,7 +613,7 @@ impl Work {
                     .into_par_iter()
                     .map(|i| Entry {
                         leaf_index: i,
-                        leaf_hash: leaf_hash(MEMBER_TAG, i),
+                        leaf_hash: leaf_hash(MEMBER_TAG, i).into(),
                         sct_timestamp_ms: logged_ms,
                         not_after: now + 90 * 86_400,
                     })
@@ -694,7 +694,7 @@ impl Work {
                 let member = leaf_hash(MEMBER_TAG, j * n / u64::from(args.audits));
                 let outsider = leaf_hash(NON_MEMBER_TAG, j);
                 for (h, is_member) in [(member, true), (outsider, false)] {
-                    let mut q = prober.prepare_in(f, &h).map_err(internal)?;
+                    let mut q = prober.prepare_in(f, &h.into()).map_err(internal)?;
                     q.shard_url = None;
                     let (bit, _) = auditor.query(&q).await.map_err(internal)?;
                     if is_member {

@@ -1014,7 +1014,7 @@ impl Service {
         );
         let tmp = self.dir.begin(id)?;
         let built =
-            epoch::build_streamed(stream, spec.manifest.clone(), own, bp, tmp.clone(), t).await;
+            objstore::build_streamed(stream, spec.manifest.clone(), own, bp, tmp.clone(), t).await;
         if built.is_ok() {
             let _ = tokio::task::spawn_blocking(fault_pause_build).await;
         }

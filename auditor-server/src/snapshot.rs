@@ -21,7 +21,7 @@
 //! index.bin:
 //!   magic "CTAUSIDX" (8) ‖ version u32 = 2 ‖ epoch u64 ‖ count u64
 //!   ‖ part entries u32 (P) ‖ part count u32 (n = ⌈count / P⌉)
-//!   ‖ set digest (32: crate::plan::set_digest of all the hashes)
+//!   ‖ set digest (32: crate::layout::set_digest of all the hashes)
 //!   ‖ n × (part bytes u64 ‖ part SHA-256 (32))
 //!   ‖ SHA-256 of every byte before (32)
 //! part-<i, 6 digits>.bin:
@@ -44,8 +44,10 @@
 use sha2::{Digest, Sha256};
 
 use crate::error::{Error, Result};
-use crate::plan::SET_DOMAIN;
+use crate::layout::SET_DOMAIN;
 
+/// Part GETs (and PUTs) of a snapshot in flight at once.
+pub const PARTS_IN_FLIGHT: usize = 4;
 /// Magic of a part object.
 pub const PART_MAGIC: &[u8; 8] = b"CTAUSNAP";
 /// Magic of the index object.
@@ -75,7 +77,7 @@ pub struct SnapshotExpect {
     pub epoch: u64,
     /// |S|.
     pub count: u64,
-    /// [`crate::plan::set_digest`] of S.
+    /// [`crate::layout::set_digest`] of S.
     pub set_sha256: [u8; 32],
 }
 
@@ -300,7 +302,7 @@ impl SnapshotIndex {
             want: SnapshotExpect {
                 epoch,
                 count: hashes.len() as u64,
-                set_sha256: crate::plan::set_digest(hashes),
+                set_sha256: crate::layout::set_digest(hashes),
             },
             part_entries,
             parts: parts
@@ -521,7 +523,7 @@ mod tests {
         SnapshotExpect {
             epoch,
             count: h.len() as u64,
-            set_sha256: crate::plan::set_digest(h),
+            set_sha256: crate::layout::set_digest(h),
         }
     }
 
@@ -679,7 +681,7 @@ mod tests {
         }
         // a valid snapshot of another set under the spec's set digest
         let (mut idx, parts) = SnapshotIndex::of(1, &h, 5);
-        idx.want.set_sha256 = crate::plan::set_digest(&sorted(21)[..20]);
+        idx.want.set_sha256 = crate::layout::set_digest(&sorted(21)[..20]);
         let e = decode_snapshot(&idx.encode(), &refs(&parts), idx.want)
             .unwrap_err()
             .to_string();

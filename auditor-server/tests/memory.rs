@@ -13,8 +13,9 @@
 
 use std::time::Instant;
 
-use auditor_server::epoch::{build_epoch, build_streamed, BuildParams, Snapshot};
+use auditor_server::epoch::{build_epoch, BuildParams, Snapshot};
 use auditor_server::memory;
+use auditor_server::objstore::build_streamed;
 use auditor_server::objstore::Objects;
 use sha2::{Digest, Sha256};
 

@@ -587,7 +587,7 @@ fn auditor_server_layers() {
     let layers: &[&[&str]] = &[
         &["error", "metrics", "conn"],
         &["config"],
-        &["builddir", "layout", "epochdir"],
+        &["builddir", "layout", "epochdir", "snapshot"],
         &["memory", "fill", "batch"],
         &["epoch"],
         &["plan", "objstore"],

@@ -366,57 +366,6 @@ where
     })
 }
 
-/// Builds the databases `own` of the planned epoch `manifest` into `out`
-/// from the object store's snapshot `stream`
-/// ([`crate::objstore::Objects::open_snapshot`]), in memory independent
-/// of |S| ([`crate::memory::need_streamed`]): each part is filled on a
-/// blocking thread as soon as it is verified, while the next parts are
-/// fetched; the databases are set up and written only once the last part
-/// is in and the set digest matched. On any error nothing is built (the
-/// caller abandons `out`).
-pub async fn build_streamed(
-    mut stream: crate::objstore::SnapshotStream,
-    manifest: Manifest,
-    own: Vec<u32>,
-    bp: BuildParams,
-    out: PathBuf,
-    t_all: Instant,
-) -> Result<Epoch> {
-    type Part = Result<Option<crate::objstore::VerifiedPart>>;
-    // One verified part waits while another is filled.
-    let (tx, mut rx) = tokio::sync::mpsc::channel::<Part>(1);
-    let build = tokio::task::spawn_blocking(move || {
-        build_planned_with(manifest, &own, &bp, &out, t_all, |add| loop {
-            match rx.blocking_recv() {
-                Some(Ok(Some(part))) => add(part.hashes())?,
-                Some(Ok(None)) => return Ok(()),
-                Some(Err(e)) => return Err(e),
-                None => {
-                    return Err(Error::Internal(
-                        "the snapshot stream stopped before its end".into(),
-                    ))
-                }
-            }
-        })
-    });
-    let fetch = async move {
-        loop {
-            // A slot first, so that no part is held while waiting for one.
-            let Ok(slot) = tx.reserve().await else {
-                return; // the build stopped
-            };
-            let next = stream.next_part().await;
-            let last = !matches!(next, Ok(Some(_)));
-            slot.send(next);
-            if last {
-                return;
-            }
-        }
-    };
-    let ((), built) = tokio::join!(fetch, build);
-    built?
-}
-
 /// Snapshot of the store at `now_s`, build of the next epoch, publication
 /// and pruning: what `auditor-server build-epoch` and the schedule run.
 pub async fn build_next(

@@ -72,8 +72,8 @@ mod sorted;
 
 pub use artifacts::{read_db_bit, read_manifest};
 pub use build::{
-    build_epoch, build_into, build_next, build_planned, build_planned_with, build_streamed,
-    plan_manifest, sample_fill_ratio, sample_fill_ratio_sorted, SAMPLE_WINDOW_BITS,
+    build_epoch, build_into, build_next, build_planned, build_planned_with, plan_manifest,
+    sample_fill_ratio, sample_fill_ratio_sorted, SAMPLE_WINDOW_BITS,
 };
 pub use load::load_epoch;
 pub use sorted::{SortedReader, SortedSnapshot, DEFAULT_MAX_RUN};
