@@ -584,6 +584,37 @@ fn every_markdown_file_links_and_cites_what_exists() {
     );
 }
 
+/// The benchmark record stays the current results (issue notes keep the
+/// history): docs/benchmarks.md at most 400 lines, docs/bench at most 50
+/// files.
+#[test]
+fn benchmark_docs_stay_current_results() {
+    let root = root();
+    let lines = std::fs::read_to_string(root.join("docs/benchmarks.md"))
+        .expect("docs/benchmarks.md")
+        .lines()
+        .count();
+    assert!(
+        lines <= 400,
+        "docs/benchmarks.md has {lines} lines (at most 400)"
+    );
+    fn files(dir: &Path) -> usize {
+        std::fs::read_dir(dir)
+            .unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()))
+            .map(|e| {
+                let e = e.expect("directory entry");
+                if e.file_type().expect("file type").is_dir() {
+                    files(&e.path())
+                } else {
+                    1
+                }
+            })
+            .sum()
+    }
+    let n = files(&root.join("docs/bench"));
+    assert!(n <= 50, "docs/bench holds {n} files (at most 50)");
+}
+
 mod checker {
     use super::*;
 
