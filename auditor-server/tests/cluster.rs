@@ -43,17 +43,7 @@ struct Cluster {
 impl Cluster {
     async fn new() -> Result<Cluster, BoxErr> {
         let p = Pipeline::new(ENTRIES).await?;
-        let filter_bits = audit_proto::filter::FilterSpec::capacity_for(ENTRIES as u64) * 8;
-        let config = p.dir.path().join("auditor.toml");
-        std::fs::write(
-            &config,
-            format!(
-                "[epoch]\nparam_set = \"toy-insecure-d64\"\nallow_insecure_params = true\n\
-                 filters = {FILTERS}\ndb_bits_target = {}\ngrace_seconds = 600\n\
-                 [schedule]\nreload_seconds = 1\n",
-                2 * filter_bits
-            ),
-        )?;
+        let config = common::toy_fleet_config(p.dir.path(), ENTRIES, FILTERS)?;
         let ports = (0..SHARDS)
             .map(|_| free_port())
             .collect::<Result<Vec<_>, _>>()?;

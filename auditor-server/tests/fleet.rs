@@ -148,17 +148,7 @@ struct Fleet {
 impl Fleet {
     async fn new() -> Result<Fleet, BoxErr> {
         let p = Pipeline::new(ENTRIES).await?;
-        let filter_bits = audit_proto::filter::FilterSpec::capacity_for(ENTRIES as u64) * 8;
-        let config = p.dir.path().join("auditor.toml");
-        std::fs::write(
-            &config,
-            format!(
-                "[epoch]\nparam_set = \"toy-insecure-d64\"\nallow_insecure_params = true\n\
-                 filters = {FILTERS}\ndb_bits_target = {}\ngrace_seconds = 600\n\
-                 [schedule]\nreload_seconds = 1\n",
-                2 * filter_bits
-            ),
-        )?;
+        let config = common::toy_fleet_config(p.dir.path(), ENTRIES, FILTERS)?;
         let ports = (0..GROUPS)
             .map(|_| (0..REPLICAS).map(|_| free_port()).collect())
             .collect::<Result<Vec<Vec<u16>>, _>>()?;
@@ -225,7 +215,9 @@ impl Fleet {
         Ok(s)
     }
 
-    fn coordinator(&self, args: &[&str]) -> Result<std::process::Output, BoxErr> {
+    /// Runs `epoch <args>` (a coordinator or builder command); it must
+    /// succeed.
+    fn run(&self, args: &[&str]) -> TestResult {
         let mut cmd = auditor();
         self.with_fleet_env(&mut cmd);
         cmd.args(["--database-url", &self.p.db_url])
@@ -233,7 +225,13 @@ impl Fleet {
             .arg(self.p.dir.path().join("coordinator"))
             .arg("epoch")
             .args(args);
-        Ok(cmd.output()?)
+        let out = cmd.output()?;
+        assert!(
+            out.status.success(),
+            "epoch {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Ok(())
     }
 
     /// Waits until replica `r` of group `g` reports epoch `epoch` ready.
@@ -348,18 +346,8 @@ async fn audits_survive_dead_replicas_dead_groups_and_rolling_restarts() -> Test
     for g in 0..GROUPS {
         served.push(vec![Some(fleet.replica(g, 0)?), None]);
     }
-    let out = fleet.coordinator(&["prepare"])?;
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let out = fleet.coordinator(&["publish", "--timeout-seconds", "60", "--poll-seconds", "1"])?;
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    fleet.run(&["prepare"])?;
+    fleet.run(&["publish", "--timeout-seconds", "60", "--poll-seconds", "1"])?;
     for g in 0..GROUPS {
         fleet.ready(g, 0, 1).await?;
     }
@@ -455,24 +443,9 @@ async fn audits_survive_dead_replicas_dead_groups_and_rolling_restarts() -> Test
     // ---- the next epoch is published while group 1 is dead: publishing
     // waits for the databases to be built (here group 1's by its builder,
     // `epoch build`), not for serving replicas ----
-    let out = fleet.coordinator(&["prepare"])?;
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let out = fleet.coordinator(&["build", "--shard-index", "1"])?;
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let out = fleet.coordinator(&["publish", "--timeout-seconds", "60", "--poll-seconds", "1"])?;
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    fleet.run(&["prepare"])?;
+    fleet.run(&["build", "--shard-index", "1"])?;
+    fleet.run(&["publish", "--timeout-seconds", "60", "--poll-seconds", "1"])?;
     for g in [0, 2] {
         for r in 0..REPLICAS {
             fleet.ready(g, r, 2).await?;

@@ -256,3 +256,26 @@ pub(crate) fn free_port() -> Result<u16, BoxErr> {
         .local_addr()?
         .port())
 }
+
+/// Writes `auditor.toml` into `dir` for a toy sharded fleet over
+/// `entries` entries: the insecure toy parameter set, `filters` filters
+/// two to a database, a 600 s grace, and a look at the object store every
+/// second. Returns its path.
+pub(crate) fn toy_fleet_config(
+    dir: &std::path::Path,
+    entries: usize,
+    filters: u32,
+) -> Result<std::path::PathBuf, BoxErr> {
+    let filter_bits = audit_proto::filter::FilterSpec::capacity_for(entries as u64) * 8;
+    let config = dir.join("auditor.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[epoch]\nparam_set = \"toy-insecure-d64\"\nallow_insecure_params = true\n\
+             filters = {filters}\ndb_bits_target = {}\ngrace_seconds = 600\n\
+             [schedule]\nreload_seconds = 1\n",
+            2 * filter_bits
+        ),
+    )?;
+    Ok(config)
+}
