@@ -760,13 +760,9 @@ mod tests {
 mod retry_tests {
     use std::sync::Mutex;
 
-    use audit_proto::filter::FilterSpec;
-    use audit_proto::manifest::{DbLayout, ManifestParts};
     use axum::body::Bytes;
     use axum::http::{Method, StatusCode, Uri};
     use axum::response::{IntoResponse, Response};
-    use pir_core::db::BitDatabase;
-    use pir_core::params::{DbShape, TABLE1};
 
     use super::*;
     use crate::probe::Prober;
@@ -831,36 +827,7 @@ mod retry_tests {
     /// A manifest of two 2^16-bit databases, served by the shards at
     /// `urls` (mod rule) or, with `urls` empty, unsharded.
     fn two_db_manifest(urls: Vec<String>) -> Manifest {
-        let filter = FilterSpec::new(2, 8, 8192, [7; 32]).unwrap();
-        let shape = DbShape::for_bits(filter.bits, BitDatabase::RECORD_BITS);
-        let db = DbLayout {
-            filters: 1,
-            rows: shape.ell1 as u64,
-            cols: shape.ell2 as u64,
-            query_bytes: pir_core::wire::query_len(&TABLE1, shape) as u64,
-            response_bytes: pir_core::wire::response_len(&TABLE1) as u64,
-        };
-        Manifest::new(ManifestParts {
-            filter,
-            layout: &[db, db],
-            shards: (!urls.is_empty()).then(|| audit_proto::ShardMap::modulo(urls)),
-            ..tiny_parts()
-        })
-        .unwrap()
-    }
-
-    fn tiny_parts() -> ManifestParts<'static> {
-        ManifestParts {
-            epoch: 3,
-            created_at: 1_700_000_000,
-            snapshot_at: 1_700_000_000,
-            entries: 10,
-            logs: vec![],
-            filter: FilterSpec::new(1, 8, 8192, [7; 32]).unwrap(),
-            pir: tiny_manifest().pir,
-            layout: &[],
-            shards: None,
-        }
+        test_support::fake::tiny_sharded_manifest(3, 1_700_000_000, 10, 2, urls)
     }
 
     #[tokio::test]
@@ -1092,10 +1059,6 @@ mod retry_tests {
 mod fallback_tests {
     use std::collections::HashMap;
 
-    use audit_proto::filter::FilterSpec;
-    use audit_proto::manifest::{DbLayout, ManifestParts};
-    use pir_core::db::BitDatabase;
-    use pir_core::params::{DbShape, TABLE1};
     use rand_chacha::ChaCha20Rng;
     use rand_core::{RngCore, SeedableRng};
 
@@ -1107,31 +1070,14 @@ mod fallback_tests {
     const DBS: u32 = 5;
 
     fn prober() -> Prober {
-        let filter = FilterSpec::new(DBS, 8, 8192, [7; 32]).unwrap();
-        let shape = DbShape::for_bits(filter.bits, BitDatabase::RECORD_BITS);
-        let db = DbLayout {
-            filters: 1,
-            rows: shape.ell1 as u64,
-            cols: shape.ell2 as u64,
-            query_bytes: pir_core::wire::query_len(&TABLE1, shape) as u64,
-            response_bytes: pir_core::wire::response_len(&TABLE1) as u64,
-        };
-        let base = test_support::fake::tiny_manifest(3, 1_700_000_000, 10);
         let urls = (0..3).map(|g| format!("http://group-{g}.test")).collect();
-        Prober::new(Arc::new(
-            Manifest::new(ManifestParts {
-                epoch: 3,
-                created_at: 1_700_000_000,
-                snapshot_at: 1_700_000_000,
-                entries: 10,
-                logs: vec![],
-                filter,
-                pir: base.pir,
-                layout: &[db; DBS as usize],
-                shards: Some(audit_proto::ShardMap::modulo(urls)),
-            })
-            .unwrap(),
-        ))
+        Prober::new(Arc::new(test_support::fake::tiny_sharded_manifest(
+            3,
+            1_700_000_000,
+            10,
+            DBS,
+            urls,
+        )))
     }
 
     /// What a group does with a query.

@@ -10,15 +10,29 @@ use pir_core::params::{DbShape, TABLE1};
 /// and snapshotted at `created_at`, with one filter of 2^16 bits (salt seed
 /// `[7; 32]`) in one database (PIR seed `[9; 32]`) and `entries` entries.
 pub fn tiny_manifest(epoch: u64, created_at: i64, entries: u64) -> Manifest {
-    let filter = FilterSpec::new(1, 8, 8192, [7; 32]).expect("a valid filter");
+    tiny_sharded_manifest(epoch, created_at, entries, 1, Vec::new())
+}
+
+/// [`tiny_manifest`] with `dbs` filters of 2^16 bits, one per database,
+/// served by the shards at `urls` by the rule `db mod urls.len()`
+/// (unsharded when `urls` is empty).
+pub fn tiny_sharded_manifest(
+    epoch: u64,
+    created_at: i64,
+    entries: u64,
+    dbs: u32,
+    urls: Vec<String>,
+) -> Manifest {
+    let filter = FilterSpec::new(dbs, 8, 8192, [7; 32]).expect("a valid filter");
     let shape = DbShape::for_bits(filter.bits, BitDatabase::RECORD_BITS);
-    let layout = [DbLayout {
+    let db = DbLayout {
         filters: 1,
         rows: shape.ell1 as u64,
         cols: shape.ell2 as u64,
         query_bytes: pir_core::wire::query_len(&TABLE1, shape) as u64,
         response_bytes: pir_core::wire::response_len(&TABLE1) as u64,
-    }];
+    };
+    let layout = vec![db; dbs as usize];
     let pir = PirSpec {
         scheme: "ypir".into(),
         param_set: TABLE1.id,
@@ -35,7 +49,7 @@ pub fn tiny_manifest(epoch: u64, created_at: i64, entries: u64) -> Manifest {
         filter,
         pir,
         layout: &layout,
-        shards: None,
+        shards: (!urls.is_empty()).then(|| audit_proto::ShardMap::modulo(urls)),
     })
     .expect("a valid manifest")
 }
